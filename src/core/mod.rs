@@ -1,0 +1,258 @@
+//! The only code that talks to Redis: the compiled-in qless script, the connection
+//! pool, the embedded `redis-server` supervisor, and [`Qless`], whose methods are one
+//! typed function per Lua command (same names as the commands).
+
+pub mod embedded;
+mod error;
+pub mod pool;
+pub mod script;
+
+use std::time::Duration;
+
+use redis::{ErrorKind, ServerErrorKind, Value};
+
+pub use error::{Error, ScriptCode};
+pub use script::Script;
+
+/// The oldest Redis the script is known to run on.
+const MIN_REDIS_VERSION: (u32, u32) = (6, 2);
+
+/// How long start-up waits for Redis to answer before giving up.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Options for [`Qless::connect`].
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// A redis-rs URL (`redis://`, `rediss://`, `unix://`).
+    pub url: String,
+    /// `None`: the plain `ql:` prefix. `Some(ns)`: keys under `ql:{ns}:`.
+    pub namespace: Option<String>,
+    /// Maximum pooled connections.
+    pub pool_size: u32,
+    /// How long a call waits for a free connection.
+    pub checkout_timeout: Duration,
+    /// Whether Redis is ours (embedded) or someone else's; only the latter gets the
+    /// eviction-policy warning, since we configure our own.
+    pub external: bool,
+}
+
+/// A handle on the qless script in one Redis (cheap to clone).
+#[derive(Clone)]
+pub struct Qless {
+    pool: pool::Pool,
+    script: Script,
+    /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
+    namespace_key: Option<String>,
+    url: String,
+}
+
+impl std::fmt::Debug for Qless {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qless")
+            .field("sha", &self.script.sha())
+            .field("namespace_key", &self.namespace_key)
+            .finish()
+    }
+}
+
+impl Qless {
+    /// Connects, checks the server (reachable, recent enough, safe eviction policy)
+    /// and loads the script. Fails fast with a one-line message.
+    pub async fn connect(options: ConnectOptions) -> Result<Self, Error> {
+        let pool = pool::build(&options.url, options.pool_size, options.checkout_timeout)?;
+        let qless = Qless {
+            pool,
+            script: Script::qless(),
+            namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
+            url: options.url.clone(),
+        };
+        let checks = async {
+            let mut conn = qless.pool.get().await?;
+            let info = conn.query(&redis::cmd("INFO").arg("server")).await?;
+            check_version(&redis::from_redis_value::<String>(info).unwrap_or_default())?;
+            if options.external {
+                warn_about_eviction(&mut conn).await;
+            }
+            qless.load(&mut conn).await
+        };
+        match tokio::time::timeout(STARTUP_TIMEOUT, checks).await {
+            Ok(Ok(())) => Ok(qless),
+            Ok(Err(Error::Unavailable(why))) | Ok(Err(Error::Redis(why))) => Err(Error::Startup(
+                format!("cannot use Redis at {}: {why}", options.url),
+            )),
+            Ok(Err(other)) => Err(other),
+            Err(_) => Err(Error::Startup(format!(
+                "cannot reach Redis at {} (no answer within {}s)",
+                options.url,
+                STARTUP_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    /// The script this handle runs.
+    pub fn script(&self) -> &Script {
+        &self.script
+    }
+
+    /// The Redis URL (for connections outside the pool, such as subscriptions).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The namespace routing key, if any.
+    pub fn namespace_key(&self) -> Option<&str> {
+        self.namespace_key.as_deref()
+    }
+
+    /// Readiness: Redis answers and holds the script (loading it again if Redis lost
+    /// its script cache, e.g. after a restart).
+    pub async fn ready(&self) -> Result<(), Error> {
+        let mut conn = self.pool.get().await?;
+        let exists = conn
+            .query(redis::cmd("SCRIPT").arg("EXISTS").arg(self.script.sha()))
+            .await?;
+        let loaded: Vec<i64> = redis::from_redis_value(exists).map_err(Error::reply)?;
+        if loaded.first() == Some(&1) {
+            Ok(())
+        } else {
+            self.load(&mut conn).await
+        }
+    }
+
+    /// Runs one script command: `EVALSHA sha <0|1> [ns-key] command now args...`,
+    /// loading the script again when Redis answers NOSCRIPT.
+    pub async fn call(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
+        let cmd = self.invocation(command, now, args);
+        let mut conn = self.pool.get().await?;
+        match conn.query(&cmd).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.load(&mut conn).await?;
+                Ok(conn.query(&cmd).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// Runs several script commands in one pipelined round trip, returning one result
+    /// per command (a failing command does not affect the others).
+    pub async fn call_many(
+        &self,
+        now: f64,
+        calls: &[(&str, Vec<String>)],
+    ) -> Result<Vec<Result<Value, Error>>, Error> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (command, args) in calls {
+            pipe.add_command(self.invocation(command, now, args));
+        }
+        let mut conn = self.pool.get().await?;
+        let mut replies = conn.query_pipeline(pipe.ignore_errors()).await?;
+        let noscript =
+            |value: &Value| matches!(value, Value::ServerError(err) if err.code() == "NOSCRIPT");
+        if replies.iter().any(noscript) {
+            // NOSCRIPT replies wrote nothing, so the whole batch can simply run again.
+            self.load(&mut conn).await?;
+            replies = conn.query_pipeline(&pipe).await?;
+        }
+        Ok(replies.into_iter().map(value_to_result).collect())
+    }
+
+    fn invocation(&self, command: &str, now: f64, args: &[String]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.script.sha());
+        match &self.namespace_key {
+            Some(key) => cmd.arg(1).arg(key),
+            None => cmd.arg(0),
+        };
+        cmd.arg(command).arg(format_now(now)).arg(args);
+        cmd
+    }
+
+    async fn load(&self, conn: &mut pool::Connection) -> Result<(), Error> {
+        let reply = conn
+            .query(redis::cmd("SCRIPT").arg("LOAD").arg(self.script.source()))
+            .await?;
+        let sha: String = redis::from_redis_value(reply).map_err(Error::reply)?;
+        if sha != self.script.sha() {
+            return Err(Error::reply(format!(
+                "SCRIPT LOAD returned {sha}, expected {}",
+                self.script.sha()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `now` as the script receives it: seconds with millisecond precision, without
+/// trailing zeros (logical test times stay short: `1`, `2.5`).
+pub fn format_now(now: f64) -> String {
+    let text = format!("{now:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+fn value_to_result(value: Value) -> Result<Value, Error> {
+    match value {
+        Value::ServerError(err) => Err(redis::RedisError::from(err).into()),
+        other => Ok(other),
+    }
+}
+
+fn check_version(info: &str) -> Result<(), Error> {
+    let version = info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .map(str::trim)
+        .unwrap_or("0.0.0");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if found < MIN_REDIS_VERSION {
+        return Err(Error::Startup(format!(
+            "Redis {version} is too old: qlessd needs Redis {}.{} or newer",
+            MIN_REDIS_VERSION.0, MIN_REDIS_VERSION.1
+        )));
+    }
+    Ok(())
+}
+
+/// Jobs are data that must never vanish: any eviction policy other than
+/// `noeviction` lets Redis delete job keys silently under memory pressure.
+async fn warn_about_eviction(conn: &mut pool::Connection) {
+    let reply = conn
+        .query(redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"))
+        .await;
+    let policy = reply
+        .ok()
+        .and_then(|value| redis::from_redis_value::<Vec<String>>(value).ok())
+        .and_then(|pair| pair.get(1).cloned());
+    match policy.as_deref() {
+        Some("noeviction") => {}
+        Some(policy) => tracing::warn!(
+            policy,
+            "Redis maxmemory-policy is {policy:?}: under memory pressure Redis may evict \
+             job keys and lose jobs silently; set it to noeviction"
+        ),
+        None => tracing::info!("could not read Redis maxmemory-policy (CONFIG disabled?)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn now_is_sent_without_trailing_zeros() {
+        assert_eq!(format_now(0.0), "0");
+        assert_eq!(format_now(12.5), "12.5");
+        assert_eq!(format_now(1_700_000_000.123), "1700000000.123");
+    }
+
+    #[test]
+    fn old_redis_versions_are_refused() {
+        assert!(check_version("redis_version:7.0.15\r\n").is_ok());
+        assert!(check_version("redis_version:6.2.0\r\n").is_ok());
+        let err = check_version("redis_version:5.0.7\r\n").unwrap_err();
+        assert!(err.to_string().contains("too old"), "{err}");
+    }
+}

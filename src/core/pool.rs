@@ -1,0 +1,87 @@
+//! The Redis connection pool: bb8 over bb8-redis's multiplexed connections, with one
+//! addition. bb8-redis never reports a multiplexed connection as broken, so after a
+//! Redis restart every pooled connection would keep failing; testing each one on
+//! checkout would cost a PING per request instead. Here a connection that saw a
+//! transport error is flagged, and bb8 drops it when it comes back to the pool.
+
+use std::time::Duration;
+
+use bb8_redis::RedisConnectionManager;
+use redis::aio::MultiplexedConnection;
+
+use super::Error;
+
+/// A pooled connection that remembers whether its socket failed.
+pub struct Connection {
+    inner: MultiplexedConnection,
+    broken: bool,
+}
+
+impl Connection {
+    /// Sends one command, flagging the connection when the transport fails.
+    pub async fn query(&mut self, cmd: &redis::Cmd) -> Result<redis::Value, redis::RedisError> {
+        let result = cmd.query_async(&mut self.inner).await;
+        if let Err(err) = &result
+            && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
+        {
+            self.broken = true;
+        }
+        result
+    }
+
+    /// Sends a pipeline, flagging the connection when the transport fails.
+    pub async fn query_pipeline(
+        &mut self,
+        pipe: &redis::Pipeline,
+    ) -> Result<Vec<redis::Value>, redis::RedisError> {
+        let result = pipe.query_async(&mut self.inner).await;
+        if let Err(err) = &result
+            && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
+        {
+            self.broken = true;
+        }
+        result
+    }
+}
+
+/// bb8 manager wrapping [`RedisConnectionManager`].
+pub struct Manager {
+    inner: RedisConnectionManager,
+}
+
+impl bb8::ManageConnection for Manager {
+    type Connection = Connection;
+    type Error = redis::RedisError;
+
+    async fn connect(&self) -> Result<Connection, redis::RedisError> {
+        let inner = self.inner.connect().await?;
+        Ok(Connection {
+            inner,
+            broken: false,
+        })
+    }
+
+    async fn is_valid(&self, conn: &mut Connection) -> Result<(), redis::RedisError> {
+        self.inner.is_valid(&mut conn.inner).await
+    }
+
+    fn has_broken(&self, conn: &mut Connection) -> bool {
+        conn.broken
+    }
+}
+
+/// The pool type used throughout `core`.
+pub type Pool = bb8::Pool<Manager>;
+
+/// Builds a pool without connecting yet (start-up checks connect explicitly, so a
+/// wrong URL gives one clear error instead of a pool-level timeout).
+pub fn build(url: &str, size: u32, checkout_timeout: Duration) -> Result<Pool, Error> {
+    let inner = RedisConnectionManager::new(url)
+        .map_err(|err| Error::Startup(format!("invalid Redis URL {url:?}: {err}")))?;
+    Ok(bb8::Pool::builder()
+        .max_size(size)
+        .min_idle(Some(1))
+        .test_on_check_out(false)
+        .connection_timeout(checkout_timeout)
+        .build_unchecked(Manager { inner }))
+}

@@ -1,0 +1,36 @@
+//! qlessd: an HTTP/JSON job-queue server speaking the qless protocol over Redis.
+//!
+//! # Map of the crate
+//!
+//! * [`settings`]: process configuration (flags with `QLESSD_*` environment twins).
+//! * [`server`]: application state, router and tower-http layers, graceful serving,
+//!   and [`server::run`], which starts embedded Redis when no URL is given.
+//! * [`clock`]: the one source of `now` (a manual clock in tests).
+//! * [`error`]: [`error::ApiError`], rendered as `application/problem+json`.
+//! * [`routes`]: one module per resource; thin handlers.
+//! * [`core`]: the only code touching Redis: the Lua script (`lua/`, joined at compile
+//!   time), the pool, the embedded `redis-server` supervisor, one typed function per
+//!   Lua command.
+//! * [`model`]: request and response types (serde + utoipa).
+//! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
+//!
+//! # The path of one request
+//!
+//! ```text
+//! HTTP -> tower-http (request id, trace, panic catcher) -> deadline -> body limit
+//!      -> routes::<resource>::<handler>     extract + validate
+//!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA (reload on NOSCRIPT)
+//!      -> lua: api.lua dispatch -> class files: validate everything, then write
+//!      <- reply, or a "CODE Command(): message" error reply
+//!      <- core::Error -> ApiError -> problem+json with the right status
+//! ```
+
+pub mod clock;
+pub mod core;
+pub mod error;
+pub mod model;
+pub mod openapi;
+pub mod routes;
+pub mod server;
+pub mod settings;
+pub mod telemetry;

@@ -1,0 +1,29 @@
+//! The OpenAPI document: the top-level description here, the paths and schemas
+//! gathered from the routes that declare them (utoipa-axum).
+
+use utoipa::OpenApi;
+
+use crate::routes;
+
+/// Document-level metadata; the paths come from [`routes::router`].
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "qlessd",
+        description = "An HTTP/JSON job queue speaking the qless protocol over Redis. \
+            Every error is an `application/problem+json` document with a stable `code`.",
+        license(name = "MIT"),
+    ),
+    tags(
+        (name = "operations", description = "Health and readiness"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The complete document, as served at `/openapi.json`.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let (_, doc) = routes::router().split_for_parts();
+    let mut base = ApiDoc::openapi();
+    base.merge(doc);
+    base
+}

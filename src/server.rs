@@ -1,0 +1,197 @@
+//! Builds the application state and the router with its tower-http layers, and serves
+//! it with graceful shutdown. The server takes its listener, state and shutdown signal
+//! as arguments, so tests bind port 0 or call the router directly.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::HeaderName;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::clock::Clock;
+use crate::core::embedded::EmbeddedRedis;
+use crate::core::{ConnectOptions, Qless};
+use crate::error::ApiError;
+use crate::settings::Settings;
+use crate::{openapi, routes};
+
+/// Limits the handlers enforce, taken from [`Settings`].
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest single-request body.
+    pub body_limit: usize,
+    /// Largest batch body.
+    pub batch_body_limit: usize,
+    /// Per-request deadline.
+    pub request_timeout: Duration,
+    /// Longest long-poll wait a client may ask for.
+    pub max_wait: Duration,
+}
+
+impl Limits {
+    /// Limits as configured.
+    pub fn from_settings(settings: &Settings) -> Self {
+        Limits {
+            body_limit: settings.body_limit,
+            batch_body_limit: settings.batch_body_limit,
+            request_timeout: settings.request_timeout(),
+            max_wait: Duration::from_secs(settings.max_wait),
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The script in Redis.
+    pub qless: Qless,
+    /// The server's clock: the only source of `now`.
+    pub clock: Clock,
+    /// Request limits.
+    pub limits: Arc<Limits>,
+}
+
+/// The full application: API routes, `/openapi.json`, `/docs`, and the layers.
+pub fn router(state: AppState) -> Router {
+    let (api, _) = routes::router().split_for_parts();
+    let request_id = HeaderName::from_static("x-request-id");
+    let layers = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request| {
+                let id = request
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %request.method(), uri = %request.uri(), id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(request_id))
+        .layer(CatchPanicLayer::custom(panic_to_problem))
+        .layer(middleware::from_fn_with_state(state.clone(), deadline));
+    Router::new()
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::document()))
+        .merge(api)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.limits.body_limit))
+        .with_state(state)
+        .layer(layers)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Runs qlessd as configured: embedded or external Redis, script loaded, HTTP served
+/// until SIGINT/SIGTERM, embedded Redis stopped last.
+pub async fn run(settings: Settings) -> Result<(), String> {
+    let embedded = match &settings.redis_url {
+        Some(_) => None,
+        None => Some(
+            EmbeddedRedis::start(&settings.redis_server, &settings.data_dir)
+                .await
+                .map_err(|err| err.to_string())?,
+        ),
+    };
+    let url = match (&settings.redis_url, &embedded) {
+        (Some(url), _) => url.clone(),
+        (None, Some(redis)) => redis.url(),
+        (None, None) => unreachable!("embedded Redis starts when no URL is given"),
+    };
+    let result = serve_with(&settings, url, embedded.is_none()).await;
+    if let Some(redis) = embedded {
+        redis.shutdown().await;
+    }
+    result
+}
+
+async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<(), String> {
+    let qless = Qless::connect(ConnectOptions {
+        url: url.clone(),
+        namespace: settings.namespace.clone(),
+        pool_size: settings.pool_size,
+        checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
+        external,
+    })
+    .await
+    .map_err(|err| err.to_string())?;
+    let state = AppState {
+        qless,
+        clock: Clock::system(),
+        limits: Arc::new(Limits::from_settings(settings)),
+    };
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .map_err(|err| format!("cannot listen on {}: {err}", settings.listen))?;
+    tracing::info!(listen = %settings.listen, redis = %url, "qlessd is serving");
+    serve(listener, router(state), shutdown_signal())
+        .await
+        .map_err(|err| format!("server error: {err}"))
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}
+
+/// Bounds every request by the configured deadline, answering with a problem.
+async fn deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(state.limits.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Unavailable("the request took too long".to_owned()).into_response(),
+    }
+}
+
+fn panic_to_problem(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    ApiError::Internal(format!("handler panicked: {what}")).into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".to_owned())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}

@@ -1,0 +1,131 @@
+//! Process configuration: every option is a command-line flag with a `QLESSD_*`
+//! environment twin, so `qlessd --help` is the configuration reference.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// qlessd: an HTTP/JSON job-queue server speaking the qless protocol over Redis.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "qlessd", version, about, long_about = None)]
+pub struct Settings {
+    /// Address the HTTP server listens on.
+    #[arg(long, env = "QLESSD_LISTEN", default_value = "127.0.0.1:5858")]
+    pub listen: SocketAddr,
+
+    /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`.
+    /// Unset: qlessd starts and supervises its own `redis-server` (embedded mode).
+    #[arg(long, env = "QLESSD_REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// Directory holding the embedded Redis's data (AOF), socket and log.
+    #[arg(long, env = "QLESSD_DATA_DIR", default_value = "./qlessd-data")]
+    pub data_dir: PathBuf,
+
+    /// The `redis-server` binary used in embedded mode.
+    #[arg(long, env = "QLESSD_REDIS_SERVER", default_value = "redis-server")]
+    pub redis_server: PathBuf,
+
+    /// Namespace for every key and channel. Unset: the plain `ql:` prefix shared with
+    /// other qless clients. Set to `NAME`: keys live under `ql:{NAME}:` (one Redis
+    /// Cluster slot per namespace; tenants never see each other).
+    #[arg(long, env = "QLESSD_NAMESPACE", value_parser = parse_namespace)]
+    pub namespace: Option<String>,
+
+    /// Maximum number of pooled Redis connections (each one is pipelined).
+    #[arg(long, env = "QLESSD_POOL_SIZE", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pool_size: u32,
+
+    /// How long a request waits for a free Redis connection before a 503 (milliseconds).
+    #[arg(long, env = "QLESSD_POOL_TIMEOUT_MS", default_value_t = 2000)]
+    pub pool_timeout_ms: u64,
+
+    /// Largest accepted request body, in bytes (single-job requests).
+    #[arg(long, env = "QLESSD_BODY_LIMIT", default_value_t = 1024 * 1024)]
+    pub body_limit: usize,
+
+    /// Largest accepted body for batch endpoints, in bytes.
+    #[arg(long, env = "QLESSD_BATCH_BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
+    pub batch_body_limit: usize,
+
+    /// Requests taking longer than this are answered with 503 (seconds). Long polls are
+    /// bounded separately by `--max-wait`, which this must exceed.
+    #[arg(long, env = "QLESSD_REQUEST_TIMEOUT", default_value_t = 60)]
+    pub request_timeout: u64,
+
+    /// Upper bound of the `wait` a long-polling pop may ask for (seconds).
+    #[arg(long, env = "QLESSD_MAX_WAIT", default_value_t = 30)]
+    pub max_wait: u64,
+
+    /// Log format.
+    #[arg(long, env = "QLESSD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Print the Lua script the server loads into Redis, then exit.
+    #[arg(long)]
+    pub print_lua: bool,
+}
+
+impl Settings {
+    /// The per-request deadline.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout)
+    }
+
+    /// Settings for tests and embedding: defaults, with an explicit Redis URL.
+    pub fn for_redis(url: impl Into<String>) -> Self {
+        let mut settings = Settings::parse_from(["qlessd"]);
+        settings.redis_url = Some(url.into());
+        settings
+    }
+}
+
+/// Namespace names become part of a Redis hash tag, so braces and other separators
+/// would break the key layout.
+fn parse_namespace(raw: &str) -> Result<String, String> {
+    let valid = !raw.is_empty()
+        && raw.len() <= 64
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if valid {
+        Ok(raw.to_owned())
+    } else {
+        Err("a namespace is 1-64 characters from [A-Za-z0-9._-]".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_that_would_break_the_key_layout_are_refused() {
+        assert!(parse_namespace("prod").is_ok());
+        assert!(parse_namespace("tenant-1.eu_west").is_ok());
+        for bad in ["", "a{b", "a}b", "a:b", "a b", &"x".repeat(65)] {
+            assert!(parse_namespace(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn defaults_need_no_configuration() {
+        let settings = Settings::parse_from(["qlessd"]);
+        assert_eq!(settings.listen.to_string(), "127.0.0.1:5858");
+        assert!(settings.redis_url.is_none());
+        assert_eq!(settings.data_dir, PathBuf::from("./qlessd-data"));
+        assert!(settings.namespace.is_none());
+    }
+}

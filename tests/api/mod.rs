@@ -1,0 +1,3 @@
+//! The HTTP contract, through the real router.
+
+mod operations;

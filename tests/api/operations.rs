@@ -1,0 +1,127 @@
+//! Operational endpoints, the OpenAPI document, and error rendering.
+
+use axum::http::{Method, StatusCode, header};
+
+use crate::support::TestApp;
+
+#[tokio::test]
+async fn healthz_answers_ok() {
+    let app = TestApp::start().await;
+    let response = app.get("/healthz").await;
+    assert_eq!(response.status, StatusCode::OK);
+    assert_eq!(response.body["status"], "ok");
+}
+
+#[tokio::test]
+async fn readyz_answers_ready_when_redis_holds_the_script() {
+    let app = TestApp::start().await;
+    let response = app.get("/readyz").await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    assert_eq!(response.body["status"], "ready");
+}
+
+#[tokio::test]
+async fn readyz_reloads_a_script_that_redis_forgot() {
+    let app = TestApp::start().await;
+    let mut conn = app.redis.client().get_connection().unwrap();
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut conn)
+        .unwrap();
+    assert_eq!(app.get("/readyz").await.status, StatusCode::OK);
+    let sha = app.qless.script().sha().to_owned();
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(exists, vec![1]);
+}
+
+#[tokio::test]
+async fn readyz_is_a_503_problem_with_retry_after_when_redis_is_gone() {
+    let app = TestApp::start().await;
+    let TestApp {
+        redis,
+        router,
+        qless,
+        clock,
+        ..
+    } = app;
+    drop(redis);
+    let app = TestApp {
+        redis: crate::support::RedisServer::start(),
+        qless,
+        clock,
+        router,
+    };
+    // The router still points at the server that was just dropped.
+    let response = app.get("/readyz").await;
+    response.assert_problem(503, "unavailable");
+    assert_eq!(response.headers.get(header::RETRY_AFTER).unwrap(), "1");
+}
+
+#[tokio::test]
+async fn unknown_routes_are_404_problems() {
+    let app = TestApp::start().await;
+    app.get("/v1/nothing-here")
+        .await
+        .assert_problem(404, "not_found");
+}
+
+#[tokio::test]
+async fn wrong_methods_are_405_problems() {
+    let app = TestApp::start().await;
+    app.request(Method::DELETE, "/healthz", None)
+        .await
+        .assert_problem(405, "method_not_allowed");
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id() {
+    let app = TestApp::start().await;
+    let response = app.get("/healthz").await;
+    let id = response.headers.get("x-request-id").expect("x-request-id");
+    assert_eq!(id.len(), 36, "a UUID: {id:?}");
+}
+
+#[tokio::test]
+async fn docs_page_is_served_without_external_assets() {
+    let app = TestApp::start().await;
+    let response = app.get("/docs/").await;
+    assert_eq!(response.status, StatusCode::OK);
+    assert!(response.text.contains("swagger"), "{}", response.text);
+    assert!(
+        !response.text.contains("https://"),
+        "loads remote assets: {}",
+        response.text
+    );
+}
+
+#[tokio::test]
+async fn openapi_json_is_served_and_matches_the_committed_document() {
+    let app = TestApp::start().await;
+    let response = app.get("/openapi.json").await;
+    assert_eq!(response.status, StatusCode::OK);
+    assert!(response.body["openapi"].as_str().unwrap().starts_with("3."));
+
+    let document = qlessd::openapi::document();
+    let as_value = serde_json::to_value(&document).unwrap();
+    assert_eq!(
+        response.body, as_value,
+        "/openapi.json differs from openapi::document()"
+    );
+
+    let generated = serde_json::to_string_pretty(&document).unwrap() + "\n";
+
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json");
+    if std::env::var_os("QLESSD_UPDATE_OPENAPI").is_some() {
+        std::fs::write(path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "openapi/openapi.json is out of date: run \
+         `QLESSD_UPDATE_OPENAPI=1 cargo nextest run openapi` and commit it"
+    );
+}

@@ -1,0 +1,3 @@
+//! The script's semantics, driven through `core` with logical time.
+
+mod plumbing;

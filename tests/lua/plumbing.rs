@@ -1,0 +1,71 @@
+//! How the gateway calls the script: loading, NOSCRIPT recovery, namespaces, errors.
+
+use qlessd::core::{ConnectOptions, Error, Qless, ScriptCode};
+
+use crate::support::{RedisServer, START, connect};
+
+#[tokio::test]
+async fn the_script_is_reloaded_transparently_after_redis_forgets_it() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let mut conn = redis.client().get_connection().unwrap();
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut conn)
+        .unwrap();
+    let value = qless
+        .call("config.get", START, &["heartbeat".into()])
+        .await
+        .unwrap();
+    assert_eq!(value, redis::Value::Int(60));
+}
+
+#[tokio::test]
+async fn script_errors_carry_their_code_and_message() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let err = qless.call("no.such.command", START, &[]).await.unwrap_err();
+    match err {
+        Error::Script { code, message } => {
+            assert_eq!(code, ScriptCode::Command);
+            assert!(
+                message.contains("Unknown command no.such.command"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a script error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_redis_url_is_a_one_line_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nobody-listens.sock");
+    let err = Qless::connect(ConnectOptions {
+        url: format!("unix://{}", missing.display()),
+        namespace: None,
+        pool_size: 2,
+        checkout_timeout: std::time::Duration::from_millis(500),
+        external: true,
+    })
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Startup(_)), "{err:?}");
+    assert!(text.contains("nobody-listens.sock"), "{text}");
+    assert!(!text.contains('\n'), "{text}");
+}
+
+#[tokio::test]
+async fn a_malformed_redis_url_is_refused_at_startup() {
+    let err = Qless::connect(ConnectOptions {
+        url: "http://not-redis".into(),
+        namespace: None,
+        pool_size: 2,
+        checkout_timeout: std::time::Duration::from_millis(500),
+        external: true,
+    })
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("invalid Redis URL"), "{err}");
+}

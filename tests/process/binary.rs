@@ -1,0 +1,154 @@
+//! The `qlessd` binary as a newcomer runs it.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_qlessd");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn status_of(url: &str) -> Option<u16> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?;
+    client
+        .get(url)
+        .send()
+        .await
+        .ok()
+        .map(|r| r.status().as_u16())
+}
+
+async fn wait_for_status(url: &str, want: u16, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        if status_of(url).await == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{url} never answered {want}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn redis_pid(socket: &std::path::Path) -> Option<u32> {
+    let url = format!("unix://{}", socket.display());
+    let mut conn = redis::Client::open(url).ok()?.get_connection().ok()?;
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
+#[test]
+fn print_lua_prints_exactly_the_loaded_script() {
+    let output = Command::new(BINARY).arg("--print-lua").output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        qlessd::core::script::SOURCE
+    );
+}
+
+#[test]
+fn help_documents_every_setting_with_its_environment_variable() {
+    let output = Command::new(BINARY).arg("--help").output().unwrap();
+    let help = String::from_utf8(output.stdout).unwrap();
+    for env in [
+        "QLESSD_LISTEN",
+        "QLESSD_REDIS_URL",
+        "QLESSD_DATA_DIR",
+        "QLESSD_NAMESPACE",
+        "QLESSD_POOL_SIZE",
+        "QLESSD_BODY_LIMIT",
+        "QLESSD_LOG_FORMAT",
+    ] {
+        assert!(help.contains(env), "--help lacks {env}");
+    }
+}
+
+#[test]
+fn a_wrong_redis_url_exits_with_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("unix://{}/nobody.sock", dir.path().display());
+    let output = Command::new(BINARY)
+        .env("QLESSD_REDIS_URL", &url)
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("qlessd: cannot"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_missing_redis_server_exits_with_an_install_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(BINARY)
+        .env("QLESSD_REDIS_SERVER", "definitely-not-redis-server")
+        .env("QLESSD_DATA_DIR", dir.path())
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("apt-get install redis-server"), "{stderr}");
+}
+
+#[tokio::test]
+async fn qlessd_serves_on_embedded_redis_recovers_from_its_death_and_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let mut child = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", &data)
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+        .env_remove("QLESSD_REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/healthz"), 200, Duration::from_secs(20)).await;
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(5)).await;
+    assert_eq!(status_of(&format!("{base}/openapi.json")).await, Some(200));
+
+    // Kill the embedded Redis: readiness fails, then recovers on its own.
+    let socket = data.canonicalize().unwrap().join("redis.sock");
+    let first = redis_pid(&socket).expect("embedded redis answers");
+    Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .unwrap();
+    wait_for_status(&format!("{base}/readyz"), 503, Duration::from_secs(5)).await;
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    let second = redis_pid(&socket).expect("restarted");
+    assert_ne!(first, second);
+
+    // SIGTERM: qlessd exits cleanly and takes its Redis down with it.
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "qlessd did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{second}")).exists(),
+        "redis left running"
+    );
+}

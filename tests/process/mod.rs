@@ -1,0 +1,4 @@
+//! The `qlessd` binary and its embedded Redis, as a user runs them.
+
+mod binary;
+mod embedded;

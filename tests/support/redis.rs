@@ -1,0 +1,80 @@
+//! A private `redis-server` per test: a Unix socket in a fresh temp dir, no
+//! persistence, killed (and its directory removed) when the guard drops. Tests never
+//! touch a shared Redis, so they run in parallel without seeing each other's keys.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// A running private Redis.
+pub struct RedisServer {
+    child: Child,
+    socket: PathBuf,
+    _dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server and waits until its socket accepts connections.
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("qlessd-test-")
+            .tempdir()
+            .expect("temp dir");
+        let socket = dir.path().join("redis.sock");
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(&socket)
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed to run the tests");
+        let server = RedisServer {
+            child,
+            socket,
+            _dir: dir,
+        };
+        server.wait_until_ready();
+        server
+    }
+
+    /// `unix://` URL of this server.
+    pub fn url(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    /// Path of the socket.
+    #[allow(dead_code)]
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// A plain client, for assertions on raw keys.
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("client")
+    }
+
+    fn wait_until_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut conn) = self.client().get_connection()
+                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
