@@ -15,6 +15,18 @@ use crate::routes;
         license(name = "MIT"),
     ),
     tags(
+        (name = "queues", description = "Queues: counts, putting jobs, leasing (pop), \
+            peeking, listings by state, pausing, statistics"),
+        (name = "jobs", description = "Jobs: inspection and the worker lifecycle \
+            (heartbeat, complete, fail, retry), cancellation, priority, dependencies, \
+            tags, tracking, history"),
+        (name = "recurring", description = "Recurring jobs: templates spawning a job \
+            every interval"),
+        (name = "tags", description = "Tags: the most used tags and the jobs carrying one"),
+        (name = "failures", description = "Failure groups and putting failed jobs back"),
+        (name = "workers", description = "Workers and the jobs they hold"),
+        (name = "config", description = "Server-wide options stored in Redis \
+            (heartbeat, grace-period, jobs-history, ...)"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

@@ -2,16 +2,25 @@
 //! pool, the embedded `redis-server` supervisor, and [`Qless`], whose methods are one
 //! typed function per Lua command (same names as the commands).
 
+mod config;
 pub mod embedded;
 mod error;
+pub mod jobs;
 pub mod pool;
+pub mod queues;
+pub mod recurring;
+mod reply;
 pub mod script;
+mod workers;
 
 use std::time::Duration;
 
 use redis::{ErrorKind, ServerErrorKind, Value};
 
 pub use error::{Error, ScriptCode};
+pub use jobs::{CompleteArgs, PutArgs, RetryArgs, Tracked};
+pub use queues::Listing;
+pub use recurring::{RecurArgs, RecurUpdate};
 pub use script::Script;
 
 /// The oldest Redis the script is known to run on.

@@ -1,6 +1,24 @@
 //! Request and response types of the HTTP API: serde for the wire, utoipa for the
-//! OpenAPI document, nothing else.
+//! OpenAPI document, nothing else. `wire` adapts the script's cjson output (`{}` for
+//! empty lists, JSON text for payloads) to these regular shapes.
 
+mod admin_api;
+mod job;
+mod jobs_api;
+mod page;
 mod problem;
+mod queue;
+mod queues_api;
+mod recurring;
+pub mod wire;
+mod worker;
 
+pub use admin_api::*;
+pub use job::{Failure, HistoryEntry, Job, JobState};
+pub use jobs_api::*;
+pub use page::PageQuery;
 pub use problem::{Health, Problem};
+pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
+pub use queues_api::*;
+pub use recurring::RecurringJob;
+pub use worker::{WorkerJobs, WorkerSummary};

@@ -1,8 +1,16 @@
 //! HTTP handlers, one module per resource. Handlers are thin: extract and validate,
 //! make one `core` call with the server's clock, map the result.
 
+mod config;
 pub mod extract;
+mod failures;
 mod health;
+mod jobs;
+mod queues;
+mod recurring;
+mod tags;
+pub mod validate;
+mod workers;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -10,5 +18,13 @@ use crate::server::AppState;
 
 /// Every route with its OpenAPI description.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(health::router())
+    OpenApiRouter::new()
+        .merge(health::router())
+        .merge(queues::router())
+        .merge(jobs::router())
+        .merge(recurring::router())
+        .merge(tags::router())
+        .merge(failures::router())
+        .merge(workers::router())
+        .merge(config::router())
 }

@@ -1,3 +1,6 @@
 //! The HTTP contract, through the real router.
 
+mod admin;
+mod jobs;
 mod operations;
+mod queues;

@@ -1,3 +1,11 @@
 //! The script's semantics, driven through `core` with logical time.
 
+mod config;
+mod events;
+mod jobs;
+mod malformed;
+mod namespaces;
 mod plumbing;
+mod queues;
+mod recurring;
+mod workers;

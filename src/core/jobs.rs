@@ -1,0 +1,326 @@
+//! Job commands (`lua/job.lua`): one typed function per script command, same names.
+
+use serde::Deserialize;
+
+use super::reply::{self, Args, json_list};
+use super::{Error, Qless};
+use crate::model::Job;
+
+/// Arguments of `put` and `requeue`.
+#[derive(Debug, Clone, Default)]
+pub struct PutArgs {
+    /// Recorded by the script only to notify a previous owner that lost the job.
+    pub worker: String,
+    pub queue: String,
+    pub jid: String,
+    pub klass: String,
+    /// JSON text, stored byte for byte.
+    pub data: String,
+    /// Seconds before the job becomes waiting.
+    pub delay: f64,
+    /// Unset: inherited from an existing job, else 0.
+    pub priority: Option<f64>,
+    /// Unset: inherited, else none.
+    pub tags: Option<Vec<String>>,
+    /// Unset: inherited, else 5.
+    pub retries: Option<i64>,
+    /// Jobs to wait for. Unset or empty: existing dependencies are kept.
+    pub depends: Option<Vec<String>>,
+}
+
+impl PutArgs {
+    fn into_args(self) -> Vec<String> {
+        Args::new()
+            .arg(self.worker)
+            .arg(self.queue)
+            .arg(self.jid)
+            .arg(self.klass)
+            .arg(self.data)
+            .arg(self.delay)
+            .option("priority", self.priority)
+            .option("tags", self.tags.as_deref().map(json_list))
+            .option("retries", self.retries)
+            .option("depends", self.depends.as_deref().map(json_list))
+            .into_vec()
+    }
+}
+
+/// Arguments of `complete`.
+#[derive(Debug, Clone, Default)]
+pub struct CompleteArgs {
+    pub jid: String,
+    pub worker: String,
+    pub queue: String,
+    /// JSON text, stored byte for byte.
+    pub data: String,
+    /// Move the job on to this queue instead of finishing it.
+    pub next: Option<String>,
+    /// With `next`: delay before it is waiting there.
+    pub delay: Option<f64>,
+    /// With `next`: jobs it waits for there.
+    pub depends: Option<Vec<String>>,
+}
+
+/// Arguments of `retry`.
+#[derive(Debug, Clone, Default)]
+pub struct RetryArgs {
+    pub jid: String,
+    pub queue: String,
+    pub worker: String,
+    pub delay: f64,
+    /// With `message`: the failure recorded (and used if retries are exhausted).
+    pub group: Option<String>,
+    pub message: Option<String>,
+}
+
+/// What `track` without arguments reports.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Tracked {
+    #[serde(deserialize_with = "crate::model::wire::list")]
+    pub jobs: Vec<Job>,
+    /// Tracked jids whose job no longer exists.
+    #[serde(deserialize_with = "crate::model::wire::list")]
+    pub expired: Vec<String>,
+}
+
+impl Qless {
+    /// `get`: one job, or `None`.
+    pub async fn get(&self, now: f64, jid: &str) -> Result<Option<Job>, Error> {
+        reply::optional_json(self.call("get", now, &[jid.to_owned()]).await?)
+    }
+
+    /// `multiget`: the jobs that exist, in the order asked.
+    pub async fn multiget(&self, now: f64, jids: &[String]) -> Result<Vec<Job>, Error> {
+        reply::json_vec(self.call("multiget", now, jids).await?)
+    }
+
+    /// `put`: creates or moves a job; returns its jid.
+    pub async fn put(&self, now: f64, args: PutArgs) -> Result<String, Error> {
+        reply::string(self.call("put", now, &args.into_args()).await?)
+    }
+
+    /// `requeue`: like `put`, but the job must exist.
+    pub async fn requeue(&self, now: f64, args: PutArgs) -> Result<String, Error> {
+        reply::string(self.call("requeue", now, &args.into_args()).await?)
+    }
+
+    /// `put` for many jobs in one pipelined round trip; one result per job.
+    pub async fn put_many(
+        &self,
+        now: f64,
+        jobs: Vec<PutArgs>,
+    ) -> Result<Vec<Result<String, Error>>, Error> {
+        let calls: Vec<(&str, Vec<String>)> = jobs
+            .into_iter()
+            .map(|job| ("put", job.into_args()))
+            .collect();
+        let results = self.call_many(now, &calls).await?;
+        Ok(results
+            .into_iter()
+            .map(|r| r.and_then(reply::string))
+            .collect())
+    }
+
+    /// `pop`: leases up to `count` jobs of `queue` to `worker`.
+    pub async fn pop(
+        &self,
+        now: f64,
+        queue: &str,
+        worker: &str,
+        count: u32,
+    ) -> Result<Vec<Job>, Error> {
+        let args = Args::new().arg(queue).arg(worker).arg(count).into_vec();
+        reply::json_vec(self.call("pop", now, &args).await?)
+    }
+
+    /// `pop.multi`: leases up to `count` jobs by trying `(queue, max)` pairs in order.
+    pub async fn pop_multi(
+        &self,
+        now: f64,
+        worker: &str,
+        count: u32,
+        plan: &[(String, u32)],
+    ) -> Result<Vec<Job>, Error> {
+        let mut args = Args::new().arg(worker).arg(count);
+        for (queue, max) in plan {
+            args = args.arg(queue).arg(max);
+        }
+        reply::json_vec(self.call("pop.multi", now, &args.into_vec()).await?)
+    }
+
+    /// `peek`: the next `count` jobs of `queue`, without leasing them.
+    pub async fn peek(&self, now: f64, queue: &str, count: u32) -> Result<Vec<Job>, Error> {
+        let args = Args::new().arg(queue).arg(count).into_vec();
+        reply::json_vec(self.call("peek", now, &args).await?)
+    }
+
+    /// `heartbeat`: renews `worker`'s lock; returns the new expiry (whole seconds).
+    pub async fn heartbeat(
+        &self,
+        now: f64,
+        jid: &str,
+        worker: &str,
+        data: Option<&str>,
+    ) -> Result<i64, Error> {
+        let args = Args::new().arg(jid).arg(worker).args(data).into_vec();
+        reply::integer(self.call("heartbeat", now, &args).await?)
+    }
+
+    /// `complete`: finishes the job, or moves it to `next`; returns its new state.
+    pub async fn complete(&self, now: f64, args: CompleteArgs) -> Result<String, Error> {
+        let argv = Args::new()
+            .arg(args.jid)
+            .arg(args.worker)
+            .arg(args.queue)
+            .arg(args.data)
+            .option("next", args.next)
+            .option("delay", args.delay)
+            .option("depends", args.depends.as_deref().map(json_list))
+            .into_vec();
+        reply::string(self.call("complete", now, &argv).await?)
+    }
+
+    /// `fail`: marks the job failed in `group`; returns its jid.
+    pub async fn fail(
+        &self,
+        now: f64,
+        jid: &str,
+        worker: &str,
+        group: &str,
+        message: &str,
+        data: Option<&str>,
+    ) -> Result<String, Error> {
+        let args = Args::new()
+            .arg(jid)
+            .arg(worker)
+            .arg(group)
+            .arg(message)
+            .args(data)
+            .into_vec();
+        reply::string(self.call("fail", now, &args).await?)
+    }
+
+    /// `retry`: gives the job back, using one retry; returns the retries left
+    /// (negative: it ran out and failed).
+    pub async fn retry(&self, now: f64, args: RetryArgs) -> Result<i64, Error> {
+        let mut argv = Args::new()
+            .arg(args.jid)
+            .arg(args.queue)
+            .arg(args.worker)
+            .arg(args.delay);
+        if let (Some(group), Some(message)) = (args.group, args.message) {
+            argv = argv.arg(group).arg(message);
+        }
+        reply::integer(self.call("retry", now, &argv.into_vec()).await?)
+    }
+
+    /// `cancel`: deletes the jobs (refused if that would break a dependency).
+    pub async fn cancel(&self, now: f64, jids: &[String]) -> Result<Vec<String>, Error> {
+        reply::strings(self.call("cancel", now, jids).await?)
+    }
+
+    /// `timeout`: expires the jobs' locks now.
+    pub async fn timeout(&self, now: f64, jids: &[String]) -> Result<(), Error> {
+        reply::nothing(self.call("timeout", now, jids).await?)
+    }
+
+    /// `depends … on`: adds dependencies to a job in the `depends` state.
+    pub async fn depends_on(&self, now: f64, jid: &str, on: &[String]) -> Result<(), Error> {
+        let args = Args::new().arg(jid).arg("on").args(on).into_vec();
+        reply::nothing(self.call("depends", now, &args).await?)
+    }
+
+    /// `depends … off`: removes dependencies (`None`: all of them).
+    pub async fn depends_off(
+        &self,
+        now: f64,
+        jid: &str,
+        off: Option<&[String]>,
+    ) -> Result<(), Error> {
+        let args = match off {
+            Some(jids) => Args::new().arg(jid).arg("off").args(jids),
+            None => Args::new().arg(jid).arg("off").arg("all"),
+        };
+        reply::nothing(self.call("depends", now, &args.into_vec()).await?)
+    }
+
+    /// `priority`: sets a job's priority.
+    pub async fn priority(&self, now: f64, jid: &str, priority: f64) -> Result<i64, Error> {
+        let args = Args::new().arg(jid).arg(priority).into_vec();
+        reply::integer(self.call("priority", now, &args).await?)
+    }
+
+    /// `log`: appends an entry to the job's history.
+    pub async fn log(
+        &self,
+        now: f64,
+        jid: &str,
+        message: &str,
+        data: Option<&str>,
+    ) -> Result<(), Error> {
+        let args = Args::new().arg(jid).arg(message).args(data).into_vec();
+        reply::nothing(self.call("log", now, &args).await?)
+    }
+
+    /// `tag add`: returns the job's tags.
+    pub async fn tag_add(
+        &self,
+        now: f64,
+        jid: &str,
+        tags: &[String],
+    ) -> Result<Vec<String>, Error> {
+        let args = Args::new().arg("add").arg(jid).args(tags).into_vec();
+        reply::json_vec(self.call("tag", now, &args).await?)
+    }
+
+    /// `tag remove`: returns the job's tags.
+    pub async fn tag_remove(
+        &self,
+        now: f64,
+        jid: &str,
+        tags: &[String],
+    ) -> Result<Vec<String>, Error> {
+        let args = Args::new().arg("remove").arg(jid).args(tags).into_vec();
+        reply::json_vec(self.call("tag", now, &args).await?)
+    }
+
+    /// `tag get`: jobs carrying `tag`, oldest tagging first.
+    pub async fn tag_get(
+        &self,
+        now: f64,
+        tag: &str,
+        offset: u32,
+        count: u32,
+    ) -> Result<crate::model::JidPage, Error> {
+        let args = Args::new()
+            .arg("get")
+            .arg(tag)
+            .arg(offset)
+            .arg(count)
+            .into_vec();
+        reply::json(self.call("tag", now, &args).await?)
+    }
+
+    /// `tag top`: tags used at least twice, most used first.
+    pub async fn tag_top(&self, now: f64, offset: u32, count: u32) -> Result<Vec<String>, Error> {
+        let args = Args::new().arg("top").arg(offset).arg(count).into_vec();
+        reply::json_vec(self.call("tag", now, &args).await?)
+    }
+
+    /// `track track`: starts tracking; true when it was not tracked before.
+    pub async fn track(&self, now: f64, jid: &str) -> Result<bool, Error> {
+        let args = Args::new().arg("track").arg(jid).into_vec();
+        Ok(reply::json::<i64>(self.call("track", now, &args).await?)? == 1)
+    }
+
+    /// `track untrack`: stops tracking; true when it was tracked.
+    pub async fn untrack(&self, now: f64, jid: &str) -> Result<bool, Error> {
+        let args = Args::new().arg("untrack").arg(jid).into_vec();
+        Ok(reply::json::<i64>(self.call("track", now, &args).await?)? == 1)
+    }
+
+    /// `track` without arguments: tracked jobs, and tracked jids that are gone.
+    pub async fn tracked(&self, now: f64) -> Result<Tracked, Error> {
+        reply::json(self.call("track", now, &[]).await?)
+    }
+}

@@ -1,0 +1,140 @@
+//! Queue commands (`lua/queue.lua`): listings, counts, pausing, statistics, failure
+//! groups, and the upkeep pass.
+
+use std::collections::BTreeMap;
+
+use super::reply::{self, Args};
+use super::{Error, Qless};
+use crate::model::{JidPage, QueueCounts, QueueStats, SweepReport};
+
+/// The per-queue listings of `jobs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    Running,
+    Stalled,
+    Scheduled,
+    Depends,
+    Recurring,
+}
+
+impl Listing {
+    /// The state word the script expects.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Listing::Running => "running",
+            Listing::Stalled => "stalled",
+            Listing::Scheduled => "scheduled",
+            Listing::Depends => "depends",
+            Listing::Recurring => "recurring",
+        }
+    }
+}
+
+impl Qless {
+    /// `queues`: counts for every known queue, oldest first.
+    pub async fn queues(&self, now: f64) -> Result<Vec<QueueCounts>, Error> {
+        reply::json_vec(self.call("queues", now, &[]).await?)
+    }
+
+    /// `queues Q`: counts for one queue (all zero if it is unknown).
+    pub async fn queue(&self, now: f64, queue: &str) -> Result<QueueCounts, Error> {
+        reply::json(self.call("queues", now, &[queue.to_owned()]).await?)
+    }
+
+    /// `length`: running + waiting + scheduled jobs of a queue.
+    pub async fn length(&self, now: f64, queue: &str) -> Result<i64, Error> {
+        reply::integer(self.call("length", now, &[queue.to_owned()]).await?)
+    }
+
+    /// `jobs <state> Q`: a page of jids of one queue in one state.
+    pub async fn jobs(
+        &self,
+        now: f64,
+        listing: Listing,
+        queue: &str,
+        offset: u32,
+        count: u32,
+    ) -> Result<Vec<String>, Error> {
+        let args = Args::new()
+            .arg(listing.as_str())
+            .arg(queue)
+            .arg(offset)
+            .arg(count)
+            .into_vec();
+        reply::strings(self.call("jobs", now, &args).await?)
+    }
+
+    /// `jobs complete`: a page of completed jids, newest first.
+    pub async fn jobs_complete(
+        &self,
+        now: f64,
+        offset: u32,
+        count: u32,
+    ) -> Result<Vec<String>, Error> {
+        let args = Args::new()
+            .arg("complete")
+            .arg(offset)
+            .arg(count)
+            .into_vec();
+        reply::strings(self.call("jobs", now, &args).await?)
+    }
+
+    /// `pause`: paused queues pop nothing.
+    pub async fn pause(&self, now: f64, queues: &[String]) -> Result<(), Error> {
+        reply::nothing(self.call("pause", now, queues).await?)
+    }
+
+    /// `unpause`.
+    pub async fn unpause(&self, now: f64, queues: &[String]) -> Result<(), Error> {
+        reply::nothing(self.call("unpause", now, queues).await?)
+    }
+
+    /// `queue.forget`: removes queues from the registry (their jobs stay).
+    pub async fn queue_forget(&self, now: f64, queues: &[String]) -> Result<(), Error> {
+        reply::nothing(self.call("queue.forget", now, queues).await?)
+    }
+
+    /// `failed`: how many jobs each failure group holds.
+    pub async fn failed(&self, now: f64) -> Result<BTreeMap<String, i64>, Error> {
+        let value = self.call("failed", now, &[]).await?;
+        let text = reply::string(value)?;
+        serde_json::from_str(&text).map_err(|err| Error::reply(format!("{err}: {text}")))
+    }
+
+    /// `failed G`: a page of one group's jids, newest failure first.
+    pub async fn failed_group(
+        &self,
+        now: f64,
+        group: &str,
+        start: u32,
+        limit: u32,
+    ) -> Result<JidPage, Error> {
+        let args = Args::new().arg(group).arg(start).arg(limit).into_vec();
+        reply::json(self.call("failed", now, &args).await?)
+    }
+
+    /// `unfail`: moves the oldest `count` jobs of a group back to `queue`.
+    pub async fn unfail(
+        &self,
+        now: f64,
+        queue: &str,
+        group: &str,
+        count: u32,
+    ) -> Result<i64, Error> {
+        let args = Args::new().arg(queue).arg(group).arg(count).into_vec();
+        reply::integer(self.call("unfail", now, &args).await?)
+    }
+
+    /// `stats`: wait/run statistics for the day containing `date`.
+    pub async fn stats(&self, now: f64, queue: &str, date: f64) -> Result<QueueStats, Error> {
+        let args = Args::new().arg(queue).arg(date).into_vec();
+        reply::json(self.call("stats", now, &args).await?)
+    }
+
+    /// `sweep`: promotes due jobs, spawns due recurring children and notifies
+    /// expired locks on every queue, without leasing anything.
+    pub async fn sweep(&self, now: f64, limit: u32) -> Result<SweepReport, Error> {
+        let args = Args::new().arg(limit).into_vec();
+        reply::json(self.call("sweep", now, &args).await?)
+    }
+}

@@ -1,0 +1,1 @@
+//! HTTP request and response bodies (admin_api).

@@ -1,0 +1,116 @@
+//! Jobs as the API shows them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::wire;
+
+/// A job's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Ready to be popped.
+    Waiting,
+    /// Waiting for its delay to pass.
+    Scheduled,
+    /// Waiting for other jobs to complete.
+    Depends,
+    /// Leased by a worker.
+    Running,
+    /// Its lock expired or it was timed out; the next pop hands it to a worker.
+    Stalled,
+    /// Failed; listed in its failure group.
+    Failed,
+    /// Completed (kept until purged by `jobs-history` / `jobs-history-count`).
+    Complete,
+}
+
+/// A job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "jid": "8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f", "klass": "email.Send",
+    "state": "running", "queue": "emails", "worker": "worker-1", "tracked": false,
+    "priority": 0, "expires": 1700000060, "retries": 5, "remaining": 5,
+    "data": {"to": "a@example.com"}, "tags": ["signup"],
+    "history": [{"when": 1700000000, "what": "put", "q": "emails"},
+                {"when": 1700000000, "what": "popped", "worker": "worker-1"}],
+    "failure": null, "spawned_from_jid": null, "dependents": [], "dependencies": []
+}))]
+pub struct Job {
+    /// The job id.
+    pub jid: String,
+    /// The class (handler name) a worker runs it with.
+    pub klass: String,
+    /// Current state.
+    pub state: String,
+    /// Current queue; empty once complete.
+    pub queue: String,
+    /// The worker holding it; empty when none.
+    pub worker: String,
+    /// Whether the job is tracked (its transitions are published).
+    pub tracked: bool,
+    /// Higher pops first.
+    #[serde(deserialize_with = "wire::number")]
+    pub priority: f64,
+    /// Lock expiry (seconds since the epoch); 0 when not leased.
+    #[serde(deserialize_with = "wire::number")]
+    pub expires: f64,
+    /// Retry budget per queue.
+    #[serde(deserialize_with = "wire::number")]
+    pub retries: f64,
+    /// Retries left.
+    #[serde(deserialize_with = "wire::number")]
+    pub remaining: f64,
+    /// The payload: any JSON value.
+    #[serde(deserialize_with = "wire::json_text")]
+    pub data: Value,
+    /// Tags, in the order they were added.
+    #[serde(deserialize_with = "wire::list")]
+    pub tags: Vec<String>,
+    /// What happened to the job, oldest first.
+    #[serde(deserialize_with = "wire::list")]
+    pub history: Vec<HistoryEntry>,
+    /// The last failure, if any (kept until the job completes).
+    #[serde(deserialize_with = "wire::object_or_empty")]
+    pub failure: Option<Failure>,
+    /// The recurring job that spawned it, if any.
+    #[serde(deserialize_with = "wire::string_or_false")]
+    pub spawned_from_jid: Option<String>,
+    /// Jobs waiting for this one.
+    #[serde(deserialize_with = "wire::list")]
+    pub dependents: Vec<String>,
+    /// Jobs this one waits for.
+    #[serde(deserialize_with = "wire::list")]
+    pub dependencies: Vec<String>,
+}
+
+/// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,
+/// `worker` for pops, `group` for failures, or the caller's data for log entries).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HistoryEntry {
+    /// Seconds since the epoch (whole seconds).
+    #[serde(deserialize_with = "wire::number")]
+    pub when: f64,
+    /// `put`, `popped`, `done`, `failed`, `timed-out`, or a logged message.
+    pub what: String,
+    /// Everything else the entry carries.
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub extra: Map<String, Value>,
+}
+
+/// Why a job failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Failure {
+    /// The failure group (a kind of failure).
+    pub group: String,
+    /// The message given by the worker.
+    pub message: String,
+    /// When it failed (seconds since the epoch).
+    #[serde(deserialize_with = "wire::number")]
+    pub when: f64,
+    /// The worker that failed it; empty when the job failed by running out of retries.
+    #[serde(default)]
+    pub worker: String,
+}

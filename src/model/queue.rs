@@ -1,0 +1,84 @@
+//! Queues, their counts and statistics, and failure groups.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::wire;
+
+/// How many jobs a queue holds in each state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"name": "emails", "waiting": 12, "running": 3, "stalled": 0,
+    "scheduled": 1, "depends": 0, "recurring": 1, "paused": false}))]
+pub struct QueueCounts {
+    /// Queue name.
+    pub name: String,
+    /// Ready to pop.
+    pub waiting: i64,
+    /// Leased with an unexpired lock.
+    pub running: i64,
+    /// Leased with an expired lock.
+    pub stalled: i64,
+    /// Delayed.
+    pub scheduled: i64,
+    /// Waiting on dependencies.
+    pub depends: i64,
+    /// Recurring templates attached to the queue.
+    pub recurring: i64,
+    /// Paused queues pop nothing.
+    pub paused: bool,
+}
+
+/// Wait or run time statistics of one queue for one day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TimingStats {
+    /// Number of samples.
+    pub count: i64,
+    /// Mean, seconds.
+    #[serde(deserialize_with = "wire::number")]
+    pub mean: f64,
+    /// Sample standard deviation, seconds.
+    #[serde(deserialize_with = "wire::number")]
+    pub std: f64,
+    /// 148 buckets: seconds 0-59, minutes 1-59, hours 1-23, days 1-6.
+    #[serde(deserialize_with = "wire::list")]
+    pub histogram: Vec<i64>,
+}
+
+/// A queue's statistics for the day containing `date`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueueStats {
+    /// Lock-expiry notices sent that day.
+    pub retries: i64,
+    /// Jobs failed that day and still failed.
+    pub failed: i64,
+    /// Failures that day.
+    pub failures: i64,
+    /// Time from put (or delay end) to pop.
+    pub wait: TimingStats,
+    /// Time from pop to completion.
+    pub run: TimingStats,
+}
+
+/// A page of jids with the total they were taken from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JidPage {
+    /// How many jids there are in all.
+    pub total: i64,
+    /// This page, in the listing's order.
+    #[serde(deserialize_with = "wire::list")]
+    pub jobs: Vec<String>,
+}
+
+/// Result of the upkeep pass (`sweep`): what was done and when something is next due.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SweepReport {
+    /// Scheduled jobs that became waiting.
+    pub promoted: i64,
+    /// Recurring children created.
+    pub spawned: i64,
+    /// Expired locks whose workers were notified.
+    pub stalled: i64,
+    /// Earliest future time something becomes due; 0 when nothing is pending.
+    #[serde(deserialize_with = "wire::number")]
+    pub next: f64,
+}

@@ -1,0 +1,1 @@
+//! HTTP request and response bodies (queues_api).

@@ -1,0 +1,41 @@
+//! Recurring jobs: templates that spawn a job every interval.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::wire;
+
+/// A recurring job template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RecurringJob {
+    /// Template id; children are `<jid>-1`, `<jid>-2`, ...
+    pub jid: String,
+    /// Class of the spawned jobs.
+    pub klass: String,
+    /// Always `recur`.
+    pub state: String,
+    /// Queue the children are put in.
+    pub queue: String,
+    /// Priority of the children.
+    #[serde(deserialize_with = "wire::number")]
+    pub priority: f64,
+    /// Seconds between spawns.
+    #[serde(deserialize_with = "wire::number")]
+    pub interval: f64,
+    /// Retry budget of the children.
+    #[serde(deserialize_with = "wire::number")]
+    pub retries: f64,
+    /// Children spawned so far.
+    #[serde(deserialize_with = "wire::number")]
+    pub count: f64,
+    /// Payload of the children.
+    #[serde(deserialize_with = "wire::json_text")]
+    pub data: Value,
+    /// Tags of the children.
+    #[serde(deserialize_with = "wire::list")]
+    pub tags: Vec<String>,
+    /// At most this many missed intervals are caught up (0: all).
+    #[serde(deserialize_with = "wire::number", default)]
+    pub backlog: f64,
+}

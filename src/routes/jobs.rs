@@ -1,0 +1,10 @@
+//! `/v1/jobs` resources.
+
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::server::AppState;
+
+/// Routes of this module.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+}

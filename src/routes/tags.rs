@@ -1,0 +1,10 @@
+//! `/v1/tags` resources.
+
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::server::AppState;
+
+/// Routes of this module.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+}

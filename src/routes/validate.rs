@@ -1,0 +1,99 @@
+//! Input rules shared by every handler. Names become parts of Redis keys and channel
+//! names, so they are bounded and may not contain characters that would break the key
+//! layout or a cluster hash tag. Violations are 400s and nothing is written.
+
+use crate::error::ApiError;
+
+/// Longest accepted name (queue, worker, group, tag, jid, option), in bytes.
+pub const MAX_NAME_LEN: usize = 256;
+
+/// Largest page a listing returns.
+pub const MAX_PAGE: u32 = 1000;
+
+/// Checks a name used in keys: non-empty, at most [`MAX_NAME_LEN`] bytes, no control
+/// characters or whitespace, no `{` `}` (hash tags).
+pub fn name(kind: &str, value: &str) -> Result<(), ApiError> {
+    if value.is_empty() {
+        return Err(ApiError::BadRequest(format!("{kind} must not be empty")));
+    }
+    if value.len() > MAX_NAME_LEN {
+        return Err(ApiError::BadRequest(format!(
+            "{kind} is longer than {MAX_NAME_LEN} bytes"
+        )));
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| c.is_control() || c.is_whitespace() || matches!(c, '{' | '}'))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "{kind} contains the character {bad:?}, which is not allowed in names"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks every name of a list, and that the list is not empty.
+pub fn names(kind: &str, values: &[String]) -> Result<(), ApiError> {
+    if values.is_empty() {
+        return Err(ApiError::BadRequest(format!(
+            "at least one {kind} is required"
+        )));
+    }
+    values.iter().try_for_each(|value| name(kind, value))
+}
+
+/// Checks a number that must be finite (JSON allows huge exponents).
+pub fn finite(kind: &str, value: f64) -> Result<f64, ApiError> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "{kind} must be a finite number"
+        )))
+    }
+}
+
+/// Checks a duration in seconds: finite and not negative.
+pub fn seconds(kind: &str, value: f64) -> Result<f64, ApiError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "{kind} must be a non-negative number of seconds"
+        )))
+    }
+}
+
+/// Checks a page size.
+pub fn page_count(count: u32) -> Result<u32, ApiError> {
+    if count == 0 || count > MAX_PAGE {
+        return Err(ApiError::BadRequest(format!(
+            "count must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_would_break_keys_are_refused() {
+        assert!(name("queue", "emails.high-priority_1").is_ok());
+        assert!(name("queue", "café").is_ok());
+        for bad in ["", "a b", "a\nb", "a{b}", "tab\t", &"q".repeat(257)] {
+            assert!(name("queue", bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn durations_must_be_finite_and_non_negative() {
+        assert!(seconds("delay", 0.0).is_ok());
+        assert!(seconds("delay", 1.5).is_ok());
+        assert!(seconds("delay", -1.0).is_err());
+        assert!(seconds("delay", f64::INFINITY).is_err());
+        assert!(finite("priority", -5.0).is_ok());
+        assert!(finite("priority", f64::NAN).is_err());
+    }
+}
