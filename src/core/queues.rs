@@ -64,6 +64,19 @@ impl Qless {
         reply::strings(self.call("jobs", now, &args).await?)
     }
 
+    /// `jobs.waiting`: a page of waiting jids in pop order (no side effects, unlike
+    /// `peek`).
+    pub async fn jobs_waiting(
+        &self,
+        now: f64,
+        queue: &str,
+        offset: u32,
+        count: u32,
+    ) -> Result<Vec<String>, Error> {
+        let args = Args::new().arg(queue).arg(offset).arg(count).into_vec();
+        reply::strings(self.call("jobs.waiting", now, &args).await?)
+    }
+
     /// `jobs complete`: a page of completed jids, newest first.
     pub async fn jobs_complete(
         &self,

@@ -53,6 +53,14 @@ pub fn string(value: Value) -> Result<String, Error> {
     }
 }
 
+/// A bulk string or nil.
+pub fn optional_string(value: Value) -> Result<Option<String>, Error> {
+    match value {
+        Value::Nil => Ok(None),
+        other => string(other).map(Some),
+    }
+}
+
 /// An integer reply.
 pub fn integer(value: Value) -> Result<i64, Error> {
     match value {
