@@ -104,20 +104,30 @@ impl Qless {
         reply::string(self.call("requeue", now, &args.into_args()).await?)
     }
 
-    /// `put` for many jobs in one pipelined round trip; one result per job.
+    /// `put.ifabsent`: `put`, unless a job with this jid already exists (checked and
+    /// written atomically). Returns the jid when it was created, `None` when it existed.
+    pub async fn put_if_absent(&self, now: f64, args: PutArgs) -> Result<Option<String>, Error> {
+        reply::optional_string(self.call("put.ifabsent", now, &args.into_args()).await?)
+    }
+
+    /// `put` (or `put.ifabsent` for jobs flagged `true`) for many jobs in one
+    /// pipelined round trip; one result per job, `None` for jobs that already existed.
     pub async fn put_many(
         &self,
         now: f64,
-        jobs: Vec<PutArgs>,
-    ) -> Result<Vec<Result<String, Error>>, Error> {
+        jobs: Vec<(PutArgs, bool)>,
+    ) -> Result<Vec<Result<Option<String>, Error>>, Error> {
         let calls: Vec<(&str, Vec<String>)> = jobs
             .into_iter()
-            .map(|job| ("put", job.into_args()))
+            .map(|(job, if_absent)| {
+                let command = if if_absent { "put.ifabsent" } else { "put" };
+                (command, job.into_args())
+            })
             .collect();
         let results = self.call_many(now, &calls).await?;
         Ok(results
             .into_iter()
-            .map(|r| r.and_then(reply::string))
+            .map(|r| r.and_then(reply::optional_string))
             .collect())
     }
 
