@@ -77,7 +77,7 @@ impl Qless {
         };
         let checks = async {
             let mut conn = qless.pool.get().await?;
-            let info = conn.query(&redis::cmd("INFO").arg("server")).await?;
+            let info = conn.query(redis::cmd("INFO").arg("server")).await?;
             check_version(&redis::from_redis_value::<String>(info).unwrap_or_default())?;
             if options.external {
                 warn_about_eviction(&mut conn).await;
