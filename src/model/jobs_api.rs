@@ -1,1 +1,295 @@
-//! HTTP request and response bodies (jobs_api).
+//! Request and response bodies of the `/v1/jobs` resources (and `/v1/tracked`,
+//! `/v1/completed`). Requests refuse unknown fields, so a typo is a 400 rather than a
+//! silently ignored option.
+
+use serde::de::Deserializer;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::job::Job;
+
+/// Keeps an explicit `null` apart from an absent field: absent is `None` (through
+/// `#[serde(default)]`), anything present, `null` included, is `Some(value)`.
+fn present<'de, D>(deserializer: D) -> Result<Option<Value>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Value::deserialize(deserializer).map(Some)
+}
+
+/// Body of `POST /v1/jobs/{jid}/heartbeat`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"worker": "worker-1", "data": {"progress": 40}}))]
+pub struct HeartbeatJobRequest {
+    /// The worker holding the job.
+    pub worker: String,
+    /// Replaces the job's data when present (any JSON value); absent keeps it.
+    #[serde(default, deserialize_with = "present")]
+    pub data: Option<Value>,
+}
+
+/// Reply of a heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"expires": 1700000060}))]
+pub struct HeartbeatJobResponse {
+    /// The new lock expiry, whole seconds since the epoch.
+    pub expires: i64,
+}
+
+/// Body of `POST /v1/jobs/{jid}/complete`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"worker": "worker-1", "queue": "emails",
+    "data": {"to": "a@example.com", "sent": true}, "next": "audit", "delay": 30}))]
+pub struct CompleteJobRequest {
+    /// The worker holding the job.
+    pub worker: String,
+    /// The queue the job runs in (a safety check: it must match).
+    pub queue: String,
+    /// The job's data from now on (any JSON value). It replaces the stored data;
+    /// absent stores `{}`, so send the data back to keep it.
+    #[serde(default, deserialize_with = "present")]
+    pub data: Option<Value>,
+    /// Move the job on to this queue instead of finishing it.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// With `next`: seconds before it becomes waiting there.
+    #[serde(default)]
+    pub delay: Option<f64>,
+    /// With `next`: jobs it waits for there (unknown or completed jids are ignored).
+    #[serde(default)]
+    pub depends: Option<Vec<String>>,
+}
+
+/// Where a completed job went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CompletionState {
+    /// Finished for good (no `next`).
+    Complete,
+    /// Waiting in the `next` queue.
+    Waiting,
+    /// Delayed in the `next` queue.
+    Scheduled,
+    /// Waiting in the `next` queue for its dependencies.
+    Depends,
+}
+
+/// Reply of a completion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"state": "complete"}))]
+pub struct CompleteJobResponse {
+    /// The job's state after the completion.
+    pub state: CompletionState,
+}
+
+/// Body of `POST /v1/jobs/{jid}/fail`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"worker": "worker-1", "group": "smtp.timeout",
+    "message": "connection timed out after 30 s"}))]
+pub struct FailJobRequest {
+    /// The worker holding the job.
+    pub worker: String,
+    /// The failure group: a kind of failure, listed under `/v1/failures`.
+    pub group: String,
+    /// What went wrong, for humans (a stack trace, ...).
+    pub message: String,
+    /// Replaces the job's data when present (any JSON value); absent keeps it.
+    #[serde(default, deserialize_with = "present")]
+    pub data: Option<Value>,
+}
+
+/// Reply of a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"jid": "8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f", "state": "failed"}))]
+pub struct FailJobResponse {
+    /// The job id.
+    pub jid: String,
+    /// Always `failed`.
+    #[schema(example = "failed")]
+    pub state: String,
+}
+
+/// Body of `POST /v1/jobs/{jid}/retry`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"worker": "worker-1", "queue": "emails", "delay": 60,
+    "group": "smtp.timeout", "message": "connection timed out after 30 s"}))]
+pub struct RetryJobRequest {
+    /// The worker holding the job.
+    pub worker: String,
+    /// The queue to put the job back in.
+    pub queue: String,
+    /// Seconds before it becomes waiting again (default 0).
+    #[serde(default)]
+    pub delay: Option<f64>,
+    /// With `message`: the failure recorded now, and the job's failure group should
+    /// this retry exhaust its retries.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// With `group`: the failure message.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Reply of a retry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"remaining": 4}))]
+pub struct RetryJobResponse {
+    /// Retries left. Negative: the job ran out of retries and is now failed.
+    pub remaining: i64,
+}
+
+/// Body of `POST /v1/jobs/{jid}/requeue`: the same fields as putting a job.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"queue": "emails", "klass": "email.Send",
+    "data": {"to": "a@example.com"}, "priority": 10, "tags": ["signup"], "retries": 3,
+    "delay": 0}))]
+pub struct RequeueJobRequest {
+    /// The queue to move the job to.
+    pub queue: String,
+    /// The class (handler name) a worker runs it with.
+    pub klass: String,
+    /// The payload (any JSON value); absent stores `{}`.
+    #[serde(default, deserialize_with = "present")]
+    pub data: Option<Value>,
+    /// Higher pops first. Absent: the job keeps its priority.
+    #[serde(default)]
+    pub priority: Option<f64>,
+    /// Absent: the job keeps its tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Retry budget. Absent: the job keeps its budget.
+    #[serde(default)]
+    pub retries: Option<i64>,
+    /// Jobs to wait for. Absent or empty: the job keeps its dependencies.
+    #[serde(default)]
+    pub depends: Option<Vec<String>>,
+    /// Seconds before it becomes waiting (default 0).
+    #[serde(default)]
+    pub delay: Option<f64>,
+}
+
+/// Reply of a requeue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"jid": "8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f"}))]
+pub struct RequeueJobResponse {
+    /// The job id.
+    pub jid: String,
+}
+
+/// Body of `POST /v1/jobs/cancel`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"jids": ["8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f",
+    "0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
+pub struct CancelJobsRequest {
+    /// The jobs to cancel (1 to 1000).
+    pub jids: Vec<String>,
+}
+
+/// Reply of a group cancel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"canceled": ["8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f",
+    "0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
+pub struct CancelJobsResponse {
+    /// The jids as given, whether they existed or not.
+    pub canceled: Vec<String>,
+}
+
+/// Body of `PUT /v1/jobs/{jid}/priority`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"priority": 10}))]
+pub struct JobPriorityRequest {
+    /// Higher pops first.
+    pub priority: f64,
+}
+
+/// Reply of a priority change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"priority": 10}))]
+pub struct JobPriorityResponse {
+    /// The job's priority from now on.
+    pub priority: f64,
+}
+
+/// Body of `POST /v1/jobs/{jid}/dependencies`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"add": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
+pub struct AddJobDependenciesRequest {
+    /// Jobs to wait for (1 to 1000; unknown or completed jids are ignored).
+    pub add: Vec<String>,
+}
+
+/// Body of `DELETE /v1/jobs/{jid}/dependencies`: exactly one of `remove` and `all`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"remove": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
+pub struct RemoveJobDependenciesRequest {
+    /// Dependencies to drop (1 to 1000).
+    #[serde(default)]
+    pub remove: Option<Vec<String>>,
+    /// `true`: drop every dependency.
+    #[serde(default)]
+    pub all: Option<bool>,
+}
+
+/// Body of `POST` and `DELETE /v1/jobs/{jid}/tags`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"tags": ["signup", "vip"]}))]
+pub struct JobTagsRequest {
+    /// Tags to add or remove (1 to 1000).
+    pub tags: Vec<String>,
+}
+
+/// A job's tags after a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"tags": ["signup", "vip"]}))]
+pub struct JobTagsResponse {
+    /// The job's tags, in the order they were added.
+    pub tags: Vec<String>,
+}
+
+/// Whether a job is tracked, after a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"tracked": true}))]
+pub struct JobTrackedResponse {
+    /// Tracked jobs have their transitions published.
+    pub tracked: bool,
+}
+
+/// Reply of `GET /v1/tracked`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TrackedJobsResponse {
+    /// The tracked jobs that exist, oldest tracking first.
+    pub jobs: Vec<Job>,
+    /// Tracked jids whose job no longer exists (canceled or purged).
+    pub expired: Vec<String>,
+}
+
+/// Body of `POST /v1/jobs/{jid}/log`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"message": "resized", "data": {"width": 640}}))]
+pub struct LogJobEventRequest {
+    /// The entry's `what`.
+    pub message: String,
+    /// Keys merged into the entry (`when` and `what` cannot be overridden).
+    #[serde(default)]
+    pub data: Option<Map<String, Value>>,
+}
+
+/// Reply of `GET /v1/completed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"jids": ["8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f"]}))]
+pub struct CompletedJobsResponse {
+    /// Completed jids, most recently completed first.
+    pub jids: Vec<String>,
+}

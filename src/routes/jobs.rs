@@ -1,10 +1,828 @@
-//! `/v1/jobs` resources.
+//! `/v1/jobs` resources: reading jobs, the worker lifecycle (heartbeat, complete,
+//! fail, retry), moving, timing out and canceling jobs, and a job's priority,
+//! dependencies, tags, tracking and history. Also `/v1/tracked` and `/v1/completed`,
+//! the two listings that are about jobs rather than queues.
+//!
+//! Every handler validates its input (400 before any Redis call), makes one call into
+//! the script with the server's clock, and maps the reply. The script decides
+//! everything else: a missing job is its 404, a job in the wrong state its 409, a job
+//! held by another worker its 409 `lock_lost`.
 
-use utoipa_axum::router::OpenApiRouter;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use serde_json::Value;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::extract::{Json, Path, Query};
+use super::validate;
+use crate::core::{CompleteArgs, PutArgs, RetryArgs};
+use crate::error::ApiError;
+use crate::model::{
+    AddJobDependenciesRequest, CancelJobsRequest, CancelJobsResponse, CompleteJobRequest,
+    CompleteJobResponse, CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse,
+    HeartbeatJobRequest, HeartbeatJobResponse, Job, JobPriorityRequest, JobPriorityResponse,
+    JobTagsRequest, JobTagsResponse, JobTrackedResponse, LogJobEventRequest, PageQuery, Problem,
+    RemoveJobDependenciesRequest, RequeueJobRequest, RequeueJobResponse, RetryJobRequest,
+    RetryJobResponse, TrackedJobsResponse,
+};
 use crate::server::AppState;
+
+/// Most jids (or tags) one request may name.
+const MAX_LIST: usize = 1000;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(get_jobs))
+        .routes(routes!(get_job, cancel_job))
+        .routes(routes!(cancel_jobs))
+        .routes(routes!(heartbeat_job))
+        .routes(routes!(complete_job))
+        .routes(routes!(fail_job))
+        .routes(routes!(retry_job))
+        .routes(routes!(requeue_job))
+        .routes(routes!(timeout_job))
+        .routes(routes!(set_job_priority))
+        .routes(routes!(add_job_dependencies, remove_job_dependencies))
+        .routes(routes!(add_job_tags, remove_job_tags))
+        .routes(routes!(track_job, untrack_job))
+        .routes(routes!(list_tracked_jobs))
+        .routes(routes!(log_job_event))
+        .routes(routes!(list_completed_jobs))
+}
+
+/// A job by id.
+///
+/// The job as it is now, whatever its state: its `data` is the JSON value it was put
+/// with, `history` lists what happened to it, oldest first.
+#[utoipa::path(get, path = "/v1/jobs/{jid}", tag = "jobs", operation_id = "get_job",
+    params(("jid" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "The job", body = Job),
+        (status = 400, description = "The jid is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "No job has this jid (never put, canceled, or \
+         purged after completion)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+) -> Result<Json<Job>, ApiError> {
+    validate::name("jid", &jid)?;
+    match state.qless.get(state.clock.now(), &jid).await? {
+        Some(job) => Ok(Json(job)),
+        None => Err(ApiError::NotFound(format!("Job {jid} does not exist"))),
+    }
+}
+
+/// Several jobs by id.
+///
+/// Repeat `jid` for each job (`?jid=a&jid=b`, 1 to 1000 of them). The jobs that exist
+/// come back in the order asked; jids without a job are left out, so the list can be
+/// shorter than the request (or empty).
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", operation_id = "get_jobs",
+    params(("jid" = Vec<String>, Query, description = "A job id; repeat the parameter \
+        for each job (1 to 1000)", style = Form, explode)),
+    responses(
+        (status = 200, description = "The jobs that exist, in the order asked", body = [Job]),
+        (status = 400, description = "No jid, more than 1000, a jid that is not a valid \
+         name, or a query parameter other than `jid`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_jobs(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Vec<Job>>, ApiError> {
+    let jids = jids_from_query(query.as_deref().unwrap_or(""))?;
+    Ok(Json(state.qless.multiget(state.clock.now(), &jids).await?))
+}
+
+/// Renew a worker's lease on a job.
+///
+/// Extends the lock by the queue's heartbeat (`<queue>-heartbeat`, else `heartbeat`,
+/// default 60 s) from now and returns the new expiry. With `data` the job's data is
+/// replaced; without it the data is kept.
+#[utoipa::path(post, path = "/v1/jobs/{jid}/heartbeat", tag = "jobs",
+    operation_id = "heartbeat_job",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = HeartbeatJobRequest,
+    responses(
+        (status = 200, description = "The lock was renewed", body = HeartbeatJobResponse),
+        (status = 400, description = "Malformed body, unknown field, or a bad jid or \
+         worker name", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
+         another worker holds it (the lock expired and the job was handed over)",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn heartbeat_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<HeartbeatJobRequest>,
+) -> Result<Json<HeartbeatJobResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    validate::name("worker", &body.worker)?;
+    let data = body.data.as_ref().map(json_text);
+    let expires = state
+        .qless
+        .heartbeat(state.clock.now(), &jid, &body.worker, data.as_deref())
+        .await?;
+    Ok(Json(HeartbeatJobResponse { expires }))
+}
+
+/// Complete a job, or move it on to its next queue.
+///
+/// Without `next` the job is finished (`complete`): it is kept until purged by the
+/// `jobs-history` / `jobs-history-count` options, and the jobs waiting on it are
+/// released. With `next` it is put in that queue (`waiting`, `scheduled` with a
+/// `delay`, or `depends` when some of `depends` are still open) with its retry budget
+/// reset; its own dependents stay blocked. `delay` and `depends` need `next`. The
+/// job's data is replaced by `data` (`{}` when absent).
+#[utoipa::path(post, path = "/v1/jobs/{jid}/complete", tag = "jobs",
+    operation_id = "complete_job",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = CompleteJobRequest,
+    responses(
+        (status = 200, description = "Completed, or moved to `next`", body = CompleteJobResponse),
+        (status = 400, description = "Malformed body, unknown field, a bad name, a \
+         negative delay, or `delay`/`depends` without `next`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "`conflict`: the job is not running, or runs in \
+         another queue than `queue`; `lock_lost`: another worker holds it",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn complete_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<CompleteJobRequest>,
+) -> Result<Json<CompleteJobResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    validate::name("worker", &body.worker)?;
+    validate::name("queue", &body.queue)?;
+    match &body.next {
+        Some(next) => validate::name("next", next)?,
+        None if body.delay.is_some() => return Err(bad("delay cannot be used without next")),
+        None if body.depends.is_some() => {
+            return Err(bad("depends cannot be used without next"));
+        }
+        None => {}
+    }
+    let delay = body
+        .delay
+        .map(|d| validate::seconds("delay", d))
+        .transpose()?;
+    if let Some(depends) = &body.depends {
+        each_name("jid", depends)?;
+    }
+    let args = CompleteArgs {
+        jid,
+        worker: body.worker,
+        queue: body.queue,
+        data: data_or_empty(body.data.as_ref()),
+        next: body.next,
+        delay,
+        depends: body.depends,
+    };
+    let state_word = state.qless.complete(state.clock.now(), args).await?;
+    let state = serde_json::from_value::<CompletionState>(Value::String(state_word))
+        .map_err(|err| ApiError::Internal(format!("complete replied an unknown state: {err}")))?;
+    Ok(Json(CompleteJobResponse { state }))
+}
+
+/// Fail a job.
+///
+/// The job leaves its worker and is listed in its failure `group` (see
+/// `/v1/failures`) until it is put back (unfail, requeue) or canceled. The failure is
+/// kept on the job until it completes. With `data` the job's data is replaced.
+#[utoipa::path(post, path = "/v1/jobs/{jid}/fail", tag = "jobs", operation_id = "fail_job",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = FailJobRequest,
+    responses(
+        (status = 200, description = "The job is failed", body = FailJobResponse),
+        (status = 400, description = "Malformed body, unknown field, or a bad jid, \
+         worker or group name", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
+         another worker holds it", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn fail_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<FailJobRequest>,
+) -> Result<Json<FailJobResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    validate::name("worker", &body.worker)?;
+    validate::name("group", &body.group)?;
+    let data = body.data.as_ref().map(json_text);
+    let jid = state
+        .qless
+        .fail(
+            state.clock.now(),
+            &jid,
+            &body.worker,
+            &body.group,
+            &body.message,
+            data.as_deref(),
+        )
+        .await?;
+    Ok(Json(FailJobResponse {
+        jid,
+        state: "failed".to_owned(),
+    }))
+}
+
+/// Give a job back to be tried again, using one retry.
+///
+/// The job goes back to `queue` (`waiting`, or `scheduled` after `delay` seconds) and
+/// its `remaining` retries drop by one. When none were left it fails instead: its
+/// group is `group`, or `failed-retries-<queue>`, and the reply is negative. `group`
+/// and `message` go together; with them the failure is recorded on the job.
+#[utoipa::path(post, path = "/v1/jobs/{jid}/retry", tag = "jobs", operation_id = "retry_job",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = RetryJobRequest,
+    responses(
+        (status = 200, description = "Retried, or failed when `remaining` is negative",
+         body = RetryJobResponse),
+        (status = 400, description = "Malformed body, unknown field, a bad name, a \
+         negative delay, or `group` without `message` (or the reverse)", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
+         another worker holds it", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn retry_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<RetryJobRequest>,
+) -> Result<Json<RetryJobResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    validate::name("worker", &body.worker)?;
+    validate::name("queue", &body.queue)?;
+    let delay = validate::seconds("delay", body.delay.unwrap_or(0.0))?;
+    match (&body.group, &body.message) {
+        (Some(group), Some(_)) => validate::name("group", group)?,
+        (None, None) => {}
+        _ => return Err(bad("group and message must be given together")),
+    }
+    let args = RetryArgs {
+        jid,
+        queue: body.queue,
+        worker: body.worker,
+        delay,
+        group: body.group,
+        message: body.message,
+    };
+    let remaining = state.qless.retry(state.clock.now(), args).await?;
+    Ok(Json(RetryJobResponse { remaining }))
+}
+
+/// Move an existing job to a queue.
+///
+/// Like putting a job, but the job must exist. Whatever its state, it is taken from
+/// where it is (a worker holding it loses it) and put in `queue` with a fresh retry
+/// budget. Absent `priority`, `tags`, `retries` and `depends` keep the job's own;
+/// `data` is replaced (`{}` when absent). Its history and last failure are kept.
+#[utoipa::path(post, path = "/v1/jobs/{jid}/requeue", tag = "jobs",
+    operation_id = "requeue_job",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = RequeueJobRequest,
+    responses(
+        (status = 200, description = "The job is in `queue`", body = RequeueJobResponse),
+        (status = 400, description = "Malformed body, unknown field, a bad name, a \
+         negative delay or retries, or a priority that is not finite", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn requeue_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<RequeueJobRequest>,
+) -> Result<Json<RequeueJobResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    validate::name("queue", &body.queue)?;
+    validate::name("klass", &body.klass)?;
+    let delay = validate::seconds("delay", body.delay.unwrap_or(0.0))?;
+    let priority = body
+        .priority
+        .map(|p| validate::finite("priority", p))
+        .transpose()?;
+    if body.retries.is_some_and(|r| r < 0) {
+        return Err(bad("retries must not be negative"));
+    }
+    if let Some(tags) = &body.tags {
+        each_name("tag", tags)?;
+    }
+    if let Some(depends) = &body.depends {
+        each_name("jid", depends)?;
+    }
+    let args = PutArgs {
+        worker: String::new(),
+        queue: body.queue,
+        jid,
+        klass: body.klass,
+        data: data_or_empty(body.data.as_ref()),
+        delay,
+        priority,
+        tags: body.tags,
+        retries: body.retries,
+        depends: body.depends,
+    };
+    let jid = state.qless.requeue(state.clock.now(), args).await?;
+    Ok(Json(RequeueJobResponse { jid }))
+}
+
+/// Time out a running job now.
+///
+/// Its worker loses the lock at once (and is told so); the job is `stalled` at the
+/// front of its queue, so the next pop hands it out. No retry is used.
+#[utoipa::path(post, path = "/v1/jobs/{jid}/timeout", tag = "jobs",
+    operation_id = "timeout_job",
+    params(("jid" = String, Path, description = "The job id")),
+    responses(
+        (status = 204, description = "The job is stalled"),
+        (status = 400, description = "The jid is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "The job is not running", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn timeout_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("jid", &jid)?;
+    state.qless.timeout(state.clock.now(), &[jid]).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Cancel a job.
+///
+/// Deletes the job with its history, whatever its state, and tells the worker holding
+/// it. Idempotent: an unknown jid is a success too. A completed job is left alone
+/// (it goes when purged). Refused while other jobs still depend on it: cancel those
+/// together with it (`POST /v1/jobs/cancel`).
+#[utoipa::path(delete, path = "/v1/jobs/{jid}", tag = "jobs", operation_id = "cancel_job",
+    params(("jid" = String, Path, description = "The job id")),
+    responses(
+        (status = 204, description = "The job is gone (or never existed)"),
+        (status = 400, description = "The jid is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "Other jobs depend on this one", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn cancel_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("jid", &jid)?;
+    state.qless.cancel(state.clock.now(), &[jid]).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Cancel several jobs together.
+///
+/// All or nothing: when a listed job is a dependency of a job that is not listed,
+/// nothing is canceled. Otherwise each job goes as with `DELETE /v1/jobs/{jid}`
+/// (unknown jids included, completed jobs left alone).
+#[utoipa::path(post, path = "/v1/jobs/cancel", tag = "jobs", operation_id = "cancel_jobs",
+    request_body = CancelJobsRequest,
+    responses(
+        (status = 200, description = "The jobs are gone", body = CancelJobsResponse),
+        (status = 400, description = "Malformed body, unknown field, no jid, more than \
+         1000, or a jid that is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "A listed job is a dependency of a job that is not \
+         listed; nothing was canceled", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn cancel_jobs(
+    State(state): State<AppState>,
+    Json(body): Json<CancelJobsRequest>,
+) -> Result<Json<CancelJobsResponse>, ApiError> {
+    some_names("jid", &body.jids)?;
+    let canceled = state.qless.cancel(state.clock.now(), &body.jids).await?;
+    Ok(Json(CancelJobsResponse { canceled }))
+}
+
+/// Change a job's priority.
+///
+/// Higher pops first. A waiting job is reordered at once: it goes ahead of the other
+/// waiting jobs with the same priority.
+#[utoipa::path(put, path = "/v1/jobs/{jid}/priority", tag = "jobs",
+    operation_id = "set_job_priority",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = JobPriorityRequest,
+    responses(
+        (status = 200, description = "The new priority", body = JobPriorityResponse),
+        (status = 400, description = "Malformed body, unknown field, a bad jid, or a \
+         priority that is not a finite number", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn set_job_priority(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<JobPriorityRequest>,
+) -> Result<Json<JobPriorityResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    let priority = validate::finite("priority", body.priority)?;
+    // The script stores the number as given but replies with it truncated to an
+    // integer, so the stored value is the one to report.
+    state
+        .qless
+        .priority(state.clock.now(), &jid, priority)
+        .await?;
+    Ok(Json(JobPriorityResponse { priority }))
+}
+
+/// Make a job wait for more jobs.
+///
+/// Only for a job in the `depends` state. Jids of jobs that do not exist or are
+/// already complete are ignored.
+#[utoipa::path(post, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
+    operation_id = "add_job_dependencies",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = AddJobDependenciesRequest,
+    responses(
+        (status = 204, description = "The dependencies were added"),
+        (status = 400, description = "Malformed body, unknown field, no jid, more than \
+         1000, or a jid that is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 409, description = "The job is not in the `depends` state (or does \
+         not exist)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn add_job_dependencies(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<AddJobDependenciesRequest>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("jid", &jid)?;
+    some_names("jid", &body.add)?;
+    state
+        .qless
+        .depends_on(state.clock.now(), &jid, &body.add)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stop a job waiting for some (or all) of its dependencies.
+///
+/// Only for a job in the `depends` state. Give either `remove` (the jids to drop) or
+/// `all: true`. When no dependency is left the job becomes `waiting` at once (a delay
+/// it was put with is not applied on this path).
+#[utoipa::path(delete, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
+    operation_id = "remove_job_dependencies",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = RemoveJobDependenciesRequest,
+    responses(
+        (status = 204, description = "The dependencies were dropped"),
+        (status = 400, description = "Malformed body, unknown field, neither or both of \
+         `remove` and `all`, `all` not true, or a jid that is not a valid name",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job is not in the `depends` state (or does \
+         not exist)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn remove_job_dependencies(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<RemoveJobDependenciesRequest>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("jid", &jid)?;
+    let off = match (&body.remove, body.all) {
+        (Some(remove), None) => {
+            some_names("jid", remove)?;
+            Some(remove.as_slice())
+        }
+        (None, Some(true)) => None,
+        _ => {
+            return Err(bad(
+                "give exactly one of remove (a list of jids) and all: true",
+            ));
+        }
+    };
+    state
+        .qless
+        .depends_off(state.clock.now(), &jid, off)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Tag a job.
+///
+/// Tags the job does not have yet are appended, in the order given; the job is then
+/// listed under `/v1/tags/{tag}/jobs`.
+#[utoipa::path(post, path = "/v1/jobs/{jid}/tags", tag = "jobs", operation_id = "add_job_tags",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = JobTagsRequest,
+    responses(
+        (status = 200, description = "The job's tags", body = JobTagsResponse),
+        (status = 400, description = "Malformed body, unknown field, no tag, more than \
+         1000, or a tag that is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn add_job_tags(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<JobTagsRequest>,
+) -> Result<Json<JobTagsResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    some_names("tag", &body.tags)?;
+    let tags = state
+        .qless
+        .tag_add(state.clock.now(), &jid, &body.tags)
+        .await?;
+    Ok(Json(JobTagsResponse { tags }))
+}
+
+/// Untag a job.
+///
+/// Removing a tag the job does not have is not an error.
+#[utoipa::path(delete, path = "/v1/jobs/{jid}/tags", tag = "jobs",
+    operation_id = "remove_job_tags",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = JobTagsRequest,
+    responses(
+        (status = 200, description = "The job's remaining tags", body = JobTagsResponse),
+        (status = 400, description = "Malformed body, unknown field, no tag, more than \
+         1000, or a tag that is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn remove_job_tags(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<JobTagsRequest>,
+) -> Result<Json<JobTagsResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    some_names("tag", &body.tags)?;
+    let tags = state
+        .qless
+        .tag_remove(state.clock.now(), &jid, &body.tags)
+        .await?;
+    Ok(Json(JobTagsResponse { tags }))
+}
+
+/// Track a job.
+///
+/// A tracked job's transitions (put, popped, completed, failed, stalled, canceled) are
+/// published as events, and it is listed under `/v1/tracked`. Idempotent.
+#[utoipa::path(put, path = "/v1/jobs/{jid}/tracked", tag = "jobs", operation_id = "track_job",
+    params(("jid" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "The job is tracked", body = JobTrackedResponse),
+        (status = 400, description = "The jid is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn track_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+) -> Result<Json<JobTrackedResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    state.qless.track(state.clock.now(), &jid).await?;
+    Ok(Json(JobTrackedResponse { tracked: true }))
+}
+
+/// Stop tracking a job.
+///
+/// Idempotent for an existing job.
+#[utoipa::path(delete, path = "/v1/jobs/{jid}/tracked", tag = "jobs",
+    operation_id = "untrack_job",
+    params(("jid" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "The job is not tracked", body = JobTrackedResponse),
+        (status = 400, description = "The jid is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn untrack_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+) -> Result<Json<JobTrackedResponse>, ApiError> {
+    validate::name("jid", &jid)?;
+    state.qless.untrack(state.clock.now(), &jid).await?;
+    Ok(Json(JobTrackedResponse { tracked: false }))
+}
+
+/// The tracked jobs.
+///
+/// `jobs` holds the tracked jobs that exist; `expired` the tracked jids whose job is
+/// gone (canceled, or purged after completion).
+#[utoipa::path(get, path = "/v1/tracked", tag = "jobs", operation_id = "list_tracked_jobs",
+    responses(
+        (status = 200, description = "Tracked jobs and expired jids", body = TrackedJobsResponse),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_tracked_jobs(
+    State(state): State<AppState>,
+) -> Result<Json<TrackedJobsResponse>, ApiError> {
+    let tracked = state.qless.tracked(state.clock.now()).await?;
+    Ok(Json(TrackedJobsResponse {
+        jobs: tracked.jobs,
+        expired: tracked.expired,
+    }))
+}
+
+/// Add an entry to a job's history.
+///
+/// The entry's `what` is `message` and its `when` is now; the keys of `data` (an
+/// object) are merged into it, except `when` and `what`. The history is capped by the
+/// `max-job-history` option (the first entry is always kept).
+#[utoipa::path(post, path = "/v1/jobs/{jid}/log", tag = "jobs", operation_id = "log_job_event",
+    params(("jid" = String, Path, description = "The job id")),
+    request_body = LogJobEventRequest,
+    responses(
+        (status = 204, description = "The entry was appended"),
+        (status = 400, description = "Malformed body, unknown field, an empty message, \
+         or `data` that is not an object", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "The job does not exist", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn log_job_event(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<LogJobEventRequest>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("jid", &jid)?;
+    if body.message.is_empty() {
+        return Err(bad("message must not be empty"));
+    }
+    let data = body.data.as_ref().map(|map| Value::Object(map.clone()));
+    let data = data.as_ref().map(json_text);
+    state
+        .qless
+        .log(state.clock.now(), &jid, &body.message, data.as_deref())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Completed jobs, most recently completed first.
+///
+/// Completed jobs are kept until purged by the `jobs-history` (seconds) and
+/// `jobs-history-count` options.
+#[utoipa::path(get, path = "/v1/completed", tag = "jobs", operation_id = "list_completed_jobs",
+    params(PageQuery),
+    responses(
+        (status = 200, description = "A page of completed jids", body = CompletedJobsResponse),
+        (status = 400, description = "`offset` or `count` is not a number, or `count` is \
+         0 or over 1000", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or the pool is exhausted \
+         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_completed_jobs(
+    State(state): State<AppState>,
+    Query(page): Query<PageQuery>,
+) -> Result<Json<CompletedJobsResponse>, ApiError> {
+    let count = validate::page_count(page.count)?;
+    let jids = state
+        .qless
+        .jobs_complete(state.clock.now(), page.offset, count)
+        .await?;
+    Ok(Json(CompletedJobsResponse { jids }))
+}
+
+/// The jids of `?jid=a&jid=b`: 1 to [`MAX_LIST`] valid names, and no other parameter.
+fn jids_from_query(query: &str) -> Result<Vec<String>, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|err| bad(&format!("malformed query string: {err}")))?;
+    let mut jids = Vec::with_capacity(pairs.len());
+    for (key, value) in pairs {
+        if key != "jid" {
+            return Err(bad(&format!(
+                "unknown query parameter {key:?}; only jid is accepted"
+            )));
+        }
+        jids.push(value);
+    }
+    some_names("jid", &jids)?;
+    Ok(jids)
+}
+
+/// Checks a list that must hold 1 to [`MAX_LIST`] valid names.
+fn some_names(kind: &str, values: &[String]) -> Result<(), ApiError> {
+    validate::names(kind, values)?;
+    each_name(kind, values)
+}
+
+/// Checks a list of at most [`MAX_LIST`] valid names (possibly empty).
+fn each_name(kind: &str, values: &[String]) -> Result<(), ApiError> {
+    if values.len() > MAX_LIST {
+        return Err(bad(&format!("at most {MAX_LIST} of {kind} are accepted")));
+    }
+    values
+        .iter()
+        .try_for_each(|value| validate::name(kind, value))
+}
+
+/// A job's data as the JSON text the script stores; `{}` when the client sent none.
+fn data_or_empty(data: Option<&Value>) -> String {
+    data.map_or_else(|| "{}".to_owned(), json_text)
+}
+
+/// JSON text of a value (serializing a `Value` cannot fail).
+fn json_text(value: &Value) -> String {
+    value.to_string()
+}
+
+fn bad(message: &str) -> ApiError {
+    ApiError::BadRequest(message.to_owned())
 }
