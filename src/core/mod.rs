@@ -5,6 +5,7 @@
 mod config;
 pub mod embedded;
 mod error;
+pub mod events;
 pub mod jobs;
 pub mod pool;
 pub mod queues;
@@ -106,6 +107,14 @@ impl Qless {
     /// The Redis URL (for connections outside the pool, such as subscriptions).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The prefix of every key and channel: `ql:` or `ql:{ns}:`.
+    pub fn prefix(&self) -> String {
+        match &self.namespace_key {
+            Some(key) => format!("{key}:"),
+            None => "ql:".to_owned(),
+        }
     }
 
     /// The namespace routing key, if any.

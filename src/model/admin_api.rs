@@ -1,1 +1,154 @@
-//! HTTP request and response bodies (admin_api).
+//! HTTP request and response bodies of the administrative resources: recurring-job
+//! templates, tags, failure groups, workers and configuration options.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// Changes to a recurring job template (`PATCH /v1/recurring/{jid}`). Fields left out
+/// keep their value; at least one field must be given.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"interval": 3600, "priority": 10, "data": {"report": "hourly"}}))]
+pub struct RecurringJobUpdate {
+    /// Priority of the children spawned from now on (higher pops first).
+    pub priority: Option<f64>,
+    /// Seconds between spawns, greater than 0. The next spawn moves by the difference
+    /// between the new and the old interval.
+    #[schema(exclusive_minimum = 0)]
+    pub interval: Option<f64>,
+    /// Retry budget of the children spawned from now on (0 or more).
+    #[schema(minimum = 0)]
+    pub retries: Option<i64>,
+    /// Payload of the children spawned from now on: any JSON value (`null` included).
+    #[serde(default, deserialize_with = "present")]
+    pub data: Option<Value>,
+    /// Class of the children spawned from now on.
+    pub klass: Option<String>,
+    /// Queue the children are put in from now on; the template moves there, keeping its
+    /// next spawn time.
+    pub queue: Option<String>,
+    /// Catch up at most this many missed intervals (0: all of them).
+    #[schema(minimum = 0)]
+    pub backlog: Option<i64>,
+}
+
+/// Tags to add to or remove from a recurring job template.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"tags": ["nightly", "billing"]}))]
+pub struct RecurringTagsChange {
+    /// At least one tag.
+    pub tags: Vec<String>,
+}
+
+/// The tags of a recurring job template after a change, in the order they were added.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"tags": ["nightly", "billing"]}))]
+pub struct RecurringTags {
+    /// The template's tags (children spawned from now on carry them).
+    pub tags: Vec<String>,
+}
+
+/// The most used tags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"tags": ["billing", "eu"]}))]
+pub struct TopTags {
+    /// Tags used at least twice, most used first.
+    pub tags: Vec<String>,
+}
+
+/// How many failed jobs each failure group holds, by group name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(example = json!({"timeout": 3, "smtp-refused": 1}))]
+pub struct FailureGroups(pub BTreeMap<String, i64>);
+
+/// Puts the oldest failed jobs of a group back into a queue.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"queue": "emails", "count": 10}))]
+pub struct UnfailRequest {
+    /// Queue the jobs are put in (waiting, with their full retry budget).
+    pub queue: String,
+    /// How many jobs to move, oldest failure first (default 25, between 1 and 1000).
+    #[serde(default = "default_unfail_count")]
+    #[schema(default = 25, minimum = 1, maximum = 1000)]
+    pub count: u32,
+}
+
+fn default_unfail_count() -> u32 {
+    25
+}
+
+/// What an unfail did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"moved": 3}))]
+pub struct UnfailResult {
+    /// Jobs moved back to the queue (0 for an empty or unknown group).
+    pub moved: i64,
+}
+
+/// Every configuration option with its value: the defaults overlaid with every stored
+/// option. Numeric options are numbers; other options are the text stored.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(example = json!({
+    "application": "qless", "heartbeat": 60, "grace-period": 10, "stats-history": 30,
+    "histogram-history": 7, "jobs-history-count": 50000, "jobs-history": 604800,
+    "emails-max-concurrency": 4
+}))]
+pub struct ConfigOptions(pub BTreeMap<String, Value>);
+
+/// One configuration option and its effective value (stored, else the default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"option": "heartbeat", "value": 60}))]
+pub struct ConfigOption {
+    /// Option name.
+    pub option: String,
+    /// A number for numeric options, else the text stored.
+    pub value: Value,
+}
+
+/// The new value of a configuration option.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"value": 30}))]
+pub struct ConfigOptionValue {
+    /// Stored as its text (`30`, `qless`, `true`).
+    pub value: ConfigScalar,
+}
+
+/// A configuration value: a string, a number or a boolean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ConfigScalar {
+    /// Stored as given.
+    Text(String),
+    /// Stored in its shortest decimal form (`30`, `0.5`).
+    Number(f64),
+    /// Stored as `true` or `false`.
+    Flag(bool),
+}
+
+impl ConfigScalar {
+    /// The text the script stores.
+    pub fn to_text(&self) -> String {
+        match self {
+            ConfigScalar::Text(text) => text.clone(),
+            ConfigScalar::Number(number) => number.to_string(),
+            ConfigScalar::Flag(flag) => flag.to_string(),
+        }
+    }
+}
+
+/// Deserializes a field that is present as `Some`, even when it is `null`, so that
+/// `"data": null` sets a null payload rather than meaning "unchanged".
+fn present<'de, D>(deserializer: D) -> Result<Option<Value>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Value::deserialize(deserializer).map(Some)
+}

@@ -1,10 +1,101 @@
-//! `/v1/failures` resources.
+//! `/v1/failures` resources: failure groups, the failed jobs in a group, and putting
+//! them back into a queue.
 
-use utoipa_axum::router::OpenApiRouter;
+use axum::extract::State;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::extract::{Json, Path, Query};
+use super::validate;
+use crate::error::ApiError;
+use crate::model::{FailureGroups, JidPage, PageQuery, Problem, UnfailRequest, UnfailResult};
 use crate::server::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(list_failure_groups))
+        .routes(routes!(list_failed_jobs))
+        .routes(routes!(unfail_jobs))
+}
+
+/// Count the failed jobs of every failure group.
+///
+/// A job fails into the group named by the worker (`POST /v1/jobs/{jid}/fail`) or, when
+/// it runs out of retries, into `failed-retries-<queue>`. Groups without failed jobs
+/// are not listed; with no failures at all the object is empty.
+#[utoipa::path(get, path = "/v1/failures", tag = "failures",
+    operation_id = "list_failure_groups",
+    responses(
+        (status = 200, description = "Failed jobs per group", body = FailureGroups),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn list_failure_groups(
+    State(state): State<AppState>,
+) -> Result<Json<FailureGroups>, ApiError> {
+    let groups = state.qless.failed(state.clock.now()).await?;
+    Ok(Json(FailureGroups(groups)))
+}
+
+/// List the failed jobs of a failure group.
+///
+/// Jids, newest failure first, with the total number of jobs in the group. An unknown
+/// group is an empty page with total 0.
+#[utoipa::path(get, path = "/v1/failures/{group}", tag = "failures",
+    operation_id = "list_failed_jobs",
+    params(("group" = String, Path, description = "Failure group"), PageQuery),
+    responses(
+        (status = 200, description = "A page of the group's jids", body = JidPage),
+        (status = 400, description = "A bad group name, offset or count not a number, or \
+            count not between 1 and 1000", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn list_failed_jobs(
+    State(state): State<AppState>,
+    Path(group): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> Result<Json<JidPage>, ApiError> {
+    validate::name("group", &group)?;
+    let count = validate::page_count(page.count)?;
+    let jobs = state
+        .qless
+        .failed_group(state.clock.now(), &group, page.offset, count)
+        .await?;
+    Ok(Json(jobs))
+}
+
+/// Put failed jobs back into a queue.
+///
+/// Moves the oldest `count` jobs of the group (default 25) into `queue` as waiting
+/// jobs with their full retry budget. The job keeps its last `failure` record for
+/// reference. An empty or unknown group moves nothing (`moved: 0`).
+#[utoipa::path(post, path = "/v1/failures/{group}/unfail", tag = "failures",
+    operation_id = "unfail_jobs",
+    params(("group" = String, Path, description = "Failure group")),
+    request_body = UnfailRequest,
+    responses(
+        (status = 200, description = "How many jobs were moved", body = UnfailResult),
+        (status = 400, description = "Malformed body, a missing queue, an unknown field, \
+            a bad group or queue name, or count not between 1 and 1000; nothing is moved",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn unfail_jobs(
+    State(state): State<AppState>,
+    Path(group): Path<String>,
+    Json(body): Json<UnfailRequest>,
+) -> Result<Json<UnfailResult>, ApiError> {
+    validate::name("group", &group)?;
+    validate::name("queue", &body.queue)?;
+    let count = validate::page_count(body.count)?;
+    let moved = state
+        .qless
+        .unfail(state.clock.now(), &body.queue, &group, count)
+        .await?;
+    Ok(Json(UnfailResult { moved }))
 }

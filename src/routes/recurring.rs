@@ -1,10 +1,240 @@
-//! `/v1/recurring` resources.
+//! `/v1/recurring` resources: reading, changing, tagging and deleting recurring job
+//! templates. Templates are created per queue (`POST /v1/queues/{queue}/recurring`).
 
-use utoipa_axum::router::OpenApiRouter;
+use axum::extract::State;
+use axum::http::StatusCode;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::extract::{Json, Path};
+use super::validate;
+use crate::core::RecurUpdate;
+use crate::error::ApiError;
+use crate::model::{Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange};
 use crate::server::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(
+            get_recurring_job,
+            update_recurring_job,
+            delete_recurring_job
+        ))
+        .routes(routes!(add_recurring_job_tags, remove_recurring_job_tags))
+}
+
+/// Get a recurring job template.
+///
+/// The template's `count` is how many children it has spawned; children are the jobs
+/// `<jid>-1`, `<jid>-2`, ... `data` is the children's payload as a JSON value.
+#[utoipa::path(get, path = "/v1/recurring/{jid}", tag = "recurring",
+    operation_id = "get_recurring_job",
+    params(("jid" = String, Path, description = "Template id")),
+    responses(
+        (status = 200, description = "The template", body = RecurringJob),
+        (status = 400, description = "The jid is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "No recurring job has this jid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn get_recurring_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+) -> Result<Json<RecurringJob>, ApiError> {
+    validate::name("jid", &jid)?;
+    match state.qless.recur_get(state.clock.now(), &jid).await? {
+        Some(template) => Ok(Json(template)),
+        None => Err(not_found(&jid)),
+    }
+}
+
+/// Change a recurring job template.
+///
+/// Only the fields given change; at least one is required. The changes apply to the
+/// children spawned from now on; children already spawned are untouched. A new
+/// `interval` shifts the next spawn by the difference between the new and the old
+/// interval; a new `queue` moves the template there with its next spawn time. Tags are
+/// changed with `POST`/`DELETE /v1/recurring/{jid}/tags`.
+#[utoipa::path(patch, path = "/v1/recurring/{jid}", tag = "recurring",
+    operation_id = "update_recurring_job",
+    params(("jid" = String, Path, description = "Template id")),
+    request_body = RecurringJobUpdate,
+    responses(
+        (status = 204, description = "The template was changed"),
+        (status = 400, description = "Malformed body, no field given, an unknown field, \
+            an interval not above 0, a negative retries or backlog, or a bad jid, klass \
+            or queue name; nothing is changed", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "No recurring job has this jid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn update_recurring_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<RecurringJobUpdate>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("jid", &jid)?;
+    let update = recur_update(body)?;
+    state
+        .qless
+        .recur_update(state.clock.now(), &jid, update)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Delete a recurring job template.
+///
+/// Idempotent: deleting an unknown template is also a 204. Children already spawned
+/// stay where they are.
+#[utoipa::path(delete, path = "/v1/recurring/{jid}", tag = "recurring",
+    operation_id = "delete_recurring_job",
+    params(("jid" = String, Path, description = "Template id")),
+    responses(
+        (status = 204, description = "The template no longer exists"),
+        (status = 400, description = "The jid is not a valid name", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn delete_recurring_job(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("jid", &jid)?;
+    state.qless.unrecur(state.clock.now(), &jid).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Add tags to a recurring job template.
+///
+/// Tags the template already has are not repeated; new ones are appended in the order
+/// given. Children spawned from now on carry the tags. Only the template changes: the
+/// tag index (`/v1/tags`) counts jobs, not templates.
+#[utoipa::path(post, path = "/v1/recurring/{jid}/tags", tag = "recurring",
+    operation_id = "add_recurring_job_tags",
+    params(("jid" = String, Path, description = "Template id")),
+    request_body = RecurringTagsChange,
+    responses(
+        (status = 200, description = "The template's tags after the change",
+         body = RecurringTags),
+        (status = 400, description = "Malformed body, an empty list, an unknown field, or \
+            a bad jid or tag name; nothing is changed", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "No recurring job has this jid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn add_recurring_job_tags(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<RecurringTagsChange>,
+) -> Result<Json<RecurringTags>, ApiError> {
+    validate::name("jid", &jid)?;
+    validate::names("tag", &body.tags)?;
+    let tags = state
+        .qless
+        .recur_tag(state.clock.now(), &jid, &body.tags)
+        .await?;
+    Ok(Json(RecurringTags { tags }))
+}
+
+/// Remove tags from a recurring job template.
+///
+/// Tags the template does not have are ignored. Children spawned from now on no longer
+/// carry the removed tags; children already spawned keep theirs.
+#[utoipa::path(delete, path = "/v1/recurring/{jid}/tags", tag = "recurring",
+    operation_id = "remove_recurring_job_tags",
+    params(("jid" = String, Path, description = "Template id")),
+    request_body = RecurringTagsChange,
+    responses(
+        (status = 200, description = "The template's tags after the change",
+         body = RecurringTags),
+        (status = 400, description = "Malformed body, an empty list, an unknown field, or \
+            a bad jid or tag name; nothing is changed", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 404, description = "No recurring job has this jid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis unreachable or busy", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn remove_recurring_job_tags(
+    State(state): State<AppState>,
+    Path(jid): Path<String>,
+    Json(body): Json<RecurringTagsChange>,
+) -> Result<Json<RecurringTags>, ApiError> {
+    validate::name("jid", &jid)?;
+    validate::names("tag", &body.tags)?;
+    let tags = state
+        .qless
+        .recur_untag(state.clock.now(), &jid, &body.tags)
+        .await?;
+    Ok(Json(RecurringTags { tags }))
+}
+
+/// Checks a PATCH body and turns it into the script's update.
+fn recur_update(body: RecurringJobUpdate) -> Result<RecurUpdate, ApiError> {
+    if let Some(priority) = body.priority {
+        validate::finite("priority", priority)?;
+    }
+    if let Some(interval) = body.interval
+        && !(interval.is_finite() && interval > 0.0)
+    {
+        return Err(ApiError::BadRequest(
+            "interval must be a number of seconds greater than 0".to_owned(),
+        ));
+    }
+    for (field, value) in [("retries", body.retries), ("backlog", body.backlog)] {
+        if value.is_some_and(|n| n < 0) {
+            return Err(ApiError::BadRequest(format!(
+                "{field} must not be negative"
+            )));
+        }
+    }
+    if body
+        .klass
+        .as_deref()
+        .is_some_and(|klass| klass.trim().is_empty())
+    {
+        return Err(ApiError::BadRequest("klass must not be empty".to_owned()));
+    }
+    if let Some(queue) = &body.queue {
+        validate::name("queue", queue)?;
+    }
+    let data = match &body.data {
+        Some(value) => Some(
+            serde_json::to_string(value).map_err(|err| ApiError::BadRequest(err.to_string()))?,
+        ),
+        None => None,
+    };
+    let update = RecurUpdate {
+        priority: body.priority,
+        interval: body.interval,
+        retries: body.retries,
+        data,
+        klass: body.klass,
+        queue: body.queue,
+        backlog: body.backlog,
+    };
+    if update.is_empty() {
+        return Err(ApiError::BadRequest(
+            "give at least one of priority, interval, retries, data, klass, queue, backlog"
+                .to_owned(),
+        ));
+    }
+    Ok(update)
+}
+
+fn not_found(jid: &str) -> ApiError {
+    ApiError::NotFound(format!("recurring job {jid} does not exist"))
 }

@@ -1,0 +1,116 @@
+//! The script's pub/sub, bridged into the process: one Redis subscription per qlessd
+//! (a pattern on the namespace prefix), fanned out to any number of in-process
+//! listeners through a broadcast channel. Long-poll waiters and SSE clients listen
+//! here instead of each holding a Redis connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{broadcast, watch};
+
+/// One message the script published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The channel without the namespace prefix: `log`, `w:<worker>`, `put`, `popped`,
+    /// `completed`, `failed`, `stalled`, `canceled`, `track`, `untrack`.
+    pub channel: String,
+    /// The payload exactly as published (JSON for `log` and `w:*`, a jid otherwise).
+    pub payload: String,
+}
+
+/// Handle on the bridge; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<Arc<Event>>,
+    subscribed: watch::Receiver<bool>,
+}
+
+/// How many events a slow listener may fall behind before it misses some.
+const BUFFER: usize = 4096;
+
+impl EventBus {
+    /// Starts bridging the channels under `prefix` (`ql:` or `ql:{ns}:`) from the Redis
+    /// at `url`; reconnects by itself when the connection drops.
+    pub fn start(url: String, prefix: String) -> Self {
+        let (sender, _) = broadcast::channel(BUFFER);
+        let (subscribed_tx, subscribed) = watch::channel(false);
+        tokio::spawn(bridge(url, prefix, sender.clone(), subscribed_tx));
+        EventBus { sender, subscribed }
+    }
+
+    /// A new listener, receiving every event published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.sender.subscribe()
+    }
+
+    /// Whether the Redis subscription is currently active.
+    pub fn is_subscribed(&self) -> bool {
+        *self.subscribed.borrow()
+    }
+
+    /// Waits until the Redis subscription is active (events published before that are
+    /// not seen), up to `timeout`. Returns whether it became active.
+    pub async fn wait_subscribed(&self, timeout: Duration) -> bool {
+        let mut subscribed = self.subscribed.clone();
+        tokio::time::timeout(timeout, subscribed.wait_for(|active| *active))
+            .await
+            .is_ok_and(|result| result.is_ok())
+    }
+}
+
+async fn bridge(
+    url: String,
+    prefix: String,
+    sender: broadcast::Sender<Arc<Event>>,
+    subscribed: watch::Sender<bool>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match listen(&url, &prefix, &sender, &subscribed).await {
+            Ok(()) => backoff = Duration::from_millis(100),
+            Err(err) => {
+                tracing::warn!(%err, "event subscription lost; reconnecting");
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+        let _ = subscribed.send(false);
+        if sender.receiver_count() == 0 && sender.is_empty() && subscribed.is_closed() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+async fn listen(
+    url: &str,
+    prefix: &str,
+    sender: &broadcast::Sender<Arc<Event>>,
+    subscribed: &watch::Sender<bool>,
+) -> Result<(), redis::RedisError> {
+    let client = redis::Client::open(url)?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.psubscribe(format!("{prefix}*")).await?;
+    let _ = subscribed.send(true);
+    let legacy = prefix == "ql:";
+    let mut messages = pubsub.on_message();
+    while let Some(message) = messages.next().await {
+        let Some(channel) = message.get_channel_name().strip_prefix(prefix) else {
+            continue;
+        };
+        // In the legacy namespace the pattern `ql:*` also matches the channels of
+        // every `ql:{ns}:` namespace; those belong to other tenants.
+        if legacy && channel.starts_with('{') {
+            continue;
+        }
+        let payload = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
+        let _ = sender.send(Arc::new(Event {
+            channel: channel.to_owned(),
+            payload,
+        }));
+    }
+    Err(redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "subscription stream ended",
+    )))
+}
