@@ -1,0 +1,522 @@
+-- job.lua: commands that act on one job (or a list of jobs) by jid.
+--
+-- complete, fail, retry, heartbeat, cancel, timeout, depends, priority, log, tag and
+-- track, plus the completed-job purge and dependency release that complete needs.
+-- Arguments arrive parsed and validated by api.lua; every function here makes all of
+-- its state checks before its first write (Redis never rolls a script back).
+
+QlessJob = setmetatable({ [0] = function(name)
+  if name == 'forget' then
+    -- Deletes a completed job for good (purge): its tag index entries, hash and history.
+    -- Its dependency sets and tracking entry stay (spec 6.8).
+    return function(jid)
+      local key = P .. 'j:' .. jid
+      Qless.tags_unindex(jid, Qless.stored_tags(redis.call('hget', key, 'tags')))
+      redis.call('del', key, key .. '-history')
+    end
+
+  elseif name == 'purge' then
+    -- Purges ql:completed: first by age (jobs-history seconds), then by count
+    -- (jobs-history-count). Two cheap calls when nothing is due.
+    return function(now, max_age, max_count)
+      local key = P .. 'completed'
+      local cutoff = now - (tonumber(max_age) or 604800)
+      local old = redis.call('zrangebyscore', key, '-inf', cutoff)
+      if #old > 0 then
+        for i = 1, #old do QlessJob.forget(old[i]) end
+        redis.call('zremrangebyscore', key, '-inf', cutoff)
+      end
+      local keep = math.floor(tonumber(max_count) or 50000)
+      local n = redis.call('zcard', key)
+      if n > keep then
+        local last = n - keep - 1
+        local extra = redis.call('zrange', key, 0, last)
+        for i = 1, #extra do QlessJob.forget(extra[i]) end
+        redis.call('zremrangebyrank', key, 0, last)
+      end
+    end
+
+  elseif name == 'release' then
+    -- On the final completion of jid: each dependent with no dependency left moves from
+    -- its queue's -depends to -scheduled (if a delay is pending) or -work.
+    return function(now, jid)
+      local key = P .. 'j:' .. jid .. '-dependents'
+      local list = redis.call('smembers', key)
+      if #list == 0 then return end
+      for i = 1, #list do
+        local d = list[i]
+        local dkey = P .. 'j:' .. d
+        redis.call('srem', dkey .. '-dependencies', jid)
+        if redis.call('scard', dkey .. '-dependencies') == 0 then
+          local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority')
+          local q = f[1]
+          if q and q ~= '' then
+            local qkey = P .. 'q:' .. q
+            redis.call('zrem', qkey .. '-depends', d)
+            if f[2] then
+              redis.call('zadd', qkey .. '-scheduled', f[2], d)
+              redis.call('hset', dkey, 'state', 'scheduled')
+              redis.call('hdel', dkey, 'scheduled')
+            else
+              redis.call('zadd', qkey .. '-work', (tonumber(f[3]) or 0) - now / 10000000000, d)
+              redis.call('hset', dkey, 'state', 'waiting')
+            end
+          end
+        end
+      end
+      redis.call('del', key)
+    end
+
+  elseif name == 'complete' then
+    -- complete(now, jid, worker, queue, data, [next, delay, depends])
+    -- -> 'complete' | 'waiting' | 'scheduled' | 'depends'
+    return function(now, jid, worker, queue, data, nextq, delay, depends)
+      local key = P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'priority')
+      local state = f[1]
+      if not state then
+        Qless.raise('QL_NOTFOUND', 'Complete', 'Job ' .. jid .. ' does not exist')
+      elseif state ~= 'running' then
+        Qless.raise('QL_STATE', 'Complete', 'Job ' .. jid .. ' is not currently running: ' .. state)
+      elseif f[2] ~= worker then
+        Qless.raise('QL_WORKER', 'Complete', 'Job ' .. jid ..
+          ' has been handed out to another worker: ' .. tostring(f[2]))
+      elseif f[3] ~= queue then
+        Qless.raise('QL_QUEUE', 'Complete', 'Job ' .. jid .. ' running in another queue: ' ..
+          tostring(f[3]))
+      end
+      local deps
+      if nextq and depends and #depends > 0 then deps = Qless.dependable(jid, depends) end
+
+      local cfg = redis.call('hmget', P .. 'config', 'max-job-history', 'jobs-history',
+        'jobs-history-count')
+      local cap = Qless.history_cap(cfg[1])
+      local when = Qless.num(math.floor(now))
+      Qless.history_push(jid, '[' .. when .. ',"done"]', cap)
+      local qkey = P .. 'q:' .. queue
+      redis.call('zrem', qkey .. '-locks', jid)
+      redis.call('zrem', qkey .. '-work', jid)
+      redis.call('zrem', qkey .. '-scheduled', jid)
+      Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
+      redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+      if redis.call('zscore', P .. 'tracked', jid) then
+        redis.call('publish', P .. 'completed', jid)
+      end
+      local retries = f[5] or '5'
+      local ejid, equeue = cjson.encode(jid), cjson.encode(queue)
+
+      if nextq then
+        local enext = cjson.encode(nextq)
+        redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"to":' .. enext ..
+          ',"event":"advanced","queue":' .. equeue .. '}')
+        Qless.history_push(jid, '[' .. when .. ',"put",{"q":' .. enext .. '}]', cap)
+        redis.call('zadd', P .. 'queues', 'NX', NOWS, nextq)
+        local nkey = P .. 'q:' .. nextq
+        local result
+        if delay > 0 and not (depends and #depends > 0) then
+          -- Fix of quirk 3: the hash says 'scheduled' while the job sits in -scheduled.
+          redis.call('zadd', nkey .. '-scheduled', now + delay, jid)
+          result = 'scheduled'
+        elseif deps and #deps > 0 then
+          Qless.dependencies_link(jid, deps)
+          redis.call('zadd', nkey .. '-depends', NOWS, jid)
+          if delay > 0 then redis.call('hset', key, 'scheduled', now + delay) end
+          result = 'depends'
+        else
+          redis.call('zadd', nkey .. '-work', (tonumber(f[6]) or 0) - now / 10000000000, jid)
+          result = 'waiting'
+        end
+        redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', result, 'worker', '',
+          'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
+        return result
+      end
+
+      redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
+        equeue .. '}')
+      redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', 'complete', 'worker', '',
+        'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
+      redis.call('zadd', P .. 'completed', NOWS, jid)
+      QlessJob.purge(now, cfg[2], cfg[3])
+      QlessJob.release(now, jid)
+      return 'complete'
+    end
+
+  elseif name == 'fail' then
+    -- fail(now, jid, worker, group, message, [data]) -> jid
+    return function(now, jid, worker, group, message, data)
+      local key = P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue')
+      local state = f[1]
+      if not state then
+        Qless.raise('QL_NOTFOUND', 'Fail', 'Job ' .. jid .. 'does not exist')
+      elseif state ~= 'running' then
+        Qless.raise('QL_STATE', 'Fail', 'Job ' .. jid .. 'not currently running: ' .. state)
+      elseif f[2] ~= worker then
+        Qless.raise('QL_WORKER', 'Fail', 'Job ' .. jid .. ' running with another worker: ' ..
+          tostring(f[2]))
+      end
+      local queue = f[3] or ''
+      local ejid, egroup, eworker = cjson.encode(jid), cjson.encode(group), cjson.encode(worker)
+      local emessage = cjson.encode(message)
+      redis.call('publish', P .. 'log', '{"message":' .. emessage .. ',"jid":' .. ejid ..
+        ',"group":' .. egroup .. ',"event":"failed","worker":' .. eworker .. '}')
+      if redis.call('zscore', P .. 'tracked', jid) then
+        redis.call('publish', P .. 'failed', jid)
+      end
+      redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      local when = Qless.num(math.floor(now))
+      Qless.history_push(jid, '[' .. when .. ',"failed",{"worker":' .. eworker .. ',"group":' ..
+        egroup .. '}]', cap)
+      local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
+      redis.call('hincrby', skey, 'failures', 1)
+      redis.call('hincrby', skey, 'failed', 1)
+      local qkey = P .. 'q:' .. queue
+      redis.call('zrem', qkey .. '-work', jid)
+      redis.call('zrem', qkey .. '-locks', jid)
+      redis.call('zrem', qkey .. '-scheduled', jid)
+      local failure = '{"group":' .. egroup .. ',"message":' .. emessage .. ',"when":' ..
+        when .. ',"worker":' .. eworker .. '}'
+      if data then
+        redis.call('hmset', key, 'data', data, 'state', 'failed', 'worker', '', 'expires', '',
+          'failure', failure)
+      else
+        redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
+      end
+      redis.call('sadd', P .. 'failures', group)
+      redis.call('lpush', P .. 'f:' .. group, jid)
+      return jid
+    end
+
+  elseif name == 'retry' then
+    -- retry(now, jid, queue, worker, delay, [group], [message]) -> floor(remaining)
+    return function(now, jid, queue, worker, delay, group, message)
+      local key = P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'priority')
+      local state = f[1]
+      if not state then
+        Qless.raise('QL_NOTFOUND', 'Retry', 'Job ' .. jid .. ' does not exist')
+      elseif state ~= 'running' then
+        Qless.raise('QL_STATE', 'Retry', 'Job ' .. jid .. ' is not currently running: ' .. state)
+      elseif f[2] ~= worker then
+        Qless.raise('QL_WORKER', 'Retry', 'Job ' .. jid .. ' has been given to another worker: ' ..
+          tostring(f[2]))
+      end
+      local stored = f[3] or ''
+      local remaining = tonumber(redis.call('hincrby', key, 'remaining', -1))
+      redis.call('hdel', key, 'grace')
+      redis.call('zrem', P .. 'q:' .. stored .. '-locks', jid)
+      redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      local when = Qless.num(math.floor(now))
+      if remaining < 0 then
+        local g = group or ('failed-retries-' .. queue)
+        local egroup = cjson.encode(g)
+        Qless.history_push(jid, '[' .. when .. ',"failed",{"group":' .. egroup .. '}]', cap)
+        local failure
+        if group and message then
+          failure = '{"group":' .. egroup .. ',"message":' .. cjson.encode(message) ..
+            ',"when":' .. when .. ',"worker":' .. cjson.encode(worker) .. '}'
+        else
+          failure = '{"group":' .. egroup .. ',"message":' ..
+            cjson.encode('Job exhausted retries in queue "' .. stored .. '"') ..
+            ',"when":' .. Qless.num(now) .. ',"worker":""}'
+        end
+        redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
+        if redis.call('zscore', P .. 'tracked', jid) then
+          redis.call('publish', P .. 'failed', jid)
+        end
+        redis.call('sadd', P .. 'failures', g)
+        redis.call('lpush', P .. 'f:' .. g, jid)
+        local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
+        redis.call('hincrby', skey, 'failures', 1)
+        redis.call('hincrby', skey, 'failed', 1)
+      else
+        -- Fix of quirk 4: the job waits in `queue` with no worker and no lock, and its
+        -- hash says so (the original left worker/expires set and the old queue name).
+        local qkey = P .. 'q:' .. queue
+        local newstate
+        if delay > 0 then
+          redis.call('zadd', qkey .. '-scheduled', now + delay, jid)
+          newstate = 'scheduled'
+        else
+          redis.call('zadd', qkey .. '-work', (tonumber(f[4]) or 0) - now / 10000000000, jid)
+          newstate = 'waiting'
+        end
+        if group and message then
+          redis.call('hmset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue,
+            'failure', '{"group":' .. cjson.encode(group) .. ',"message":' ..
+            cjson.encode(message) .. ',"when":' .. when .. ',"worker":' ..
+            cjson.encode(worker) .. '}')
+        else
+          redis.call('hmset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue)
+        end
+      end
+      return math.floor(remaining)
+    end
+
+  elseif name == 'heartbeat' then
+    -- heartbeat(now, jid, worker, [data]) -> new expiry (integer)
+    return function(now, jid, worker, data)
+      local key = P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace')
+      local state = f[1]
+      if not state then
+        Qless.raise('QL_NOTFOUND', 'Heartbeat', 'Job ' .. jid .. ' does not exist')
+      elseif state ~= 'running' then
+        Qless.raise('QL_STATE', 'Heartbeat', 'Job ' .. jid .. ' not currently running: ' .. state)
+      elseif f[2] ~= worker then
+        Qless.raise('QL_WORKER', 'Heartbeat', 'Job ' .. jid .. ' given out to another worker: ' ..
+          tostring(f[2]))
+      end
+      local queue = f[3] or ''
+      local cfg = redis.call('hmget', P .. 'config', queue .. '-heartbeat', 'heartbeat')
+      local expires = now + (tonumber(cfg[1]) or tonumber(cfg[2]) or 60)
+      local eargs = Qless.numarg(expires)
+      if data then
+        redis.call('hmset', key, 'expires', eargs, 'worker', worker, 'data', data)
+      else
+        redis.call('hmset', key, 'expires', eargs, 'worker', worker)
+      end
+      -- Fix of quirk 6: a heartbeat answers the grace notice, so a later expiry warns again.
+      if f[4] then redis.call('hdel', key, 'grace') end
+      redis.call('zadd', P .. 'w:' .. worker .. ':jobs', eargs, jid)
+      redis.call('zadd', P .. 'workers', NOWS, worker)
+      redis.call('zadd', P .. 'q:' .. queue .. '-locks', eargs, jid)
+      return Qless.trunc(expires)
+    end
+
+  elseif name == 'cancel' then
+    -- cancel(now, jid...) -> the jids as given. Refuses (before any write) to cancel a
+    -- job whose dependents are not all being canceled too.
+    return function(now, jids)
+      local listed = {}
+      for i = 1, #jids do listed[jids[i]] = true end
+      for i = 1, #jids do
+        local jid = jids[i]
+        local dependents = redis.call('smembers', P .. 'j:' .. jid .. '-dependents')
+        for k = 1, #dependents do
+          if not listed[dependents[k]] then
+            Qless.raise('QL_DEPENDENCY', 'Cancel', jid .. ' is a dependency of ' .. dependents[k] ..
+              ' but is not mentioned to be canceled')
+          end
+        end
+      end
+      for i = 1, #jids do
+        local jid = jids[i]
+        local key = P .. 'j:' .. jid
+        local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags')
+        local state = f[1]
+        if state ~= 'complete' then
+          local queue, worker = f[2], f[3]
+          local event = '{"jid":' .. cjson.encode(jid) .. ',"queue":' ..
+            (queue and cjson.encode(queue) or 'false') .. ',"event":"canceled","worker":' ..
+            (worker and cjson.encode(worker) or 'false') .. '}'
+          redis.call('publish', P .. 'log', event)
+          if worker and worker ~= '' then
+            redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+            redis.call('publish', P .. 'w:' .. worker, event)
+          end
+          if queue and queue ~= '' then
+            local qkey = P .. 'q:' .. queue
+            redis.call('zrem', qkey .. '-work', jid)
+            redis.call('zrem', qkey .. '-locks', jid)
+            redis.call('zrem', qkey .. '-scheduled', jid)
+            redis.call('zrem', qkey .. '-depends', jid)
+          end
+          local deps = redis.call('smembers', key .. '-dependencies')
+          for k = 1, #deps do
+            redis.call('srem', P .. 'j:' .. deps[k] .. '-dependents', jid)
+          end
+          if #deps > 0 then redis.call('del', key .. '-dependencies') end
+          if state == 'failed' then Qless.failure_forget(jid, f[4], queue) end
+          if state then Qless.tags_unindex(jid, Qless.stored_tags(f[5])) end
+          if redis.call('zscore', P .. 'tracked', jid) then
+            redis.call('publish', P .. 'canceled', jid)
+          end
+          redis.call('del', key, key .. '-history')
+        end
+      end
+      return jids
+    end
+
+  elseif name == 'timeout' then
+    -- timeout(now, jid...) -> nil. Every jid is checked before any job is touched.
+    return function(now, jids)
+      local rows, seen = {}, {}
+      for i = 1, #jids do
+        local jid = jids[i]
+        local f = redis.call('hmget', P .. 'j:' .. jid, 'state', 'queue', 'worker')
+        if not f[1] then
+          Qless.raise('QL_NOTFOUND', 'Timeout', 'Job ' .. jid .. ' does not exist')
+        elseif f[1] ~= 'running' or seen[jid] then
+          -- A jid listed twice is no longer running when its second turn comes.
+          Qless.raise('QL_STATE', 'Timeout', 'Job ' .. jid .. ' not running')
+        end
+        seen[jid] = true
+        rows[i] = f
+      end
+      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      local entry = '[' .. Qless.num(math.floor(now)) .. ',"timed-out"]'
+      for i = 1, #jids do
+        local jid, f = jids[i], rows[i]
+        local qkey = P .. 'q:' .. (f[2] or '')
+        local worker = f[3] or ''
+        Qless.history_push(jid, entry, cap)
+        redis.call('zrem', qkey .. '-locks', jid)
+        redis.call('zadd', qkey .. '-work', '+inf', jid)
+        redis.call('hmset', P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
+        -- Fix of quirk 5: the worker no longer holds the job, so drop it from its set.
+        redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+        local event = Qless.lock_lost_event(jid, worker)
+        redis.call('publish', P .. 'w:' .. worker, event)
+        redis.call('publish', P .. 'log', event)
+      end
+      return nil
+    end
+
+  elseif name == 'depends_to_waiting' then
+    -- A job whose dependencies are all gone moves from -depends to -work.
+    return function(now, jid, key, queue, priority)
+      local qkey = P .. 'q:' .. queue
+      redis.call('zrem', qkey .. '-depends', jid)
+      redis.call('zadd', qkey .. '-work', (tonumber(priority) or 0) - now / 10000000000, jid)
+      redis.call('hset', key, 'state', 'waiting')
+    end
+
+  elseif name == 'depends' then
+    -- depends(now, jid, 'on', jid...) / depends(now, jid, 'off', 'all' | jid...) -> 1
+    return function(now, jid, command, args)
+      local key = P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'state', 'queue', 'priority')
+      if f[1] ~= 'depends' then
+        Qless.raise('QL_STATE', 'Depends', 'Job ' .. jid .. ' not in the depends state: ' ..
+          tostring(f[1]))
+      end
+      if command == 'on' then
+        Qless.dependencies_link(jid, Qless.dependable(jid, args))
+      elseif command == 'off' then
+        local mine = key .. '-dependencies'
+        if args[1] == 'all' then
+          local deps = redis.call('smembers', mine)
+          for i = 1, #deps do
+            redis.call('srem', P .. 'j:' .. deps[i] .. '-dependents', jid)
+          end
+          redis.call('del', mine)
+          QlessJob.depends_to_waiting(now, jid, key, f[2] or '', f[3])
+        else
+          for i = 1, #args do
+            redis.call('srem', mine, args[i])
+            redis.call('srem', P .. 'j:' .. args[i] .. '-dependents', jid)
+          end
+          if redis.call('scard', mine) == 0 then
+            QlessJob.depends_to_waiting(now, jid, key, f[2] or '', f[3])
+          end
+        end
+      else
+        Qless.raise('QL_ARG', 'Depends', 'Argument "command" must be "on" or "off"')
+      end
+      return 1
+    end
+
+  elseif name == 'priority' then
+    -- priority(now, jid, priority) -> priority (integer). A job waiting in -work is
+    -- re-scored to exactly `priority` (quirk 11, mirrored).
+    return function(now, jid, priority)
+      local key = P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'jid', 'queue')
+      if not f[1] then
+        Qless.raise('QL_NOTFOUND', 'Priority', 'Job ' .. jid .. ' does not exist')
+      end
+      local queue = f[2] or ''
+      if queue ~= '' then
+        local work = P .. 'q:' .. queue .. '-work'
+        if redis.call('zscore', work, jid) then
+          redis.call('zadd', work, priority, jid)
+        end
+      end
+      redis.call('hset', key, 'priority', priority)
+      return Qless.trunc(priority)
+    end
+
+  elseif name == 'log' then
+    -- log(now, jid, message, [data]) -> nil. data is JSON text, already validated.
+    return function(now, jid, message, data)
+      if not redis.call('hget', P .. 'j:' .. jid, 'jid') then
+        Qless.raise('QL_NOTFOUND', 'Log', 'Job ' .. jid .. ' does not exist')
+      end
+      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      local entry = '[' .. Qless.num(math.floor(now)) .. ',' .. cjson.encode(message)
+      if data then entry = entry .. ',' .. data end
+      Qless.history_push(jid, entry .. ']', cap)
+      return nil
+    end
+
+  elseif name == 'tag' then
+    -- tag(now, 'add'|'remove', jid, tag...) -> JSON array of the job's tags. The counter
+    -- moves for every argument, duplicates included (quirk 9, mirrored).
+    return function(now, command, jid, tags)
+      local key = P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'jid', 'tags')
+      if not f[1] then
+        Qless.raise('QL_NOTFOUND', 'Tag', 'Job ' .. jid .. ' does not exist')
+      end
+      local current = Qless.stored_tags(f[2])
+      local out = {}
+      if command == 'add' then
+        local have = {}
+        for i = 1, #current do
+          out[#out + 1] = current[i]
+          have[current[i]] = true
+        end
+        for i = 1, #tags do
+          local t = tags[i]
+          if not have[t] then
+            have[t] = true
+            out[#out + 1] = t
+          end
+        end
+        Qless.tags_index(jid, tags, NOWS)
+      else
+        local drop = {}
+        for i = 1, #tags do drop[tags[i]] = true end
+        for i = 1, #current do
+          if not drop[current[i]] then out[#out + 1] = current[i] end
+        end
+        Qless.tags_unindex(jid, tags)
+      end
+      local text = Qless.json_list(out)
+      redis.call('hset', key, 'tags', text)
+      return text
+    end
+
+  elseif name == 'track' then
+    -- track(now) -> {"jobs":[...],"expired":[...]};
+    -- track(now, 'track'|'untrack', jid) -> JSON 1/0
+    return function(now, command, jid)
+      if command == nil then
+        local jids = redis.call('zrange', P .. 'tracked', 0, -1)
+        local jobs, expired = {}, {}
+        for i = 1, #jids do
+          local text = Qless.job_json(jids[i])
+          if text then jobs[#jobs + 1] = text else expired[#expired + 1] = jids[i] end
+        end
+        local jobs_text = '{}'
+        if #jobs > 0 then jobs_text = '[' .. table.concat(jobs, ',') .. ']' end
+        return '{"jobs":' .. jobs_text .. ',"expired":' .. Qless.json_list(expired) .. '}'
+      end
+      if not redis.call('hget', P .. 'j:' .. jid, 'jid') then
+        Qless.raise('QL_NOTFOUND', 'Track', 'Job does not exist')
+      end
+      local action = string.lower(command)
+      if action == 'track' then
+        redis.call('publish', P .. 'track', jid)
+        return cjson.encode(redis.call('zadd', P .. 'tracked', NOWS, jid))
+      elseif action == 'untrack' then
+        redis.call('publish', P .. 'untrack', jid)
+        return cjson.encode(redis.call('zrem', P .. 'tracked', jid))
+      end
+      Qless.raise('QL_ARG', 'Track', 'Unknown action "' .. command .. '"')
+    end
+  end
+end }, LAZY)

@@ -1,0 +1,582 @@
+-- queue.lua: commands that act on a queue: put/requeue, pop (and pop.multi), peek,
+-- queues, length, jobs, failed, unfail, stats, sweep.
+--
+-- A queue Q is the set of zsets ql:q:<Q>-work (score priority - now/1e10, read with
+-- ZREVRANGE), -locks (lock expiry), -scheduled (due time), -depends (entry time) and
+-- -recur (next spawn time of its recurring templates).
+
+QlessQueue = setmetatable({ [0] = function(name)
+  if name == 'check_scheduled' then
+    -- Moves up to `limit` due jobs of -scheduled into -work (state waiting).
+    -- Returns how many moved.
+    return function(now, queue, limit)
+      if limit <= 0 then return 0 end
+      local qkey = P .. 'q:' .. queue
+      local jids = redis.call('zrangebyscore', qkey .. '-scheduled', 0, NOWS, 'LIMIT', 0, limit)
+      local n = #jids
+      if n == 0 then return 0 end
+      local scores = {}
+      local t = now / 10000000000
+      for i = 1, n do
+        local key = P .. 'j:' .. jids[i]
+        scores[#scores + 1] = (tonumber(redis.call('hget', key, 'priority')) or 0) - t
+        scores[#scores + 1] = jids[i]
+        redis.call('hset', key, 'state', 'waiting')
+      end
+      Qless.batch('zadd', qkey .. '-work', scores)
+      Qless.batch('zrem', qkey .. '-scheduled', jids)
+      return n
+    end
+
+  elseif name == 'lock_notice' then
+    -- The notice half of lock expiry (spec 6.4 step 3): tell the worker, give it `grace`
+    -- more seconds, count a retry in the stats. The job is not handed out.
+    return function(now, queue, jid, key, worker, grace, cap)
+      if redis.call('zscore', P .. 'tracked', jid) then
+        redis.call('publish', P .. 'stalled', jid)
+      end
+      Qless.history_push(jid, '[' .. Qless.num(math.floor(now)) .. ',"timed-out"]', cap)
+      redis.call('hset', key, 'grace', '1')
+      local event = Qless.lock_lost_event(jid, worker)
+      redis.call('publish', P .. 'w:' .. worker, event)
+      redis.call('publish', P .. 'log', event)
+      redis.call('zadd', P .. 'q:' .. queue .. '-locks', now + grace, jid)
+      redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries', 1)
+    end
+
+  elseif name == 'invalidate_locks' then
+    -- Expired locks of `queue` (at most `limit`), as pop sees them (spec 6.4). Appends
+    -- the jids the popping worker may take over to `handed`, fails the exhausted ones.
+    -- Returns how many expired locks it looked at.
+    return function(now, queue, limit, grace, cap, handed)
+      if limit <= 0 then return 0 end
+      local qkey = P .. 'q:' .. queue
+      local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', 0, limit)
+      for i = 1, #jids do
+        local jid = jids[i]
+        local key = P .. 'j:' .. jid
+        local f = redis.call('hmget', key, 'jid', 'worker', 'grace', 'queue')
+        if not f[1] then
+          redis.call('zrem', qkey .. '-locks', jid)   -- the lock of a job that is gone
+        else
+          local worker = f[2] or ''
+          redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+          local noticed = tonumber(f[3]) == 1
+          if not noticed or grace <= 0 then
+            QlessQueue.lock_notice(now, queue, jid, key, worker, grace, cap)
+          end
+          if noticed or grace <= 0 then
+            redis.call('hdel', key, 'grace')
+            local remaining = tonumber(redis.call('hincrby', key, 'remaining', -1))
+            if remaining >= 0 then
+              handed[#handed + 1] = jid
+            else
+              local jq = f[4] or ''
+              local jqkey = P .. 'q:' .. jq
+              redis.call('zrem', jqkey .. '-work', jid)
+              redis.call('zrem', jqkey .. '-locks', jid)
+              redis.call('zrem', jqkey .. '-scheduled', jid)
+              local group = 'failed-retries-' .. jq
+              local egroup = cjson.encode(group)
+              local message = cjson.encode('Job exhausted retries in queue "' .. jq .. '"')
+              Qless.history_push(jid, '[' .. Qless.num(math.floor(now)) .. ',"failed",{"group":' .. egroup ..
+                '}]', cap)
+              redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '',
+                'failure', '{"group":' .. egroup .. ',"message":' .. message .. ',"when":' ..
+                Qless.num(now) .. ',"worker":""}')
+              redis.call('sadd', P .. 'failures', group)
+              redis.call('lpush', P .. 'f:' .. group, jid)
+              if redis.call('zscore', P .. 'tracked', jid) then
+                redis.call('publish', P .. 'failed', jid)
+              end
+              redis.call('publish', P .. 'log', '{"message":' .. message .. ',"jid":' ..
+                cjson.encode(jid) .. ',"group":' .. egroup ..
+                ',"event":"failed","worker":' .. cjson.encode(worker) .. '}')
+              local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
+              redis.call('hincrby', skey, 'failures', 1)
+              redis.call('hincrby', skey, 'failed', 1)
+            end
+          end
+        end
+      end
+      return #jids
+    end
+
+  elseif name == 'check_recurring' then
+    -- Spawns due recurring children (recurring.lua).
+    return function(now, queue, limit, cap)
+      if limit <= 0 then return 0, false end
+      return QlessRecurring.check(now, queue, limit, cap)
+    end
+
+  elseif name == 'put' then
+    -- put(now, worker, queue, jid, klass, data, delay, priority?, tags?, retries?, depends?)
+    -- -> jid. Options not given are nil (inherited from an existing job, else defaults).
+    return function(now, worker, queue, jid, klass, data, delay, priority, tags,
+                            retries, depends)
+      local key = P .. 'j:' .. jid
+      local old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
+        'retries', 'tags', 'failure')
+      local exists = old[1]
+      local ostate, oqueue, oworker = old[2], old[3], old[4]
+      priority = priority or tonumber(old[5]) or 0
+      retries = retries or old[6] or '5'
+      local otags = exists and Qless.stored_tags(old[7]) or {}
+      tags = tags or otags
+      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      -- Reads first: which listed dependencies can be linked, and old links to drop.
+      local link, unlink
+      if depends and #depends > 0 then
+        link = Qless.dependable(jid, depends)
+        local wanted = {}
+        for i = 1, #depends do wanted[depends[i]] = true end
+        local current = redis.call('smembers', key .. '-dependencies')
+        for i = 1, #current do
+          if not wanted[current[i]] then
+            unlink = unlink or {}
+            unlink[#unlink + 1] = current[i]
+          end
+        end
+      end
+
+      -- 1. Old tags leave the index (tags the put keeps only get a new score, below).
+      if #otags > 0 then
+        local keep = {}
+        for i = 1, #tags do keep[tags[i]] = true end
+        local gone = {}
+        for i = 1, #otags do
+          if not keep[otags[i]] then gone[#gone + 1] = otags[i] end
+        end
+        Qless.tags_unindex(jid, gone)
+      end
+      -- 2. Dependencies no longer listed are unlinked.
+      if unlink then
+        for i = 1, #unlink do
+          redis.call('srem', P .. 'j:' .. unlink[i] .. '-dependents', jid)
+          redis.call('srem', key .. '-dependencies', unlink[i])
+        end
+      end
+      -- 3, 4. Event and history.
+      local equeue = cjson.encode(queue)
+      redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) .. ',"event":"put","queue":' ..
+        equeue .. '}')
+      Qless.history_push(jid, '[' .. Qless.num(math.floor(now)) .. ',"put",{"q":' .. equeue .. '}]', cap)
+      if exists then
+        -- 5. Out of the old queue.
+        if oqueue and oqueue ~= '' then
+          local okey = P .. 'q:' .. oqueue
+          redis.call('zrem', okey .. '-work', jid)
+          redis.call('zrem', okey .. '-locks', jid)
+          redis.call('zrem', okey .. '-depends', jid)
+          redis.call('zrem', okey .. '-scheduled', jid)
+        end
+        -- 6. Away from its worker; a different worker hears that it lost the job.
+        if oworker and oworker ~= '' then
+          redis.call('zrem', P .. 'w:' .. oworker .. ':jobs', jid)
+          if oworker ~= worker then
+            local event = Qless.lock_lost_event(jid, oworker)
+            redis.call('publish', P .. 'w:' .. oworker, event)
+            redis.call('publish', P .. 'log', event)
+          end
+        end
+        -- 7. No longer complete.
+        if ostate == 'complete' then redis.call('zrem', P .. 'completed', jid) end
+      end
+      -- 8. Tags into the index, score now (the counter moves only for new ones).
+      if #tags > 0 then
+        local had = {}
+        for i = 1, #otags do had[otags[i]] = true end
+        for i = 1, #tags do
+          local t = tags[i]
+          redis.call('zadd', P .. 't:' .. t, NOWS, jid)
+          if not had[t] then redis.call('zincrby', P .. 'tags', 1, t) end
+        end
+      end
+      -- 9. No longer failed (fix of quirk 7: the gauge of the queue it failed in).
+      if ostate == 'failed' then Qless.failure_forget(jid, old[8], oqueue) end
+      -- 10, 11. Link dependencies, place the job, write its hash.
+      local ndeps = 0
+      if link then
+        Qless.dependencies_link(jid, link)
+        ndeps = redis.call('scard', key .. '-dependencies')
+      elseif exists then
+        ndeps = redis.call('scard', key .. '-dependencies')
+      end
+      local qkey = P .. 'q:' .. queue
+      local state
+      if ndeps > 0 then
+        state = 'depends'
+        redis.call('zadd', qkey .. '-depends', NOWS, jid)
+        if delay > 0 then redis.call('hset', key, 'scheduled', now + delay) end
+      elseif delay > 0 then
+        state = 'scheduled'
+        redis.call('zadd', qkey .. '-scheduled', now + delay, jid)
+      else
+        state = 'waiting'
+        redis.call('zadd', qkey .. '-work', priority - now / 10000000000, jid)
+      end
+      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
+        'tags', Qless.json_list(tags), 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
+        'retries', retries, 'remaining', retries, 'time', NOWS)
+      -- 12, 13. Register the queue; tell trackers.
+      redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
+      if redis.call('zscore', P .. 'tracked', jid) then
+        redis.call('publish', P .. 'put', jid)
+      end
+      return jid
+    end
+
+  elseif name == 'pop' then
+    -- Leases jobs to worker W from a list of (queue, max) pairs, at most `total` in all,
+    -- each pair with the semantics of pop (spec 6.5). pop is the one-pair case. A queue
+    -- that gave fewer jobs than asked is not asked again in the same call, and its upkeep
+    -- (locks, recurring, scheduled) is redone only if its last pass stopped at its limit.
+    -- Returns the JSON array of the leased job objects ('{}' if none).
+    return function(now, W, total, queues, maxes)
+      -- One HMGET for the global options and each queue's own, one SMISMEMBER for pauses.
+      local distinct, index = {}, {}
+      local fields = { 'heartbeat', 'grace-period', 'max-job-history' }
+      for i = 1, #queues do
+        local q = queues[i]
+        if not index[q] then
+          distinct[#distinct + 1] = q
+          index[q] = #distinct
+          fields[#fields + 1] = q .. '-heartbeat'
+          fields[#fields + 1] = q .. '-max-concurrency'
+        end
+      end
+      local cfg = redis.call('hmget', P .. 'config', unpack(fields))
+      local paused = redis.call('smismember', P .. 'paused_queues', unpack(distinct))
+      local any = false
+      for i = 1, #distinct do
+        if paused[i] ~= 1 then any = true end
+      end
+      if not any then return '{}' end
+      redis.call('zadd', P .. 'workers', NOWS, W)
+
+      local heartbeat = tonumber(cfg[1]) or 60
+      local grace = tonumber(cfg[2]) or 10
+      local cap = Qless.history_cap(cfg[3])
+      local popped = '[' .. Qless.num(math.floor(now)) .. ',"popped",{"worker":' .. cjson.encode(W) .. '}]'
+      local done = {}        -- per distinct queue: what is already known to be done
+      local jobs = {}        -- hash fields of every leased job, in order
+      local expiry = {}      -- JSON text of each leased job's expiry
+      local waits = {}       -- per distinct queue: wait samples
+      local wjobs = {}       -- ZADD ql:w:<W>:jobs arguments
+      local remaining = total
+
+      for p = 1, #queues do
+        if remaining <= 0 then break end
+        local q = queues[p]
+        local k = index[q]
+        local st = done[k]
+        if not st then
+          st = {}
+          done[k] = st
+        end
+        if paused[k] ~= 1 and not st.empty then
+          local asked = maxes[p]
+          if asked > remaining then asked = remaining end
+          local want = asked
+          local qkey = P .. 'q:' .. q
+          local maxc = tonumber(cfg[3 + 2 * k]) or 0
+          if maxc > 0 then
+            local room = maxc - redis.call('zcount', qkey .. '-locks', NOWS, '+inf')
+            if room < 0 then room = 0 end
+            if want > room then want = room end
+          end
+          local jids = {}
+          if want > 0 then
+            if not st.locks then
+              if QlessQueue.invalidate_locks(now, q, want, grace, cap, jids) < want then st.locks = true end
+            end
+            local more = want - #jids
+            if more > 0 and not st.recur then
+              local _, all = QlessQueue.check_recurring(now, q, more, cap)
+              if all then st.recur = true end
+            end
+            if more > 0 and not st.sched then
+              if QlessQueue.check_scheduled(now, q, more) < more then st.sched = true end
+            end
+            if more > 0 then
+              local top = redis.call('zrevrange', qkey .. '-work', 0, more - 1)
+              for i = 1, #top do jids[#jids + 1] = top[i] end
+            end
+          end
+          local got = 0
+          if #jids > 0 then
+            local expires = now + (tonumber(cfg[2 + 2 * k]) or heartbeat)
+            local eargs, ejson = Qless.numarg(expires), Qless.num(expires)
+            local locks = {}
+            local qwaits = waits[k] or {}
+            waits[k] = qwaits
+            for i = 1, #jids do
+              local jid = jids[i]
+              local key = P .. 'j:' .. jid
+              local f = Qless.job_fields(key, 'time')
+              if f[1] then
+                Qless.history_push(jid, popped, cap)
+                qwaits[#qwaits + 1] = now - (tonumber(f[14]) or now)
+                redis.call('hmset', key, 'time', NOWS, 'worker', W, 'expires', eargs, 'state', 'running')
+                f[3], f[5] = 'running', W
+                got = got + 1
+                jobs[#jobs + 1] = f
+                expiry[#jobs] = ejson
+                locks[#locks + 1] = eargs
+                locks[#locks + 1] = jid
+                wjobs[#wjobs + 1] = eargs
+                wjobs[#wjobs + 1] = jid
+              end
+            end
+            Qless.batch('zadd', qkey .. '-locks', locks)
+            Qless.batch('zrem', qkey .. '-work', jids)
+          end
+          remaining = remaining - got
+          if got < asked then st.empty = true end
+        end
+      end
+
+      local n = #jobs
+      if n == 0 then return '{}' end
+      Qless.batch('zadd', P .. 'w:' .. W .. ':jobs', wjobs)
+      for k = 1, #distinct do
+        if waits[k] then Qless.stats_add('wait', now, distinct[k], waits[k]) end
+      end
+      -- Job objects: tracked flags with one ZMSCORE, dependency sets only if any exist.
+      local ids, sets = {}, {}
+      for i = 1, n do
+        local jid = jobs[i][1]
+        ids[i] = jid
+        sets[#sets + 1] = P .. 'j:' .. jid .. '-dependents'
+        sets[#sets + 1] = P .. 'j:' .. jid .. '-dependencies'
+      end
+      local tracked = Qless.batch('zmscore', P .. 'tracked', ids)
+      local anysets = Qless.batch('exists', nil, sets) > 0
+      local out, none = {}, {}
+      local job_encode = Qless.job_encode
+      for i = 1, n do
+        local jid = ids[i]
+        local key = P .. 'j:' .. jid
+        local t = tracked[i]
+        if t then redis.call('publish', P .. 'popped', jid) end
+        local dependents, dependencies = none, none
+        if anysets then
+          dependents = redis.call('smembers', key .. '-dependents')
+          dependencies = redis.call('smembers', key .. '-dependencies')
+        end
+        out[i] = job_encode(jobs[i], t, redis.call('lrange', key .. '-history', 0, -1),
+          dependents, dependencies, expiry[i])
+      end
+      return '[' .. table.concat(out, ',') .. ']'
+    end
+
+  elseif name == 'peek' then
+    -- peek(now, queue, count) -> JSON array of job objects: expired-lock jobs first (left
+    -- as they are), then the top of -work once due children/scheduled jobs are in.
+    return function(now, queue, count)
+      local jids = {}
+      if count > 0 then
+        jids = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-locks', '-inf', NOWS,
+          'LIMIT', 0, count)
+      end
+      local more = count - #jids
+      if more > 0 then
+        QlessQueue.check_recurring(now, queue, more)
+        QlessQueue.check_scheduled(now, queue, more)
+        local top = redis.call('zrevrange', P .. 'q:' .. queue .. '-work', 0, more - 1)
+        for i = 1, #top do jids[#jids + 1] = top[i] end
+      end
+      local out = {}
+      for i = 1, #jids do
+        local text = Qless.job_json(jids[i])
+        if text then out[#out + 1] = text end
+      end
+      if #out == 0 then return '{}' end
+      return '[' .. table.concat(out, ',') .. ']'
+    end
+
+  elseif name == 'counts' then
+    -- The 8-key counts object of one queue (promotes due scheduled jobs first).
+    return function(now, queue)
+      local qkey = P .. 'q:' .. queue
+      local stalled = redis.call('zcount', qkey .. '-locks', 0, NOWS)
+      QlessQueue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
+      local paused = redis.call('sismember', P .. 'paused_queues', queue) == 1
+      return '{"name":' .. cjson.encode(queue) ..
+        ',"waiting":' .. redis.call('zcard', qkey .. '-work') ..
+        ',"stalled":' .. stalled ..
+        ',"running":' .. (redis.call('zcard', qkey .. '-locks') - stalled) ..
+        ',"scheduled":' .. redis.call('zcard', qkey .. '-scheduled') ..
+        ',"depends":' .. redis.call('zcard', qkey .. '-depends') ..
+        ',"recurring":' .. redis.call('zcard', qkey .. '-recur') ..
+        ',"paused":' .. (paused and 'true' or 'false') .. '}'
+    end
+
+  elseif name == 'queues' then
+    -- queues(now, [queue]) -> one counts object, or an array over ql:queues.
+    return function(now, queue)
+      if queue then return QlessQueue.counts(now, queue) end
+      local names = redis.call('zrange', P .. 'queues', 0, -1)
+      if #names == 0 then return '{}' end
+      local out = {}
+      for i = 1, #names do out[i] = QlessQueue.counts(now, names[i]) end
+      return '[' .. table.concat(out, ',') .. ']'
+    end
+
+  elseif name == 'length' then
+    -- length(now, queue) -> running + waiting + scheduled.
+    return function(queue)
+      local qkey = P .. 'q:' .. queue
+      return redis.call('zcard', qkey .. '-locks') + redis.call('zcard', qkey .. '-work') +
+        redis.call('zcard', qkey .. '-scheduled')
+    end
+
+  elseif name == 'jobs' then
+    -- jobs(now, state, queue, offset, count) -> RESP array of jids.
+    return function(now, state, queue, offset, count)
+      if state == 'complete' then
+        return redis.call('zrevrange', P .. 'completed', offset, offset + count - 1)
+      end
+      local qkey = P .. 'q:' .. queue
+      if state == 'running' then
+        return redis.call('zrangebyscore', qkey .. '-locks', NOWS, '+inf', 'LIMIT', offset, count)
+      elseif state == 'stalled' then
+        return redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', offset, count)
+      elseif state == 'scheduled' then
+        QlessQueue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
+        return redis.call('zrange', qkey .. '-scheduled', offset, offset + count - 1)
+      elseif state == 'depends' then
+        return redis.call('zrange', qkey .. '-depends', offset, offset + count - 1)
+      elseif state == 'recurring' then
+        return redis.call('zrangebyscore', qkey .. '-recur', 0, '+inf', 'LIMIT', offset, count)
+      end
+      Qless.raise('QL_ARG', 'Jobs', 'Unknown type "' .. state .. '"')
+    end
+
+  elseif name == 'failed' then
+    -- failed(now) -> {"<group>": count...}; failed(now, group, start, limit) -> a page.
+    return function(group, start, limit)
+      if not group then
+        local groups = redis.call('smembers', P .. 'failures')
+        if #groups == 0 then return '{}' end
+        local parts = {}
+        for i = 1, #groups do
+          parts[i] = cjson.encode(groups[i]) .. ':' .. redis.call('llen', P .. 'f:' .. groups[i])
+        end
+        return '{' .. table.concat(parts, ',') .. '}'
+      end
+      local key = P .. 'f:' .. group
+      return '{"total":' .. redis.call('llen', key) .. ',"jobs":' ..
+        Qless.json_list(redis.call('lrange', key, start, start + limit - 1)) .. '}'
+    end
+
+  elseif name == 'unfail' then
+    -- unfail(now, queue, group, count) -> how many of the group's oldest jobs moved.
+    return function(now, queue, group, count)
+      if count <= 0 then return 0 end
+      local list = P .. 'f:' .. group
+      local jids = redis.call('lrange', list, -count, -1)
+      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      local entry = '[' .. Qless.num(math.floor(now)) .. ',"put",{"q":' .. cjson.encode(queue) .. '}]'
+      local work = P .. 'q:' .. queue .. '-work'
+      local moved = 0
+      for i = 1, #jids do
+        local jid = jids[i]
+        local key = P .. 'j:' .. jid
+        local f = redis.call('hmget', key, 'jid', 'priority', 'retries', 'state', 'failure', 'queue')
+        if f[1] then
+          Qless.history_push(jid, entry, cap)
+          redis.call('hmset', key, 'state', 'waiting', 'worker', '', 'expires', '0', 'queue', queue,
+            'remaining', f[3] or '5')
+          redis.call('zadd', work, (tonumber(f[2]) or 0) - now / 10000000000, jid)
+          -- Fix of quirk 8: the failed gauge goes down, as for put and cancel.
+          if f[4] == 'failed' then
+            local failure = Qless.json_decode(f[5])
+            local when = type(failure) == 'table' and tonumber(failure.when)
+            if when and f[6] and f[6] ~= '' then
+              redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. f[6], 'failed', -1)
+            end
+          end
+          moved = moved + 1
+        end
+      end
+      redis.call('ltrim', list, 0, -count - 1)
+      if redis.call('llen', list) == 0 then redis.call('srem', P .. 'failures', group) end
+      if moved > 0 then redis.call('zadd', P .. 'queues', 'NX', NOWS, queue) end
+      return moved
+    end
+
+  elseif name == 'stats' then
+    -- stats(now, queue, date) -> the wait/run statistics and counters of that day.
+    return function(queue, date)
+      local bin = Qless.day_bin(date)
+      local function summary(kind)
+        local h = redis.call('hgetall', P .. 's:' .. kind .. ':' .. bin .. ':' .. queue)
+        local map = {}
+        for i = 1, #h, 2 do map[h[i]] = h[i + 1] end
+        local count = tonumber(map.total) or 0
+        local vk = tonumber(map.vk) or 0
+        local std = 0
+        if count > 1 then std = math.sqrt(vk / (count - 1)) end
+        local hist = {}
+        for i = 0, 59 do hist[#hist + 1] = tonumber(map['s' .. i]) or 0 end
+        for i = 1, 59 do hist[#hist + 1] = tonumber(map['m' .. i]) or 0 end
+        for i = 1, 23 do hist[#hist + 1] = tonumber(map['h' .. i]) or 0 end
+        for i = 1, 6 do hist[#hist + 1] = tonumber(map['d' .. i]) or 0 end
+        return { count = count, mean = tonumber(map.mean) or 0, std = std, histogram = hist }
+      end
+      local s = redis.call('hmget', P .. 's:stats:' .. bin .. ':' .. queue, 'retries', 'failed',
+        'failures')
+      return cjson.encode({
+        retries = tonumber(s[1]) or 0,
+        failed = tonumber(s[2]) or 0,
+        failures = tonumber(s[3]) or 0,
+        wait = summary('wait'),
+        run = summary('run'),
+      })
+    end
+
+  elseif name == 'sweep' then
+    -- sweep(now, limit) -> {"promoted":n,"spawned":n,"stalled":n,"next":t}: pop's upkeep
+    -- for every registered queue, without leasing anything (extension, lua/README.md).
+    return function(now, limit)
+      local names = redis.call('zrange', P .. 'queues', 0, -1)
+      local cfg = redis.call('hmget', P .. 'config', 'grace-period', 'max-job-history')
+      local grace = tonumber(cfg[1]) or 10
+      local cap = Qless.history_cap(cfg[2])
+      local promoted, spawned, stalled = 0, 0, 0
+      local nextt
+      local after = '(' .. NOWS
+      local suffixes = { '-scheduled', '-recur', '-locks' }
+      for i = 1, #names do
+        local q = names[i]
+        local qkey = P .. 'q:' .. q
+        promoted = promoted + QlessQueue.check_scheduled(now, q, limit)
+        spawned = spawned + QlessQueue.check_recurring(now, q, limit, cap)
+        -- With grace <= 0 pop sends the notice and hands over in one go: nothing to do.
+        if grace > 0 then
+          local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', 0, limit)
+          for k = 1, #jids do
+            local jid = jids[k]
+            local key = P .. 'j:' .. jid
+            local f = redis.call('hmget', key, 'jid', 'worker', 'grace')
+            if f[1] and tonumber(f[3]) ~= 1 then
+              local worker = f[2] or ''
+              redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+              QlessQueue.lock_notice(now, q, jid, key, worker, grace, cap)
+              stalled = stalled + 1
+            end
+          end
+        end
+        for s = 1, 3 do
+          local first = redis.call('zrangebyscore', qkey .. suffixes[s], after, '+inf',
+            'WITHSCORES', 'LIMIT', 0, 1)
+          local t = tonumber(first[2])
+          if t and (not nextt or t < nextt) then nextt = t end
+        end
+      end
+      return '{"promoted":' .. promoted .. ',"spawned":' .. spawned .. ',"stalled":' ..
+        stalled .. ',"next":' .. string.format('%.17g', nextt or 0) .. '}'
+    end
+  end
+end }, LAZY)
