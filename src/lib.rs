@@ -12,6 +12,9 @@
 //!   time), the pool, the embedded `redis-server` supervisor, one typed function per
 //!   Lua command.
 //! * [`model`]: request and response types (serde + utoipa).
+//! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
+//!   multi-queue selection (ordered, round-robin, weighted lottery).
+//! * [`sweeper`]: the background upkeep that keeps time for every queue.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
 //!
 //! # The path of one request
@@ -28,9 +31,11 @@
 pub mod clock;
 pub mod core;
 pub mod error;
+pub mod leasing;
 pub mod model;
 pub mod openapi;
 pub mod routes;
 pub mod server;
 pub mod settings;
+pub mod sweeper;
 pub mod telemetry;

@@ -1,0 +1,456 @@
+//! Leasing jobs to HTTP workers: long-poll pops and multi-queue selection.
+//!
+//! A pop that finds nothing can wait. Waiters queue up per Redis queue, oldest first;
+//! each "a job became available in Q" signal (a put or advance event from the
+//! script's pub/sub, relayed by [`Leasing::listen`]) wakes exactly one waiter, so one
+//! job is contended by one request rather than by a thundering herd. The sweeper wakes
+//! every waiter when scheduled jobs, recurring spawns or expired locks fall due, and
+//! each waiter also re-checks on its own every [`RECHECK`] as a safety net for
+//! transitions the script announces with no event (retry, unfail, released
+//! dependencies).
+//!
+//! Multi-queue pops plan, in Rust, the order in which queues are tried (ordered,
+//! round-robin, or a weighted lottery) and hand the whole plan to one script call
+//! (`pop.multi`), which skips queues it finds empty at no extra cost.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+use crate::core::events::EventBus;
+use crate::core::{Error, Qless};
+use crate::model::Job;
+
+/// How often a waiter re-checks its queues even without a wake-up.
+pub const RECHECK: Duration = Duration::from_secs(1);
+
+/// Most (queue, max) pairs a plan sends to the script.
+const MAX_PLAN: usize = 4096;
+
+/// How queues are chosen by a multi-queue pop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// The first non-empty queue in the given order, then the next.
+    Ordered,
+    /// One job from each queue in turn.
+    RoundRobin,
+    /// A lottery by weight, redrawing among the rest when a drawn queue is empty.
+    Weighted,
+}
+
+/// A queue of a multi-queue pop and its weight (used by [`Strategy::Weighted`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedQueue {
+    pub name: String,
+    pub weight: f64,
+}
+
+/// Small, fast, seedable generator (SplitMix64): the lottery needs uniform draws, not
+/// cryptographic ones, and tests need to fix the seed.
+#[derive(Debug)]
+pub struct Rng(AtomicU64);
+
+impl Rng {
+    pub fn seeded(seed: u64) -> Self {
+        Rng(AtomicU64::new(seed))
+    }
+
+    /// Seeded from the clock.
+    pub fn from_time() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x9e37_79b9_7f4a_7c15);
+        Rng::seeded(nanos)
+    }
+
+    /// A uniform draw in `[0, 1)`.
+    pub fn next_f64(&self) -> f64 {
+        let mut z = self
+            .0
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Draws an index with probability proportional to its weight among `candidates`.
+fn draw(rng: &Rng, queues: &[WeightedQueue], candidates: &[usize]) -> usize {
+    let total: f64 = candidates.iter().map(|&i| queues[i].weight).sum();
+    let mut ticket = rng.next_f64() * total;
+    for &i in candidates {
+        ticket -= queues[i].weight;
+        if ticket < 0.0 {
+            return i;
+        }
+    }
+    *candidates.last().expect("at least one candidate")
+}
+
+/// The `(queue, max)` pairs the script tries in order for one multi-queue pop.
+///
+/// * ordered: each queue once, for up to `count` jobs;
+/// * round-robin: rounds of one job per queue, starting at `cursor` so successive pops
+///   rotate; queues found empty are skipped by the script;
+/// * weighted: `count` lottery draws of one job each, then every queue in a lottery
+///   order without replacement for whatever is left, so a drawn queue that turns out
+///   empty is replaced by a draw among the rest.
+pub fn plan(
+    strategy: Strategy,
+    queues: &[WeightedQueue],
+    count: u32,
+    cursor: usize,
+    rng: &Rng,
+) -> Vec<(String, u32)> {
+    let n = queues.len();
+    if n == 0 || count == 0 {
+        return Vec::new();
+    }
+    let mut pairs = Vec::new();
+    match strategy {
+        Strategy::Ordered => {}
+        Strategy::RoundRobin => {
+            'rounds: for _ in 0..count {
+                for k in 0..n {
+                    if pairs.len() + n >= MAX_PLAN {
+                        break 'rounds;
+                    }
+                    pairs.push((queues[(cursor + k) % n].name.clone(), 1));
+                }
+            }
+        }
+        Strategy::Weighted => {
+            let all: Vec<usize> = (0..n).collect();
+            for _ in 0..count.min((MAX_PLAN - n) as u32) {
+                pairs.push((queues[draw(rng, queues, &all)].name.clone(), 1));
+            }
+        }
+    }
+    // The tail: every queue once for up to `count`, which is the whole plan when
+    // ordered and the fallback otherwise.
+    let mut order: Vec<usize> = (0..n).collect();
+    match strategy {
+        Strategy::Ordered => {}
+        Strategy::RoundRobin => order.rotate_left(cursor % n),
+        Strategy::Weighted => {
+            let mut left = order;
+            order = Vec::with_capacity(n);
+            while !left.is_empty() {
+                let chosen = draw(rng, queues, &left);
+                left.retain(|&i| i != chosen);
+                order.push(chosen);
+            }
+        }
+    }
+    pairs.extend(order.into_iter().map(|i| (queues[i].name.clone(), count)));
+    pairs
+}
+
+const WAITING: u8 = 0;
+const NOTIFIED: u8 = 1;
+const GONE: u8 = 2;
+
+/// One waiting request, possibly registered on several queues.
+#[derive(Debug, Default)]
+struct Slot {
+    state: AtomicU8,
+    notify: Notify,
+}
+
+impl Slot {
+    /// Claims the wake-up for this slot; false if it was already woken or gone.
+    fn wake(&self) -> bool {
+        let claimed = self
+            .state
+            .compare_exchange(WAITING, NOTIFIED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if claimed {
+            self.notify.notify_one();
+        }
+        claimed
+    }
+
+    fn is_gone(&self) -> bool {
+        self.state.load(Ordering::Acquire) == GONE
+    }
+}
+
+/// Removes its slot when the wait ends, including when the request is dropped because
+/// the client disconnected; a wake-up it received but did not use is passed on.
+struct Registration<'a> {
+    leasing: &'a Leasing,
+    slot: Arc<Slot>,
+    queues: Vec<String>,
+    used: bool,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        let previous = self.slot.state.swap(GONE, Ordering::AcqRel);
+        if previous == NOTIFIED && !self.used {
+            for queue in &self.queues {
+                self.leasing.job_available(queue);
+            }
+        }
+    }
+}
+
+/// Leasing service shared by the pop handlers.
+#[derive(Debug)]
+pub struct Leasing {
+    qless: Qless,
+    clock: Clock,
+    waiters: Mutex<HashMap<String, VecDeque<Arc<Slot>>>>,
+    rng: Rng,
+    cursor: AtomicUsize,
+}
+
+impl Leasing {
+    pub fn new(qless: Qless, clock: Clock) -> Self {
+        Leasing {
+            qless,
+            clock,
+            waiters: Mutex::new(HashMap::new()),
+            rng: Rng::from_time(),
+            cursor: AtomicUsize::new(0),
+        }
+    }
+
+    /// Wakes the oldest waiter of `queue`, if any.
+    pub fn job_available(&self, queue: &str) {
+        let mut waiters = self.waiters.lock().expect("waiters lock");
+        if let Some(line) = waiters.get_mut(queue) {
+            while let Some(slot) = line.pop_front() {
+                if slot.wake() {
+                    break;
+                }
+            }
+            if line.is_empty() {
+                waiters.remove(queue);
+            }
+        }
+    }
+
+    /// Wakes every waiter (something fell due; they re-check their queues).
+    pub fn wake_all(&self) {
+        let mut waiters = self.waiters.lock().expect("waiters lock");
+        for (_, line) in waiters.drain() {
+            for slot in line {
+                slot.wake();
+            }
+        }
+    }
+
+    /// How many requests are waiting (for tests and metrics).
+    pub fn waiting(&self) -> usize {
+        let waiters = self.waiters.lock().expect("waiters lock");
+        let mut seen: Vec<*const Slot> = waiters
+            .values()
+            .flatten()
+            .filter(|slot| !slot.is_gone())
+            .map(Arc::as_ptr)
+            .collect();
+        seen.sort();
+        seen.dedup();
+        seen.len()
+    }
+
+    fn register(&self, queues: &[String]) -> Registration<'_> {
+        let slot = Arc::new(Slot::default());
+        let mut waiters = self.waiters.lock().expect("waiters lock");
+        for queue in queues {
+            let line = waiters.entry(queue.clone()).or_default();
+            line.retain(|slot| !slot.is_gone());
+            line.push_back(slot.clone());
+        }
+        Registration {
+            leasing: self,
+            slot,
+            queues: queues.to_vec(),
+            used: false,
+        }
+    }
+
+    /// Relays the script's events to waiters: a put into Q or an advance to Q makes a
+    /// job available there; a lock lost (timeout, expiry) may make one available in a
+    /// queue the event does not name, so everyone re-checks.
+    pub async fn listen(self: Arc<Self>, events: EventBus) {
+        let mut receiver = events.subscribe();
+        loop {
+            match receiver.recv().await {
+                Ok(event) if event.channel == "log" => self.on_log_event(&event.payload),
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => self.wake_all(),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    fn on_log_event(&self, payload: &str) {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(payload) else {
+            return;
+        };
+        match event["event"].as_str() {
+            Some("put") => {
+                if let Some(queue) = event["queue"].as_str() {
+                    self.job_available(queue);
+                }
+            }
+            Some("advanced") => {
+                if let Some(queue) = event["to"].as_str() {
+                    self.job_available(queue);
+                }
+            }
+            Some("lock_lost") => self.wake_all(),
+            _ => {}
+        }
+    }
+
+    /// Pops up to `count` jobs of `queue`, waiting up to `wait` for some to arrive.
+    pub async fn pop(
+        &self,
+        queue: &str,
+        worker: &str,
+        count: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>, Error> {
+        let queues = [queue.to_owned()];
+        self.wait_for_jobs(&queues, wait, || {
+            self.qless.pop(self.clock.now(), queue, worker, count)
+        })
+        .await
+    }
+
+    /// Pops up to `count` jobs from several queues chosen by `strategy`, waiting up to
+    /// `wait` when all of them are empty.
+    pub async fn pop_multi(
+        &self,
+        queues: &[WeightedQueue],
+        strategy: Strategy,
+        worker: &str,
+        count: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>, Error> {
+        let names: Vec<String> = queues.iter().map(|q| q.name.clone()).collect();
+        self.wait_for_jobs(&names, wait, || {
+            let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
+            let plan = plan(strategy, queues, count, cursor, &self.rng);
+            async move { self.qless.pop_multi(self.clock.now(), worker, count, &plan).await }
+        })
+        .await
+    }
+
+    /// Runs `attempt` until it returns jobs or `wait` has passed. The waiter registers
+    /// before each attempt, so a job arriving between an empty attempt and the wait is
+    /// never missed.
+    async fn wait_for_jobs<F, Fut>(
+        &self,
+        queues: &[String],
+        wait: Duration,
+        attempt: F,
+    ) -> Result<Vec<Job>, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Vec<Job>, Error>>,
+    {
+        if wait.is_zero() {
+            return attempt().await;
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let mut registration = self.register(queues);
+            let jobs = attempt().await?;
+            let now = tokio::time::Instant::now();
+            if !jobs.is_empty() || now >= deadline {
+                registration.used = false;
+                return Ok(jobs);
+            }
+            let recheck = (now + RECHECK).min(deadline);
+            tokio::select! {
+                _ = registration.slot.notify.notified() => registration.used = true,
+                _ = tokio::time::sleep_until(recheck) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queues(weights: &[(&str, f64)]) -> Vec<WeightedQueue> {
+        weights
+            .iter()
+            .map(|(name, weight)| WeightedQueue {
+                name: (*name).to_owned(),
+                weight: *weight,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ordered_plans_try_each_queue_in_the_given_order() {
+        let plan = plan(Strategy::Ordered, &queues(&[("a", 1.0), ("b", 1.0)]), 5, 0, &Rng::seeded(1));
+        assert_eq!(plan, vec![("a".to_owned(), 5), ("b".to_owned(), 5)]);
+    }
+
+    #[test]
+    fn round_robin_plans_take_one_per_queue_and_rotate_between_pops() {
+        let qs = queues(&[("a", 1.0), ("b", 1.0), ("c", 1.0)]);
+        let first = plan(Strategy::RoundRobin, &qs, 2, 0, &Rng::seeded(1));
+        let names: Vec<&str> = first.iter().map(|(q, _)| q.as_str()).collect();
+        assert_eq!(&names[..6], ["a", "b", "c", "a", "b", "c"]);
+        assert!(first[..6].iter().all(|(_, max)| *max == 1));
+        let second = plan(Strategy::RoundRobin, &qs, 1, 1, &Rng::seeded(1));
+        assert_eq!(second[0].0, "b", "the next pop starts at the next queue");
+    }
+
+    #[test]
+    fn weighted_draws_follow_the_weights() {
+        let qs = queues(&[("high", 6.0), ("mid", 3.0), ("low", 1.0)]);
+        let rng = Rng::seeded(42);
+        let mut wins: HashMap<String, usize> = HashMap::new();
+        let draws = 20_000;
+        for _ in 0..draws {
+            let plan = plan(Strategy::Weighted, &qs, 1, 0, &rng);
+            *wins.entry(plan[0].0.clone()).or_default() += 1;
+        }
+        for (name, weight) in [("high", 0.6), ("mid", 0.3), ("low", 0.1)] {
+            let share = wins[name] as f64 / draws as f64;
+            // Three standard deviations of a binomial share at n = 20,000 is < 0.011.
+            assert!((share - weight).abs() < 0.015, "{name}: {share} vs {weight}");
+        }
+    }
+
+    #[test]
+    fn weighted_plans_fall_back_to_every_queue_so_none_is_starved() {
+        let qs = queues(&[("big", 1000.0), ("tiny", 1.0)]);
+        let rng = Rng::seeded(7);
+        for _ in 0..100 {
+            let plan = plan(Strategy::Weighted, &qs, 3, 0, &rng);
+            let tail: Vec<&str> = plan[3..].iter().map(|(q, _)| q.as_str()).collect();
+            assert_eq!(tail.len(), 2);
+            assert!(tail.contains(&"tiny") && tail.contains(&"big"), "{plan:?}");
+            assert!(plan[3..].iter().all(|(_, max)| *max == 3));
+        }
+    }
+
+    #[test]
+    fn the_generator_is_uniform_enough_and_repeatable() {
+        let a = Rng::seeded(5);
+        let b = Rng::seeded(5);
+        let xs: Vec<f64> = (0..1000).map(|_| a.next_f64()).collect();
+        let ys: Vec<f64> = (0..1000).map(|_| b.next_f64()).collect();
+        assert_eq!(xs, ys);
+        assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        assert!((mean - 0.5).abs() < 0.05, "{mean}");
+    }
+}
