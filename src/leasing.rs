@@ -14,7 +14,7 @@
 //! (`pop.multi`), which skips queues it finds empty at no extra cost.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -210,6 +210,7 @@ pub struct Leasing {
     waiters: Mutex<HashMap<String, VecDeque<Arc<Slot>>>>,
     rng: Rng,
     cursor: AtomicUsize,
+    closing: AtomicBool,
 }
 
 impl Leasing {
@@ -220,7 +221,15 @@ impl Leasing {
             waiters: Mutex::new(HashMap::new()),
             rng: Rng::from_time(),
             cursor: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
         }
+    }
+
+    /// Ends every wait at once (the server is shutting down): waiting pops answer
+    /// with what they have, so graceful shutdown is not held up by long polls.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.wake_all();
     }
 
     /// Wakes the oldest waiter of `queue`, if any.
@@ -368,7 +377,7 @@ impl Leasing {
             let mut registration = self.register(queues);
             let jobs = attempt().await?;
             let now = tokio::time::Instant::now();
-            if !jobs.is_empty() || now >= deadline {
+            if !jobs.is_empty() || now >= deadline || self.closing.load(Ordering::Acquire) {
                 registration.used = false;
                 return Ok(jobs);
             }

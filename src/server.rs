@@ -20,10 +20,12 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::clock::Clock;
 use crate::core::embedded::EmbeddedRedis;
+use crate::core::events::EventBus;
+use crate::leasing::Leasing;
 use crate::core::{ConnectOptions, Qless};
 use crate::error::ApiError;
 use crate::settings::Settings;
-use crate::{openapi, routes};
+use crate::{openapi, routes, sweeper};
 
 /// Limits the handlers enforce, taken from [`Settings`].
 #[derive(Debug, Clone)]
@@ -59,6 +61,27 @@ pub struct AppState {
     pub clock: Clock,
     /// Request limits.
     pub limits: Arc<Limits>,
+    /// The script's events, bridged from one Redis subscription.
+    pub events: EventBus,
+    /// Long-poll and multi-queue pops.
+    pub leasing: Arc<Leasing>,
+}
+
+impl AppState {
+    /// Builds the state and starts relaying the script's events to waiting pops.
+    /// Must be called inside a tokio runtime.
+    pub fn new(qless: Qless, clock: Clock, limits: Limits) -> Self {
+        let events = EventBus::start(qless.url().to_owned(), qless.prefix());
+        let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
+        tokio::spawn(leasing.clone().listen(events.clone()));
+        AppState {
+            qless,
+            clock,
+            limits: Arc::new(limits),
+            events,
+            leasing,
+        }
+    }
 }
 
 /// The full application: API routes, `/openapi.json`, `/docs`, and the layers.
@@ -134,18 +157,28 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
     })
     .await
     .map_err(|err| err.to_string())?;
-    let state = AppState {
-        qless,
-        clock: Clock::system(),
-        limits: Arc::new(Limits::from_settings(settings)),
-    };
+    let state = AppState::new(qless, Clock::system(), Limits::from_settings(settings));
     let listener = TcpListener::bind(settings.listen)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", settings.listen))?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let sweeper = tokio::spawn(sweeper::run(
+        state.qless.clone(),
+        state.clock.clone(),
+        state.leasing.clone(),
+        stopped,
+    ));
     tracing::info!(listen = %settings.listen, redis = %url, "qlessd is serving");
-    serve(listener, router(state), shutdown_signal())
-        .await
-        .map_err(|err| format!("server error: {err}"))
+    let leasing = state.leasing.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        // Long polls answer now instead of holding the shutdown up.
+        leasing.close();
+    };
+    let served = serve(listener, router(state), shutdown).await;
+    let _ = stop.send(true);
+    let _ = sweeper.await;
+    served.map_err(|err| format!("server error: {err}"))
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -1,1 +1,212 @@
-//! HTTP request and response bodies (queues_api).
+//! Request and response bodies of the `/v1/queues` resources: putting jobs (one or a
+//! batch), leasing and peeking, listings by state, statistics, recurring templates.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+/// A job to put in a queue (`POST /v1/queues/{queue}/jobs`, and each item of a batch).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "klass": "email.Send", "data": {"to": "a@example.com"}, "priority": 10,
+    "tags": ["signup"], "retries": 3, "delay": 0
+}))]
+pub struct PutJobRequest {
+    /// The job id. Absent: a new one is generated (a UUID v4 as 32 lowercase hex
+    /// digits). Putting an existing jid moves and resets that job, unless `if_absent`.
+    #[serde(default)]
+    pub jid: Option<String>,
+    /// The class (handler name) a worker runs the job with; not empty.
+    pub klass: String,
+    /// The payload: any JSON value, returned as given. Absent: `{}`.
+    #[serde(default = "empty_object")]
+    pub data: Value,
+    /// Higher pops first. Absent: kept from an existing job with this jid, else 0.
+    #[serde(default)]
+    pub priority: Option<f64>,
+    /// Tags (names). Absent: kept from an existing job with this jid, else none.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Retry budget (a whole number, at least 0). Absent: kept from an existing job
+    /// with this jid, else 5.
+    #[serde(default)]
+    pub retries: Option<i64>,
+    /// Jids this job waits for. Jobs that do not exist or are complete are ignored.
+    /// Absent or empty: an existing job keeps its dependencies.
+    #[serde(default)]
+    pub depends: Option<Vec<String>>,
+    /// Seconds before the job becomes waiting (at least 0, default 0).
+    #[serde(default)]
+    pub delay: Option<f64>,
+    /// `true`: do nothing when a job with this jid already exists (the response then
+    /// says `created: false`), so that duplicate producers do not reset a job.
+    #[serde(default)]
+    pub if_absent: bool,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// The outcome of a put.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"jid": "8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f", "created": true}))]
+pub struct PutJobResponse {
+    /// The job id (generated when the request had none).
+    pub jid: String,
+    /// `false` only with `if_absent` when the job already existed (nothing changed).
+    pub created: bool,
+}
+
+/// Many jobs to put in one queue in one round trip.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"jobs": [
+    {"klass": "email.Send", "data": {"to": "a@example.com"}},
+    {"jid": "report-2024-01", "klass": "report.Build", "if_absent": true}
+]}))]
+pub struct PutJobsRequest {
+    /// 1 to 1000 jobs, put in this order.
+    #[schema(min_items = 1, max_items = 1000)]
+    pub jobs: Vec<PutJobRequest>,
+}
+
+/// The outcome of a batch put, one entry per job in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PutJobsResponse {
+    /// One outcome per requested job, in the same order.
+    pub jobs: Vec<PutJobResponse>,
+}
+
+/// A worker asking for jobs of one queue.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"worker": "worker-1", "count": 5}))]
+pub struct PopJobsRequest {
+    /// The worker that will hold the leases (a name).
+    pub worker: String,
+    /// Most jobs to lease, 1 to 1000 (default 1).
+    #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 1000, default = 1)]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// `?count=` of a peek.
+#[derive(Debug, Clone, Copy, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PeekJobsQuery {
+    /// Most jobs to show, 1 to 1000 (default 1).
+    #[serde(default = "one")]
+    #[param(minimum = 1, maximum = 1000)]
+    pub count: u32,
+}
+
+/// The states a queue's jobs can be listed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueJobState {
+    /// Ready to pop, in pop order (highest priority first, then oldest).
+    Waiting,
+    /// Leased with an unexpired lock, soonest expiry first.
+    Running,
+    /// Leased with an expired lock.
+    Stalled,
+    /// Delayed, soonest first (jobs whose delay has passed become waiting).
+    Scheduled,
+    /// Waiting for other jobs to complete.
+    Depends,
+    /// Recurring templates (their jids) attached to the queue.
+    Recurring,
+}
+
+/// `?state=&offset=&count=` of a queue's job listing.
+#[derive(Debug, Clone, Copy, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct QueueJobsQuery {
+    /// Which jobs to list (required).
+    #[param(inline)]
+    pub state: QueueJobState,
+    /// Index of the first jid (default 0).
+    #[serde(default)]
+    pub offset: u32,
+    /// Jids per page, 1 to 1000 (default 25).
+    #[serde(default = "twenty_five")]
+    #[param(minimum = 1, maximum = 1000)]
+    pub count: u32,
+}
+
+fn twenty_five() -> u32 {
+    25
+}
+
+/// A page of jids.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"jids": ["8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f"]}))]
+pub struct QueueJids {
+    /// The jids, in the listing's order (`[]` when none).
+    pub jids: Vec<String>,
+}
+
+/// `?date=` of the statistics.
+#[derive(Debug, Clone, Copy, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct QueueStatsQuery {
+    /// Any time (seconds since the epoch) in the UTC day to report. Default: now.
+    #[serde(default)]
+    pub date: Option<f64>,
+}
+
+/// A recurring job to create (or replace) in a queue.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "jid": "nightly-report", "klass": "report.Build", "data": {"kind": "daily"},
+    "interval": 86400, "offset": 3600, "priority": 0, "tags": ["reports"],
+    "retries": 2, "backlog": 1
+}))]
+pub struct CreateRecurringJobRequest {
+    /// The template id; children are `<jid>-1`, `<jid>-2`, ... Absent: generated
+    /// (a UUID v4 as 32 lowercase hex digits). An existing template with this jid is
+    /// replaced.
+    #[serde(default)]
+    pub jid: Option<String>,
+    /// Class of the spawned jobs; not empty.
+    pub klass: String,
+    /// Payload of the spawned jobs: any JSON value. Absent: `{}`.
+    #[serde(default = "empty_object")]
+    pub data: Value,
+    /// Seconds between spawns (greater than 0).
+    pub interval: f64,
+    /// Seconds from now until the first spawn (at least 0, default 0).
+    #[serde(default)]
+    pub offset: f64,
+    /// Priority of the children (default 0).
+    #[serde(default)]
+    pub priority: Option<f64>,
+    /// Tags of the children (default none).
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Retry budget of the children (a whole number, at least 0; default 0).
+    #[serde(default)]
+    pub retries: Option<i64>,
+    /// At most this many missed intervals are caught up at once (at least 0; default
+    /// 0, meaning all).
+    #[serde(default)]
+    pub backlog: Option<i64>,
+}
+
+/// The id of a created recurring job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"jid": "nightly-report"}))]
+pub struct CreatedRecurringJob {
+    /// The template id.
+    pub jid: String,
+}

@@ -1,10 +1,600 @@
-//! `/v1/queues` resources.
+//! `/v1/queues` resources: counts, putting jobs (one or a batch), leasing (pop),
+//! peeking, listings by state, pausing, statistics, and creating recurring jobs.
+//! Every handler validates its input, makes one call into the script with the server
+//! clock, and maps the reply.
 
-use utoipa_axum::router::OpenApiRouter;
+use std::fmt::Write as _;
 
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::extract::{Json, Path, Query};
+use super::validate;
+use crate::core::{self, Listing, PutArgs, RecurArgs};
+use crate::error::ApiError;
+use crate::model::{
+    CreateRecurringJobRequest, CreatedRecurringJob, Job, PeekJobsQuery, PopJobsRequest, Problem,
+    PutJobRequest, PutJobResponse, PutJobsRequest, PutJobsResponse, QueueCounts, QueueJids,
+    QueueJobState, QueueJobsQuery, QueueStats, QueueStatsQuery,
+};
 use crate::server::AppState;
+
+/// Most jobs one batch put accepts.
+pub const MAX_BATCH: usize = 1000;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
+    // The batch route reads its body itself, under the (larger) batch limit, so the
+    // router-wide single-request limit is lifted for it alone.
+    let batch = OpenApiRouter::new()
+        .routes(routes!(put_jobs))
+        .layer(DefaultBodyLimit::disable());
     OpenApiRouter::new()
+        .routes(routes!(list_queues))
+        .routes(routes!(get_queue, forget_queue))
+        .routes(routes!(put_job))
+        .merge(batch)
+        .routes(routes!(pop_jobs))
+        .routes(routes!(peek_jobs))
+        .routes(routes!(list_queue_jobs))
+        .routes(routes!(pause_queue))
+        .routes(routes!(unpause_queue))
+        .routes(routes!(get_queue_stats))
+        .routes(routes!(create_recurring_job))
+}
+
+/// List every queue with its job counts.
+///
+/// A queue is known from the first time a job is put in it (or a recurring job or a
+/// completed job's `next` names it) until it is forgotten. Oldest queue first.
+#[utoipa::path(get, path = "/v1/queues", tag = "queues", operation_id = "list_queues",
+    responses(
+        (status = 200, description = "Counts of every known queue, oldest first \
+            (`[]` when there is none)", body = [QueueCounts]),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_queues(State(state): State<AppState>) -> Result<Json<Vec<QueueCounts>>, ApiError> {
+    Ok(Json(state.qless.queues(state.clock.now()).await?))
+}
+
+/// Get the job counts of one queue.
+///
+/// A queue that was never used (or was forgotten and holds nothing) reports zeros
+/// rather than 404: a queue exists as soon as something is put in it.
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues", operation_id = "get_queue",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "The queue's counts (all zero for an unknown \
+            queue)", body = QueueCounts),
+        (status = 400, description = "The queue name is invalid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_queue(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+) -> Result<Json<QueueCounts>, ApiError> {
+    validate::name("queue", &queue)?;
+    Ok(Json(state.qless.queue(state.clock.now(), &queue).await?))
+}
+
+/// Forget a queue.
+///
+/// Removes the queue from the listing of `GET /v1/queues`. Its jobs are kept and stay
+/// reachable by jid; putting a job in the queue again makes it known again. Forgetting
+/// an unknown queue is not an error.
+#[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
+    operation_id = "forget_queue",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses(
+        (status = 204, description = "The queue is no longer listed"),
+        (status = 400, description = "The queue name is invalid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn forget_queue(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("queue", &queue)?;
+    state
+        .qless
+        .queue_forget(state.clock.now(), &[queue])
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Put a job in a queue.
+///
+/// Creates the job, or moves and resets an existing job with the same jid (its lease,
+/// if any, is lost by its worker). A missing `jid` is generated. With a `delay` the
+/// job is scheduled; with `depends` on unfinished jobs it waits for them. Priority,
+/// tags and retries not given are kept from an existing job.
+///
+/// With `"if_absent": true` nothing changes when the jid already exists: the answer is
+/// `200` with `created: false` (the unique add of work queues).
+#[utoipa::path(post, path = "/v1/queues/{queue}/jobs", tag = "queues",
+    operation_id = "put_job",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = PutJobRequest,
+    responses(
+        (status = 201, description = "The job was put (created, or moved and reset)",
+         body = PutJobResponse,
+         headers(("Location" = String, description = "`/v1/jobs/{jid}`"))),
+        (status = 200, description = "`if_absent` was set and the job already existed: \
+            nothing changed", body = PutJobResponse),
+        (status = 400, description = "Malformed JSON, an unknown field, an invalid \
+            queue/jid/tag/dependency name, an empty klass, a negative or non-finite \
+            delay, a non-finite priority, or negative retries", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn put_job(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Json(body): Json<PutJobRequest>,
+) -> Result<Response, ApiError> {
+    validate::name("queue", &queue)?;
+    let (job, if_absent) = put_args(&queue, body)?;
+    let jid = job.jid.clone();
+    let now = state.clock.now();
+    let created = if if_absent {
+        state.qless.put_if_absent(now, job).await?.is_some()
+    } else {
+        state.qless.put(now, job).await?;
+        true
+    };
+    let body = Json(PutJobResponse { jid, created });
+    if !created {
+        return Ok(body.into_response());
+    }
+    let location = location("/v1/jobs/", &body.0.jid)?;
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], body).into_response())
+}
+
+/// Put many jobs in a queue in one round trip.
+///
+/// Each item is the body of `put_job` (including `if_absent`). Every item is validated
+/// before anything is written: a bad item is a 400 naming its index (`jobs[3]: ...`)
+/// and no job is put. The jobs are then put in order in one pipelined round trip; the
+/// answer lists one outcome per item, in the same order. A jid that appears twice is
+/// put twice (with `if_absent`, the second reports `created: false`). Should the
+/// script still refuse an item, the answer is that item's problem (its detail starts
+/// with the index) and the other items were put.
+///
+/// This route accepts bodies up to the batch size limit (16 MiB by default), larger
+/// than the limit of single-request bodies.
+#[utoipa::path(post, path = "/v1/queues/{queue}/jobs/batch", tag = "queues",
+    operation_id = "put_jobs",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = PutJobsRequest,
+    responses(
+        (status = 200, description = "Every job was put; one outcome per item, in \
+            order", body = PutJobsResponse),
+        (status = 400, description = "Malformed JSON, no jobs or more than 1000, or an \
+            invalid item (the detail names its index); nothing was written",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the batch size limit",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn put_jobs(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    request: Request,
+) -> Result<Json<PutJobsResponse>, ApiError> {
+    validate::name("queue", &queue)?;
+    let body: PutJobsRequest = batch_body(&state, request).await?;
+    if body.jobs.is_empty() || body.jobs.len() > MAX_BATCH {
+        return Err(ApiError::BadRequest(format!(
+            "jobs must hold between 1 and {MAX_BATCH} jobs, not {}",
+            body.jobs.len()
+        )));
+    }
+    let jobs = body
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(index, job)| put_args(&queue, job).map_err(|err| at_item(index, err)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let jids: Vec<String> = jobs.iter().map(|(job, _)| job.jid.clone()).collect();
+    let results = state.qless.put_many(state.clock.now(), jobs).await?;
+    let jobs = outcomes(jids, results)?;
+    Ok(Json(PutJobsResponse { jobs }))
+}
+
+/// Lease jobs of a queue to a worker.
+///
+/// Leases up to `count` jobs (stalled jobs whose lock expired first, then waiting jobs
+/// by priority and age) and returns them `running` for `worker`, with their lock
+/// expiry in `expires`. The worker must heartbeat before then. Returns `[]` when
+/// nothing is available or the queue is paused.
+#[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "queues",
+    operation_id = "pop_jobs",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = PopJobsRequest,
+    responses(
+        (status = 200, description = "The leased jobs (`[]` when none)", body = [Job]),
+        (status = 400, description = "Malformed JSON, an unknown field, an invalid \
+            queue or worker name, or a count outside 1..=1000", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn pop_jobs(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Json(body): Json<PopJobsRequest>,
+) -> Result<Json<Vec<Job>>, ApiError> {
+    validate::name("queue", &queue)?;
+    validate::name("worker", &body.worker)?;
+    let count = validate::page_count(body.count)?;
+    let now = state.clock.now();
+    Ok(Json(
+        state.qless.pop(now, &queue, &body.worker, count).await?,
+    ))
+}
+
+/// Show the next jobs of a queue without leasing them.
+///
+/// The jobs a pop would hand out next, in that order (jobs with an expired lock first).
+/// Nothing is leased and no worker is registered, but due scheduled jobs are promoted
+/// and due recurring jobs spawned on the way, as a pop would. Ignores pausing.
+#[utoipa::path(get, path = "/v1/queues/{queue}/peek", tag = "queues",
+    operation_id = "peek_jobs",
+    params(("queue" = String, Path, description = "Queue name"), PeekJobsQuery),
+    responses(
+        (status = 200, description = "The next jobs (`[]` when none)", body = [Job]),
+        (status = 400, description = "An invalid queue name, an unknown parameter, or a \
+            count outside 1..=1000", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn peek_jobs(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Query(query): Query<PeekJobsQuery>,
+) -> Result<Json<Vec<Job>>, ApiError> {
+    validate::name("queue", &queue)?;
+    let count = validate::page_count(query.count)?;
+    Ok(Json(
+        state.qless.peek(state.clock.now(), &queue, count).await?,
+    ))
+}
+
+/// List the jids of a queue's jobs in one state.
+///
+/// `waiting` lists in pop order (highest priority first, then oldest) without leasing
+/// anything; `running` and `stalled` by lock expiry; `scheduled` by due time (jobs now
+/// due are promoted to waiting first); `depends` by the time they started waiting;
+/// `recurring` lists the jids of the recurring templates attached to the queue.
+#[utoipa::path(get, path = "/v1/queues/{queue}/jobs", tag = "queues",
+    operation_id = "list_queue_jobs",
+    params(("queue" = String, Path, description = "Queue name"), QueueJobsQuery),
+    responses(
+        (status = 200, description = "A page of jids (`[]` when none)", body = QueueJids),
+        (status = 400, description = "A missing or unknown state, an unknown parameter, \
+            an invalid queue name, or a count outside 1..=1000", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_queue_jobs(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Query(query): Query<QueueJobsQuery>,
+) -> Result<Json<QueueJids>, ApiError> {
+    validate::name("queue", &queue)?;
+    let count = validate::page_count(query.count)?;
+    let now = state.clock.now();
+    let (qless, offset) = (&state.qless, query.offset);
+    let jids = match listing(query.state) {
+        None => qless.jobs_waiting(now, &queue, offset, count).await?,
+        Some(listing) => qless.jobs(now, listing, &queue, offset, count).await?,
+    };
+    Ok(Json(QueueJids { jids }))
+}
+
+/// Pause a queue.
+///
+/// A paused queue leases nothing: pops answer `[]`. Jobs can still be put, peeked and
+/// listed, and jobs already running are unaffected. Pausing twice is harmless.
+#[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
+    operation_id = "pause_queue",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses(
+        (status = 204, description = "The queue is paused"),
+        (status = 400, description = "The queue name is invalid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn pause_queue(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("queue", &queue)?;
+    state.qless.pause(state.clock.now(), &[queue]).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Resume a paused queue.
+///
+/// Unpausing a queue that is not paused is harmless.
+#[utoipa::path(post, path = "/v1/queues/{queue}/unpause", tag = "queues",
+    operation_id = "unpause_queue",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses(
+        (status = 204, description = "The queue leases jobs again"),
+        (status = 400, description = "The queue name is invalid", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn unpause_queue(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    validate::name("queue", &queue)?;
+    state.qless.unpause(state.clock.now(), &[queue]).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Get a queue's wait and run statistics for one day.
+///
+/// Statistics are kept per UTC day: `date` picks the day containing that time (default:
+/// today). `wait` covers the time from put (or the end of a delay) to pop, `run` the
+/// time from pop to completion; each has a count, mean, standard deviation and a
+/// 148-bucket histogram (seconds 0-59, minutes 1-59, hours 1-23, days 1-6). A day
+/// without activity reports zeros.
+#[utoipa::path(get, path = "/v1/queues/{queue}/stats", tag = "queues",
+    operation_id = "get_queue_stats",
+    params(("queue" = String, Path, description = "Queue name"), QueueStatsQuery),
+    responses(
+        (status = 200, description = "The statistics of that day", body = QueueStats),
+        (status = 400, description = "An invalid queue name, an unknown parameter, or a \
+            date that is not a finite number", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_queue_stats(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Query(query): Query<QueueStatsQuery>,
+) -> Result<Json<QueueStats>, ApiError> {
+    validate::name("queue", &queue)?;
+    let now = state.clock.now();
+    let date = validate::finite("date", query.date.unwrap_or(now))?;
+    Ok(Json(state.qless.stats(now, &queue, date).await?))
+}
+
+/// Create a recurring job in a queue.
+///
+/// The template spawns a job (`<jid>-1`, `<jid>-2`, ...) into the queue every
+/// `interval` seconds, the first `offset` seconds from now. A missing `jid` is
+/// generated. An existing template with the same jid is replaced: every attribute is
+/// set anew, its next run is reset to now + offset, and it moves to this queue; its
+/// spawn count is kept.
+#[utoipa::path(post, path = "/v1/queues/{queue}/recurring", tag = "queues",
+    operation_id = "create_recurring_job",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = CreateRecurringJobRequest,
+    responses(
+        (status = 201, description = "The recurring job was created or replaced",
+         body = CreatedRecurringJob,
+         headers(("Location" = String, description = "`/v1/recurring/{jid}`"))),
+        (status = 400, description = "Malformed JSON, an unknown field, an invalid \
+            queue/jid/tag name, an empty klass, an interval that is not above 0, a \
+            negative offset, a non-finite priority, or negative retries or backlog",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see \
+            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn create_recurring_job(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Json(body): Json<CreateRecurringJobRequest>,
+) -> Result<Response, ApiError> {
+    validate::name("queue", &queue)?;
+    let args = recur_args(&queue, body)?;
+    let jid = state.qless.recur(state.clock.now(), args).await?;
+    let location = location("/v1/recurring/", &jid)?;
+    let body = Json(CreatedRecurringJob { jid });
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], body).into_response())
+}
+
+/// Checks a put request and turns it into script arguments; the flag is `if_absent`.
+fn put_args(queue: &str, job: PutJobRequest) -> Result<(PutArgs, bool), ApiError> {
+    let jid = jid_or_new(job.jid)?;
+    klass(&job.klass)?;
+    let priority = job
+        .priority
+        .map(|value| validate::finite("priority", value))
+        .transpose()?;
+    let delay = validate::seconds("delay", job.delay.unwrap_or(0.0))?;
+    whole("retries", job.retries)?;
+    name_list("tag", job.tags.as_deref())?;
+    name_list("dependency", job.depends.as_deref())?;
+    let args = PutArgs {
+        // No worker puts through the API: a previous holder is told it lost the job.
+        worker: String::new(),
+        queue: queue.to_owned(),
+        jid,
+        klass: job.klass,
+        data: data_text(&job.data)?,
+        delay,
+        priority,
+        tags: job.tags,
+        retries: job.retries,
+        depends: job.depends,
+    };
+    Ok((args, job.if_absent))
+}
+
+/// Checks a recurring-job request and turns it into script arguments.
+fn recur_args(queue: &str, body: CreateRecurringJobRequest) -> Result<RecurArgs, ApiError> {
+    let jid = jid_or_new(body.jid)?;
+    klass(&body.klass)?;
+    if !(body.interval.is_finite() && body.interval > 0.0) {
+        return Err(ApiError::BadRequest(
+            "interval must be a finite number of seconds above 0".to_owned(),
+        ));
+    }
+    let offset = validate::seconds("offset", body.offset)?;
+    let priority = body
+        .priority
+        .map(|value| validate::finite("priority", value))
+        .transpose()?;
+    whole("retries", body.retries)?;
+    whole("backlog", body.backlog)?;
+    name_list("tag", body.tags.as_deref())?;
+    Ok(RecurArgs {
+        queue: queue.to_owned(),
+        jid,
+        klass: body.klass,
+        data: data_text(&body.data)?,
+        interval: body.interval,
+        offset,
+        priority,
+        tags: body.tags,
+        retries: body.retries,
+        backlog: body.backlog,
+    })
+}
+
+/// The given jid (checked), or a new one: a UUID v4 as 32 lowercase hex digits, the
+/// form qless clients generate.
+fn jid_or_new(jid: Option<String>) -> Result<String, ApiError> {
+    match jid {
+        Some(jid) => validate::name("jid", &jid).map(|()| jid),
+        None => Ok(uuid::Uuid::new_v4().simple().to_string()),
+    }
+}
+
+fn klass(klass: &str) -> Result<(), ApiError> {
+    if klass.trim().is_empty() {
+        return Err(ApiError::BadRequest("klass must not be empty".to_owned()));
+    }
+    Ok(())
+}
+
+fn whole(kind: &str, value: Option<i64>) -> Result<(), ApiError> {
+    match value {
+        Some(value) if value < 0 => Err(ApiError::BadRequest(format!(
+            "{kind} must be a whole number, at least 0"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Every name of an optional list; an empty list is allowed (it means "none").
+fn name_list(kind: &str, values: Option<&[String]>) -> Result<(), ApiError> {
+    values
+        .unwrap_or_default()
+        .iter()
+        .try_for_each(|value| validate::name(kind, value))
+}
+
+/// The JSON text the script stores for a payload.
+fn data_text(data: &serde_json::Value) -> Result<String, ApiError> {
+    serde_json::to_string(data).map_err(|err| ApiError::Internal(format!("data: {err}")))
+}
+
+/// The listing behind a state; `None` is `waiting`, which has its own command.
+fn listing(state: QueueJobState) -> Option<Listing> {
+    match state {
+        QueueJobState::Waiting => None,
+        QueueJobState::Running => Some(Listing::Running),
+        QueueJobState::Stalled => Some(Listing::Stalled),
+        QueueJobState::Scheduled => Some(Listing::Scheduled),
+        QueueJobState::Depends => Some(Listing::Depends),
+        QueueJobState::Recurring => Some(Listing::Recurring),
+    }
+}
+
+/// `prefix` followed by `jid` as one percent-encoded path segment.
+fn location(prefix: &str, jid: &str) -> Result<HeaderValue, ApiError> {
+    let mut path = String::from(prefix);
+    for byte in jid.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            path.push(char::from(byte));
+        } else {
+            let _ = write!(path, "%{byte:02X}");
+        }
+    }
+    HeaderValue::try_from(path).map_err(|err| ApiError::Internal(format!("location: {err}")))
+}
+
+/// The outcome of each batch item, or the error of the first item the script refused.
+fn outcomes(
+    jids: Vec<String>,
+    results: Vec<Result<Option<String>, core::Error>>,
+) -> Result<Vec<PutJobResponse>, ApiError> {
+    jids.into_iter()
+        .zip(results)
+        .enumerate()
+        .map(|(index, (jid, result))| match result {
+            Ok(reply) => Ok(PutJobResponse {
+                jid,
+                created: reply.is_some(),
+            }),
+            Err(err) => Err(at_item(index, err.into())),
+        })
+        .collect()
+}
+
+/// Prefixes an error about one batch item with the item's index.
+fn at_item(index: usize, err: ApiError) -> ApiError {
+    let at = |message: String| format!("jobs[{index}]: {message}");
+    match err {
+        ApiError::BadRequest(message) => ApiError::BadRequest(at(message)),
+        ApiError::NotFound(message) => ApiError::NotFound(at(message)),
+        ApiError::Conflict(message) => ApiError::Conflict(at(message)),
+        ApiError::LockLost(message) => ApiError::LockLost(at(message)),
+        ApiError::Internal(message) => ApiError::Internal(at(message)),
+        other => other,
+    }
+}
+
+/// Reads a batch body under the batch size limit (a 413 problem beyond it), then
+/// decodes it as JSON with the same checks (and problems) as every other body.
+async fn batch_body<T>(state: &AppState, request: Request) -> Result<T, ApiError>
+where
+    T: DeserializeOwned + Send,
+{
+    let limit = state.limits.batch_body_limit;
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::PayloadTooLarge(format!(
+            "the request body is over the batch limit of {limit} bytes"
+        ))
+    })?;
+    let request = Request::from_parts(parts, Body::from(bytes));
+    let Json(value) = Json::<T>::from_request(request, state).await?;
+    Ok(value)
 }

@@ -40,21 +40,8 @@ async fn readyz_reloads_a_script_that_redis_forgot() {
 
 #[tokio::test]
 async fn readyz_is_a_503_problem_with_retry_after_when_redis_is_gone() {
-    let app = TestApp::start().await;
-    let TestApp {
-        redis,
-        router,
-        qless,
-        clock,
-        ..
-    } = app;
-    drop(redis);
-    let app = TestApp {
-        redis: crate::support::RedisServer::start(),
-        qless,
-        clock,
-        router,
-    };
+    let mut app = TestApp::start().await;
+    app.kill_redis();
     // The router still points at the server that was just dropped.
     let response = app.get("/readyz").await;
     response.assert_problem(503, "unavailable");

@@ -1,7 +1,6 @@
 //! `TestApp`: the real router over a private Redis, with a manual clock, driven in
 //! process (no socket) through `tower::ServiceExt::oneshot`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -26,6 +25,8 @@ pub struct TestApp {
     pub qless: Qless,
     pub clock: Clock,
     pub router: Router,
+    /// The state behind the router (event bus, leasing service).
+    pub state: AppState,
 }
 
 /// A response, read whole.
@@ -49,18 +50,21 @@ impl TestApp {
         let qless = connect(&redis, namespace).await;
         let clock = Clock::manual(START);
         let settings = Settings::for_redis(redis.url());
-        let state = AppState {
-            qless: qless.clone(),
-            clock: clock.clone(),
-            limits: Arc::new(Limits::from_settings(&settings)),
-        };
-        let router = server::router(state);
+        let state = AppState::new(qless.clone(), clock.clone(), Limits::from_settings(&settings));
+        let router = server::router(state.clone());
         TestApp {
             redis,
             qless,
             clock,
             router,
+            state,
         }
+    }
+
+    /// Stops this app's Redis for good (the router keeps pointing at it), to test
+    /// what clients see when Redis is unreachable.
+    pub fn kill_redis(&mut self) {
+        self.redis = RedisServer::start();
     }
 
     /// Sends a request with an optional JSON body.
