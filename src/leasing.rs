@@ -351,7 +351,11 @@ impl Leasing {
         self.wait_for_jobs(&names, wait, || {
             let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
             let plan = plan(strategy, queues, count, cursor, &self.rng);
-            async move { self.qless.pop_multi(self.clock.now(), worker, count, &plan).await }
+            async move {
+                self.qless
+                    .pop_multi(self.clock.now(), worker, count, &plan)
+                    .await
+            }
         })
         .await
     }
@@ -406,7 +410,13 @@ mod tests {
 
     #[test]
     fn ordered_plans_try_each_queue_in_the_given_order() {
-        let plan = plan(Strategy::Ordered, &queues(&[("a", 1.0), ("b", 1.0)]), 5, 0, &Rng::seeded(1));
+        let plan = plan(
+            Strategy::Ordered,
+            &queues(&[("a", 1.0), ("b", 1.0)]),
+            5,
+            0,
+            &Rng::seeded(1),
+        );
         assert_eq!(plan, vec![("a".to_owned(), 5), ("b".to_owned(), 5)]);
     }
 
@@ -434,7 +444,10 @@ mod tests {
         for (name, weight) in [("high", 0.6), ("mid", 0.3), ("low", 0.1)] {
             let share = wins[name] as f64 / draws as f64;
             // Three standard deviations of a binomial share at n = 20,000 is < 0.011.
-            assert!((share - weight).abs() < 0.015, "{name}: {share} vs {weight}");
+            assert!(
+                (share - weight).abs() < 0.015,
+                "{name}: {share} vs {weight}"
+            );
         }
     }
 

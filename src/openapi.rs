@@ -27,6 +27,8 @@ use crate::routes;
         (name = "workers", description = "Workers and the jobs they hold"),
         (name = "config", description = "Server-wide options stored in Redis \
             (heartbeat, grace-period, jobs-history, ...)"),
+        (name = "events", description = "Server-Sent Events: job transitions, lost \
+            locks and cancellations as they happen"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

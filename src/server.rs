@@ -21,9 +21,9 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::clock::Clock;
 use crate::core::embedded::EmbeddedRedis;
 use crate::core::events::EventBus;
-use crate::leasing::Leasing;
 use crate::core::{ConnectOptions, Qless};
 use crate::error::ApiError;
+use crate::leasing::Leasing;
 use crate::settings::Settings;
 use crate::{openapi, routes, sweeper};
 

@@ -27,7 +27,12 @@ const MIN_IDLE: Duration = Duration::from_millis(5);
 const LIMIT: u32 = 1000;
 
 /// Runs until `stop` turns true.
-pub async fn run(qless: Qless, clock: Clock, leasing: Arc<Leasing>, mut stop: watch::Receiver<bool>) {
+pub async fn run(
+    qless: Qless,
+    clock: Clock,
+    leasing: Arc<Leasing>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut failures = 0u32;
     let mut due_at = 0.0;
     loop {

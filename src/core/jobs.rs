@@ -61,6 +61,20 @@ pub struct CompleteArgs {
     pub depends: Option<Vec<String>>,
 }
 
+impl CompleteArgs {
+    fn into_args(self) -> Vec<String> {
+        Args::new()
+            .arg(self.jid)
+            .arg(self.worker)
+            .arg(self.queue)
+            .arg(self.data)
+            .option("next", self.next)
+            .option("delay", self.delay)
+            .option("depends", self.depends.as_deref().map(json_list))
+            .into_vec()
+    }
+}
+
 /// Arguments of `retry`.
 #[derive(Debug, Clone, Default)]
 pub struct RetryArgs {
@@ -178,16 +192,47 @@ impl Qless {
 
     /// `complete`: finishes the job, or moves it to `next`; returns its new state.
     pub async fn complete(&self, now: f64, args: CompleteArgs) -> Result<String, Error> {
-        let argv = Args::new()
-            .arg(args.jid)
-            .arg(args.worker)
-            .arg(args.queue)
-            .arg(args.data)
-            .option("next", args.next)
-            .option("delay", args.delay)
-            .option("depends", args.depends.as_deref().map(json_list))
-            .into_vec();
-        reply::string(self.call("complete", now, &argv).await?)
+        reply::string(self.call("complete", now, &args.into_args()).await?)
+    }
+
+    /// `complete` for many jobs in one pipelined round trip; one result per job.
+    pub async fn complete_many(
+        &self,
+        now: f64,
+        jobs: Vec<CompleteArgs>,
+    ) -> Result<Vec<Result<String, Error>>, Error> {
+        let calls: Vec<(&str, Vec<String>)> = jobs
+            .into_iter()
+            .map(|job| ("complete", job.into_args()))
+            .collect();
+        let results = self.call_many(now, &calls).await?;
+        Ok(results
+            .into_iter()
+            .map(|r| r.and_then(reply::string))
+            .collect())
+    }
+
+    /// `heartbeat` for many `(jid, worker, data)` in one pipelined round trip; one
+    /// result (the new expiry) per job.
+    pub async fn heartbeat_many(
+        &self,
+        now: f64,
+        jobs: Vec<(String, String, Option<String>)>,
+    ) -> Result<Vec<Result<i64, Error>>, Error> {
+        let calls: Vec<(&str, Vec<String>)> = jobs
+            .into_iter()
+            .map(|(jid, worker, data)| {
+                (
+                    "heartbeat",
+                    Args::new().arg(jid).arg(worker).args(data).into_vec(),
+                )
+            })
+            .collect();
+        let results = self.call_many(now, &calls).await?;
+        Ok(results
+            .into_iter()
+            .map(|r| r.and_then(reply::integer))
+            .collect())
     }
 
     /// `fail`: marks the job failed in `group`; returns its jid.

@@ -5,6 +5,7 @@
 mod admin_api;
 mod job;
 mod jobs_api;
+mod leasing_api;
 mod page;
 mod problem;
 mod queue;
@@ -16,6 +17,7 @@ mod worker;
 pub use admin_api::*;
 pub use job::{Failure, HistoryEntry, Job, JobState};
 pub use jobs_api::*;
+pub use leasing_api::*;
 pub use page::PageQuery;
 pub use problem::{Health, Problem};
 pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};

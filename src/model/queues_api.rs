@@ -90,6 +90,12 @@ pub struct PopJobsRequest {
     #[serde(default = "one")]
     #[schema(minimum = 1, maximum = 1000, default = 1)]
     pub count: u32,
+    /// Seconds to wait for a job when none is available (default 0: answer at once).
+    /// The request returns as soon as a job arrives, or `[]` when the time is up;
+    /// capped at the server's `--max-wait`.
+    #[serde(default)]
+    #[schema(minimum = 0, default = 0)]
+    pub wait: f64,
 }
 
 fn one() -> u32 {

@@ -2,12 +2,13 @@
 //! plain-text defaults: a malformed body, path or query is always a 4xx
 //! `application/problem+json`.
 
-use axum::extract::FromRequest;
-use axum::extract::FromRequestParts;
+use axum::body::Body;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 
 use crate::error::ApiError;
+use crate::server::AppState;
 
 /// A JSON body (`Content-Type: application/json`).
 #[derive(Debug, FromRequest)]
@@ -17,6 +18,28 @@ pub struct Json<T>(pub T);
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
     fn into_response(self) -> axum::response::Response {
         axum::Json(self.0).into_response()
+    }
+}
+
+/// A JSON body of a batch endpoint, bounded by the configured batch limit rather than
+/// the single-request one. Routes using it disable `DefaultBodyLimit`.
+#[derive(Debug)]
+pub struct BatchJson<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned> FromRequest<AppState> for BatchJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let limit = state.limits.batch_body_limit;
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+            ApiError::PayloadTooLarge(format!(
+                "the request body is over the batch limit of {limit} bytes"
+            ))
+        })?;
+        let request = Request::from_parts(parts, Body::from(bytes));
+        let Json(value) = Json::<T>::from_request(request, state).await?;
+        Ok(BatchJson(value))
     }
 }
 

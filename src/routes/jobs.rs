@@ -13,17 +13,20 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{Json, Path, Query};
+use axum::extract::DefaultBodyLimit;
+
+use super::extract::{BatchJson, Json, Path, Query};
 use super::validate;
 use crate::core::{CompleteArgs, PutArgs, RetryArgs};
 use crate::error::ApiError;
 use crate::model::{
     AddJobDependenciesRequest, CancelJobsRequest, CancelJobsResponse, CompleteJobRequest,
-    CompleteJobResponse, CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse,
-    HeartbeatJobRequest, HeartbeatJobResponse, Job, JobPriorityRequest, JobPriorityResponse,
-    JobTagsRequest, JobTagsResponse, JobTrackedResponse, LogJobEventRequest, PageQuery, Problem,
-    RemoveJobDependenciesRequest, RequeueJobRequest, RequeueJobResponse, RetryJobRequest,
-    RetryJobResponse, TrackedJobsResponse,
+    CompleteJobResponse, CompleteJobsOutcome, CompleteJobsRequest, CompleteJobsResponse,
+    CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
+    HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Job,
+    JobPriorityRequest, JobPriorityResponse, JobTagsRequest, JobTagsResponse, JobTrackedResponse,
+    LogJobEventRequest, PageQuery, Problem, RemoveJobDependenciesRequest, RequeueJobRequest,
+    RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse,
 };
 use crate::server::AppState;
 
@@ -32,7 +35,12 @@ const MAX_LIST: usize = 1000;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
+    let batches = OpenApiRouter::new()
+        .routes(routes!(complete_jobs))
+        .routes(routes!(heartbeat_jobs))
+        .layer(DefaultBodyLimit::disable());
     OpenApiRouter::new()
+        .merge(batches)
         .routes(routes!(get_jobs))
         .routes(routes!(get_job, cancel_job))
         .routes(routes!(cancel_jobs))
@@ -175,37 +183,203 @@ async fn complete_job(
     Path(jid): Path<String>,
     Json(body): Json<CompleteJobRequest>,
 ) -> Result<Json<CompleteJobResponse>, ApiError> {
+    let args = complete_args(
+        jid,
+        body.worker,
+        body.queue,
+        body.data,
+        body.next,
+        body.delay,
+        body.depends,
+    )?;
+    let state_word = state.qless.complete(state.clock.now(), args).await?;
+    Ok(Json(CompleteJobResponse {
+        state: completion_state(state_word)?,
+    }))
+}
+
+/// Checks a completion and turns it into script arguments.
+fn complete_args(
+    jid: String,
+    worker: String,
+    queue: String,
+    data: Option<Value>,
+    next: Option<String>,
+    delay: Option<f64>,
+    depends: Option<Vec<String>>,
+) -> Result<CompleteArgs, ApiError> {
     validate::name("jid", &jid)?;
-    validate::name("worker", &body.worker)?;
-    validate::name("queue", &body.queue)?;
-    match &body.next {
+    validate::name("worker", &worker)?;
+    validate::name("queue", &queue)?;
+    match &next {
         Some(next) => validate::name("next", next)?,
-        None if body.delay.is_some() => return Err(bad("delay cannot be used without next")),
-        None if body.depends.is_some() => {
-            return Err(bad("depends cannot be used without next"));
-        }
+        None if delay.is_some() => return Err(bad("delay cannot be used without next")),
+        None if depends.is_some() => return Err(bad("depends cannot be used without next")),
         None => {}
     }
-    let delay = body
-        .delay
-        .map(|d| validate::seconds("delay", d))
-        .transpose()?;
-    if let Some(depends) = &body.depends {
+    let delay = delay.map(|d| validate::seconds("delay", d)).transpose()?;
+    if let Some(depends) = &depends {
         each_name("jid", depends)?;
     }
-    let args = CompleteArgs {
+    Ok(CompleteArgs {
         jid,
-        worker: body.worker,
-        queue: body.queue,
-        data: data_or_empty(body.data.as_ref()),
-        next: body.next,
+        worker,
+        queue,
+        data: data_or_empty(data.as_ref()),
+        next,
         delay,
-        depends: body.depends,
-    };
-    let state_word = state.qless.complete(state.clock.now(), args).await?;
-    let state = serde_json::from_value::<CompletionState>(Value::String(state_word))
-        .map_err(|err| ApiError::Internal(format!("complete replied an unknown state: {err}")))?;
-    Ok(Json(CompleteJobResponse { state }))
+        depends,
+    })
+}
+
+fn completion_state(word: String) -> Result<CompletionState, ApiError> {
+    serde_json::from_value::<CompletionState>(Value::String(word))
+        .map_err(|err| ApiError::Internal(format!("complete replied an unknown state: {err}")))
+}
+
+/// Complete many jobs in one request.
+///
+/// One round trip to Redis for the whole batch. Each job is completed (or refused)
+/// on its own, exactly as `POST /v1/jobs/{jid}/complete` would: the reply lists, in
+/// request order, the new `state` of each job or the `problem` that stopped it (for
+/// example `lock_lost` when another worker holds it now). Malformed items are refused
+/// up front with a 400 naming the first one, and then nothing is completed.
+#[utoipa::path(post, path = "/v1/jobs/complete", tag = "jobs", operation_id = "complete_jobs",
+    request_body = CompleteJobsRequest,
+    responses(
+        (status = 200, description = "One outcome per job, in request order",
+         body = CompleteJobsResponse),
+        (status = 400, description = "Malformed JSON, an unknown field, an invalid name, \
+            `delay`/`depends` without `next`, or not 1 to 1000 jobs; nothing is completed",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the batch size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see `Retry-After`)",
+         body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn complete_jobs(
+    State(state): State<AppState>,
+    BatchJson(body): BatchJson<CompleteJobsRequest>,
+) -> Result<Json<CompleteJobsResponse>, ApiError> {
+    batch_size(body.jobs.len())?;
+    let jids: Vec<String> = body.jobs.iter().map(|job| job.jid.clone()).collect();
+    let args = body
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(index, job)| {
+            complete_args(
+                job.jid,
+                job.worker,
+                job.queue,
+                job.data,
+                job.next,
+                job.delay,
+                job.depends,
+            )
+            .map_err(|err| at_item(index, err))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = state.qless.complete_many(state.clock.now(), args).await?;
+    let jobs = jids
+        .into_iter()
+        .zip(results)
+        .map(|(jid, result)| match result.map_err(ApiError::from) {
+            Ok(word) => Ok(CompleteJobsOutcome {
+                jid,
+                state: Some(completion_state(word)?),
+                problem: None,
+            }),
+            Err(err) => outcome_problem(err).map(|problem| CompleteJobsOutcome {
+                jid,
+                state: None,
+                problem: Some(problem),
+            }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(CompleteJobsResponse { jobs }))
+}
+
+/// Renew the locks of many jobs in one request.
+///
+/// One round trip to Redis for the whole batch. Each lock is renewed (or refused) on
+/// its own, exactly as `POST /v1/jobs/{jid}/heartbeat` would: the reply lists, in
+/// request order, the new `expires` of each job or the `problem` that stopped it
+/// (`lock_lost` when the job was handed to another worker: stop working on it).
+/// Malformed items are refused up front with a 400, and then nothing is renewed.
+#[utoipa::path(post, path = "/v1/jobs/heartbeat", tag = "jobs", operation_id = "heartbeat_jobs",
+    request_body = HeartbeatJobsRequest,
+    responses(
+        (status = 200, description = "One outcome per job, in request order",
+         body = HeartbeatJobsResponse),
+        (status = 400, description = "Malformed JSON, an unknown field, an invalid name, or \
+            not 1 to 1000 jobs; nothing is renewed", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the batch size limit", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem,
+         content_type = "application/problem+json"),
+        (status = 503, description = "Redis is unreachable or overloaded (see `Retry-After`)",
+         body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn heartbeat_jobs(
+    State(state): State<AppState>,
+    BatchJson(body): BatchJson<HeartbeatJobsRequest>,
+) -> Result<Json<HeartbeatJobsResponse>, ApiError> {
+    batch_size(body.jobs.len())?;
+    let mut calls = Vec::with_capacity(body.jobs.len());
+    for (index, job) in body.jobs.into_iter().enumerate() {
+        validate::name("jid", &job.jid).map_err(|err| at_item(index, err))?;
+        validate::name("worker", &job.worker).map_err(|err| at_item(index, err))?;
+        calls.push((job.jid, job.worker, job.data.as_ref().map(json_text)));
+    }
+    let jids: Vec<String> = calls.iter().map(|(jid, _, _)| jid.clone()).collect();
+    let results = state.qless.heartbeat_many(state.clock.now(), calls).await?;
+    let jobs = jids
+        .into_iter()
+        .zip(results)
+        .map(|(jid, result)| match result.map_err(ApiError::from) {
+            Ok(expires) => Ok(HeartbeatJobsOutcome {
+                jid,
+                expires: Some(expires),
+                problem: None,
+            }),
+            Err(err) => outcome_problem(err).map(|problem| HeartbeatJobsOutcome {
+                jid,
+                expires: None,
+                problem: Some(problem),
+            }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(HeartbeatJobsResponse { jobs }))
+}
+
+fn batch_size(len: usize) -> Result<(), ApiError> {
+    if len == 0 || len > MAX_LIST {
+        return Err(bad(&format!(
+            "jobs must hold between 1 and {MAX_LIST} jobs, not {len}"
+        )));
+    }
+    Ok(())
+}
+
+/// Prefixes an item's error with its position in the batch.
+fn at_item(index: usize, err: ApiError) -> ApiError {
+    match err {
+        ApiError::BadRequest(message) => ApiError::BadRequest(format!("jobs[{index}]: {message}")),
+        other => other,
+    }
+}
+
+/// A per-job refusal becomes that job's problem; trouble that is not about the job
+/// (a bug) fails the whole request.
+fn outcome_problem(err: ApiError) -> Result<Problem, ApiError> {
+    match err {
+        ApiError::Internal(_) | ApiError::Unavailable(_) => Err(err),
+        refusal => Ok(refusal.problem()),
+    }
 }
 
 /// Fail a job.

@@ -2,10 +2,12 @@
 //! make one `core` call with the server's clock, map the result.
 
 mod config;
+mod events;
 pub mod extract;
 mod failures;
 mod health;
 mod jobs;
+mod leasing;
 mod queues;
 mod recurring;
 mod tags;
@@ -21,7 +23,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(health::router())
         .merge(queues::router())
+        .merge(leasing::router())
         .merge(jobs::router())
+        .merge(events::router())
         .merge(recurring::router())
         .merge(tags::router())
         .merge(failures::router())

@@ -5,14 +5,12 @@
 
 use std::fmt::Write as _;
 
-use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{Json, Path, Query};
+use super::extract::{BatchJson, Json, Path, Query};
 use super::validate;
 use crate::core::{self, Listing, PutArgs, RecurArgs};
 use crate::error::ApiError;
@@ -196,10 +194,9 @@ async fn put_job(
 async fn put_jobs(
     State(state): State<AppState>,
     Path(queue): Path<String>,
-    request: Request,
+    BatchJson(body): BatchJson<PutJobsRequest>,
 ) -> Result<Json<PutJobsResponse>, ApiError> {
     validate::name("queue", &queue)?;
-    let body: PutJobsRequest = batch_body(&state, request).await?;
     if body.jobs.is_empty() || body.jobs.len() > MAX_BATCH {
         return Err(ApiError::BadRequest(format!(
             "jobs must hold between 1 and {MAX_BATCH} jobs, not {}",
@@ -224,6 +221,12 @@ async fn put_jobs(
 /// by priority and age) and returns them `running` for `worker`, with their lock
 /// expiry in `expires`. The worker must heartbeat before then. Returns `[]` when
 /// nothing is available or the queue is paused.
+///
+/// With `wait`, this is a long poll: when nothing is available the request waits
+/// and returns as soon as a job can be leased (a put, a scheduled job falling due, a
+/// recurring spawn, a stalled job's grace period ending), or `[]` after `wait`
+/// seconds. Waiting requests are served oldest first, one job goes to one waiter, and
+/// a client that disconnects stops waiting at once.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "queues",
     operation_id = "pop_jobs",
     params(("queue" = String, Path, description = "Queue name")),
@@ -248,9 +251,9 @@ async fn pop_jobs(
     validate::name("queue", &queue)?;
     validate::name("worker", &body.worker)?;
     let count = validate::page_count(body.count)?;
-    let now = state.clock.now();
+    let wait = validate::wait(body.wait, state.limits.max_wait)?;
     Ok(Json(
-        state.qless.pop(now, &queue, &body.worker, count).await?,
+        state.leasing.pop(&queue, &body.worker, count, wait).await?,
     ))
 }
 
@@ -579,22 +582,4 @@ fn at_item(index: usize, err: ApiError) -> ApiError {
         ApiError::Internal(message) => ApiError::Internal(at(message)),
         other => other,
     }
-}
-
-/// Reads a batch body under the batch size limit (a 413 problem beyond it), then
-/// decodes it as JSON with the same checks (and problems) as every other body.
-async fn batch_body<T>(state: &AppState, request: Request) -> Result<T, ApiError>
-where
-    T: DeserializeOwned + Send,
-{
-    let limit = state.limits.batch_body_limit;
-    let (parts, body) = request.into_parts();
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::PayloadTooLarge(format!(
-            "the request body is over the batch limit of {limit} bytes"
-        ))
-    })?;
-    let request = Request::from_parts(parts, Body::from(bytes));
-    let Json(value) = Json::<T>::from_request(request, state).await?;
-    Ok(value)
 }

@@ -64,6 +64,13 @@ pub fn seconds(kind: &str, value: f64) -> Result<f64, ApiError> {
     }
 }
 
+/// A long-poll `wait` in seconds: finite and not negative, capped at the server's
+/// maximum (a client asking for more simply waits the maximum).
+pub fn wait(value: f64, max: std::time::Duration) -> Result<std::time::Duration, ApiError> {
+    let seconds = seconds("wait", value)?;
+    Ok(std::time::Duration::from_secs_f64(seconds).min(max))
+}
+
 /// Checks a page size.
 pub fn page_count(count: u32) -> Result<u32, ApiError> {
     if count == 0 || count > MAX_PAGE {

@@ -2,5 +2,6 @@
 
 mod admin;
 mod jobs;
+mod leasing;
 mod operations;
 mod queues;

@@ -50,7 +50,11 @@ impl TestApp {
         let qless = connect(&redis, namespace).await;
         let clock = Clock::manual(START);
         let settings = Settings::for_redis(redis.url());
-        let state = AppState::new(qless.clone(), clock.clone(), Limits::from_settings(&settings));
+        let state = AppState::new(
+            qless.clone(),
+            clock.clone(),
+            Limits::from_settings(&settings),
+        );
         let router = server::router(state.clone());
         TestApp {
             redis,

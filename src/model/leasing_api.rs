@@ -1,0 +1,177 @@
+//! Bodies of the worker-side endpoints: multi-queue pops and batch heartbeat/complete.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::{CompletionState, Problem};
+
+/// How `POST /v1/pop` chooses among its queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PopStrategy {
+    /// The first non-empty queue in the order given, then the next one.
+    #[default]
+    Ordered,
+    /// One job from each queue in turn; successive pops start at the next queue.
+    RoundRobin,
+    /// A lottery by weight for each job: higher weights win more often, an empty queue
+    /// is skipped and the draw repeated among the rest, so low weights are never
+    /// starved when heavier queues are empty.
+    Weighted,
+}
+
+/// One queue of a multi-queue pop.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PopQueue {
+    /// Queue name.
+    pub name: String,
+    /// Relative weight for `weighted` (default 1, must be > 0).
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Body of `POST /v1/pop`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"worker": "worker-1", "strategy": "weighted", "count": 10,
+    "wait": 20, "queues": [{"name": "critical", "weight": 6},
+                           {"name": "default", "weight": 3}, {"name": "bulk", "weight": 1}]}))]
+pub struct MultiPopRequest {
+    /// The worker that will hold the leases.
+    pub worker: String,
+    /// The queues to serve (1 to 64, distinct).
+    pub queues: Vec<PopQueue>,
+    /// How queues are chosen (default `ordered`).
+    #[serde(default)]
+    pub strategy: PopStrategy,
+    /// Most jobs to lease, 1 to 1000 (default 1).
+    #[serde(default = "one_job")]
+    pub count: u32,
+    /// Seconds to wait for a job when every queue is empty (default 0; capped at the
+    /// server's `--max-wait`).
+    #[serde(default)]
+    pub wait: f64,
+}
+
+fn one_job() -> u32 {
+    1
+}
+
+/// One job of `POST /v1/jobs/complete`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteJobsItem {
+    /// The job.
+    pub jid: String,
+    /// The worker holding the job.
+    pub worker: String,
+    /// The queue the job runs in.
+    pub queue: String,
+    /// The job's data from now on; absent stores `{}`.
+    #[serde(default)]
+    pub data: Option<Value>,
+    /// Move the job on to this queue instead of finishing it.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// With `next`: seconds before it becomes waiting there.
+    #[serde(default)]
+    pub delay: Option<f64>,
+    /// With `next`: jobs it waits for there.
+    #[serde(default)]
+    pub depends: Option<Vec<String>>,
+}
+
+/// Body of `POST /v1/jobs/complete`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"jobs": [
+    {"jid": "a1", "worker": "worker-1", "queue": "emails", "data": {"sent": true}},
+    {"jid": "b2", "worker": "worker-1", "queue": "emails", "next": "audit"}]}))]
+pub struct CompleteJobsRequest {
+    /// The jobs to complete (1 to 1000).
+    pub jobs: Vec<CompleteJobsItem>,
+}
+
+/// Outcome of completing one job of a batch: `state` on success, `problem` otherwise.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CompleteJobsOutcome {
+    /// The job.
+    pub jid: String,
+    /// Where it went, when it was completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<CompletionState>,
+    /// Why it was not (e.g. `lock_lost`: another worker holds it now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+}
+
+/// Reply of `POST /v1/jobs/complete`, in request order.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CompleteJobsResponse {
+    /// One outcome per job.
+    pub jobs: Vec<CompleteJobsOutcome>,
+}
+
+/// One job of `POST /v1/jobs/heartbeat`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatJobsItem {
+    /// The job.
+    pub jid: String,
+    /// The worker holding it.
+    pub worker: String,
+    /// Replaces the job's data when present.
+    #[serde(default)]
+    pub data: Option<Value>,
+}
+
+/// Body of `POST /v1/jobs/heartbeat`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"jobs": [{"jid": "a1", "worker": "worker-1"},
+                                   {"jid": "b2", "worker": "worker-1"}]}))]
+pub struct HeartbeatJobsRequest {
+    /// The jobs to renew (1 to 1000).
+    pub jobs: Vec<HeartbeatJobsItem>,
+}
+
+/// Outcome of one heartbeat of a batch: `expires` on success, `problem` otherwise.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatJobsOutcome {
+    /// The job.
+    pub jid: String,
+    /// The new lock expiry, when renewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires: Option<i64>,
+    /// Why it was not renewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+}
+
+/// Reply of `POST /v1/jobs/heartbeat`, in request order.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatJobsResponse {
+    /// One outcome per job.
+    pub jobs: Vec<HeartbeatJobsOutcome>,
+}
+
+/// Filters of `GET /v1/events`; an event passes when it matches every filter given.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only events about this queue (`queue`, or `to` for `advanced`).
+    pub queue: Option<String>,
+    /// Only events about this job.
+    pub jid: Option<String>,
+    /// Only events naming this worker (`lock_lost`, `canceled`, `failed`).
+    pub worker: Option<String>,
+    /// Only these event types, comma-separated (e.g. `lock_lost,canceled`).
+    pub events: Option<String>,
+}

@@ -1,0 +1,179 @@
+//! `GET /v1/events`: the script's pub/sub as Server-Sent Events, so an HTTP worker
+//! hears at once that it lost a job or that its job was canceled, instead of finding
+//! out at its next heartbeat.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures_util::Stream;
+use futures_util::stream::{self, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::extract::Query;
+use super::validate;
+use crate::core::events::Event;
+use crate::error::ApiError;
+use crate::model::{EventsQuery, Problem};
+use crate::server::AppState;
+
+/// How often an idle stream sends a comment so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Routes of this module.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stream_events))
+}
+
+/// Stream job events (Server-Sent Events).
+///
+/// A `text/event-stream` of what happens to jobs, as it happens. Each SSE message has
+/// an `event:` type and a JSON `data:` line. The first message is `ready` (once the
+/// server's subscription is live, events published after it are delivered); `lagged`
+/// (`{"missed": n}`) says this client fell behind and missed `n` events. Job events,
+/// with the JSON the qless core publishes (byte for byte):
+///
+/// * `put` `{"jid","event","queue"}`: a job was put in a queue;
+/// * `lock_lost` `{"jid","event","worker"}`: `worker` lost the job (its lock expired,
+///   it was timed out, or it was put again elsewhere): stop working on it;
+/// * `canceled` `{"jid","queue","event","worker"}`: the job was canceled;
+/// * `completed` `{"jid","event","queue"}`, `advanced` `{"jid","to","event","queue"}`:
+///   the job finished, or moved on to queue `to`;
+/// * `failed` `{"message","jid","group","event","worker"}`: the job failed;
+/// * `config_set` `{"option","event","value"}`, `config_unset` `{"event","option"}`.
+///
+/// For tracked jobs also `tracked` `{"jid","transition"}` with `transition` one of
+/// `put`, `popped`, `completed`, `failed`, `stalled`, `canceled`; and `tracking`
+/// `{"jid","tracked"}` when tracking starts or stops. Filters combine: a worker
+/// typically listens with `?worker=<its name>&events=lock_lost,canceled`. Comments are
+/// sent every 15 seconds to keep idle connections open.
+#[utoipa::path(get, path = "/v1/events", tag = "events", operation_id = "stream_events",
+    params(EventsQuery),
+    responses(
+        (status = 200, description = "An endless `text/event-stream`", body = String,
+         content_type = "text/event-stream"),
+        (status = 400, description = "An unknown parameter or an invalid name", body = Problem,
+         content_type = "application/problem+json"),
+    ))]
+async fn stream_events(
+    State(state): State<AppState>,
+    Query(query): Query<EventsQuery>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let filter = Filter::new(query)?;
+    let receiver = state.events.subscribe();
+    let subscribed = state.events.wait_subscribed(Duration::from_secs(2)).await;
+    let ready = SseEvent::default()
+        .event("ready")
+        .data(json!({ "subscribed": subscribed }).to_string());
+    let events = stream::unfold((receiver, filter), |(mut receiver, filter)| async move {
+        loop {
+            match receiver.recv().await {
+                Ok(event) => {
+                    if let Some(message) = filter.render(&event) {
+                        return Some((message, (receiver, filter)));
+                    }
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    let message = SseEvent::default()
+                        .event("lagged")
+                        .data(json!({ "missed": missed }).to_string());
+                    return Some((message, (receiver, filter)));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    let messages = stream::once(async { ready }).chain(events).map(Ok);
+    Ok(Sse::new(messages).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+/// The filters of one stream, checked against each event.
+struct Filter {
+    queue: Option<String>,
+    jid: Option<String>,
+    worker: Option<String>,
+    kinds: Option<HashSet<String>>,
+}
+
+/// Channels of tracked-job transitions (payload: the jid).
+const TRANSITIONS: [&str; 6] = [
+    "put",
+    "popped",
+    "completed",
+    "failed",
+    "stalled",
+    "canceled",
+];
+
+impl Filter {
+    fn new(query: EventsQuery) -> Result<Self, ApiError> {
+        for (kind, value) in [
+            ("queue", &query.queue),
+            ("jid", &query.jid),
+            ("worker", &query.worker),
+        ] {
+            if let Some(value) = value {
+                validate::name(kind, value)?;
+            }
+        }
+        let kinds = query.events.map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|kind| !kind.is_empty())
+                .map(str::to_owned)
+                .collect::<HashSet<_>>()
+        });
+        Ok(Filter {
+            queue: query.queue,
+            jid: query.jid,
+            worker: query.worker,
+            kinds,
+        })
+    }
+
+    /// The SSE message for `event`, or `None` when it is filtered out.
+    fn render(&self, event: &Arc<Event>) -> Option<SseEvent> {
+        let (kind, data, fields) = match event.channel.as_str() {
+            "log" => {
+                let fields: Value = serde_json::from_str(&event.payload).ok()?;
+                let kind = fields["event"].as_str()?.to_owned();
+                (kind, event.payload.clone(), fields)
+            }
+            "track" | "untrack" => {
+                let fields = json!({"jid": event.payload, "tracked": event.channel == "track"});
+                ("tracking".to_owned(), fields.to_string(), fields)
+            }
+            channel if TRANSITIONS.contains(&channel) => {
+                let fields = json!({"jid": event.payload, "transition": channel});
+                ("tracked".to_owned(), fields.to_string(), fields)
+            }
+            // `w:<worker>` repeats the log's lock_lost/canceled events.
+            _ => return None,
+        };
+        if let Some(kinds) = &self.kinds
+            && !kinds.contains(&kind)
+        {
+            return None;
+        }
+        let field_is = |name: &str, wanted: &Option<String>| match wanted {
+            None => true,
+            Some(wanted) => fields[name].as_str() == Some(wanted.as_str()),
+        };
+        let queue_matches = match &self.queue {
+            None => true,
+            Some(queue) => {
+                fields["queue"].as_str() == Some(queue.as_str())
+                    || fields["to"].as_str() == Some(queue.as_str())
+            }
+        };
+        if !(queue_matches && field_is("jid", &self.jid) && field_is("worker", &self.worker)) {
+            return None;
+        }
+        Some(SseEvent::default().event(kind).data(data))
+    }
+}
