@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! cargo bench --bench lifecycle                    # everything
-//! cargo bench --bench lifecycle -- direct memory   # some sections
+//! cargo bench --bench lifecycle -- direct memory   # some sections: memory, direct,
+//!                                                  # http, worker
 //! cargo bench --bench lifecycle -- --jobs 5000 --runs 1
 //! ```
 //!
@@ -24,6 +25,8 @@ use std::time::{Duration, Instant};
 
 use qlessd::clock::Clock;
 use qlessd::core::{CompleteArgs, ConnectOptions, PutArgs, Qless};
+use qlessd::server::{self, AppState, Limits};
+use qlessd::settings::Settings;
 use redis_server::RedisServer;
 
 /// Command-line options.
@@ -54,7 +57,12 @@ impl Options {
             }
         }
         if options.sections.is_empty() {
-            options.sections = vec!["memory".into(), "direct".into()];
+            options.sections = vec![
+                "memory".into(),
+                "direct".into(),
+                "http".into(),
+                "worker".into(),
+            ];
         }
         options
     }
@@ -474,4 +482,353 @@ async fn main() {
     if options.wants("direct") {
         direct(&options).await;
     }
+    if options.wants("http") {
+        http(&options).await;
+    }
+    if options.wants("worker") {
+        worker(&options).await;
+    }
+}
+
+/// A gateway on a real TCP socket in front of `target`, with the system clock.
+struct Gateway {
+    base: String,
+    client: reqwest::Client,
+    state: AppState,
+}
+
+impl Gateway {
+    async fn start(target: &Target) -> Self {
+        let settings = Settings::for_redis("unix:///unused");
+        let state = AppState::new(
+            target.qless.clone(),
+            Clock::system(),
+            Limits::from_settings(&settings),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(server::serve(
+            listener,
+            server::router(state.clone()),
+            std::future::pending(),
+        ));
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("client");
+        Gateway {
+            base,
+            client,
+            state,
+        }
+    }
+
+    async fn post(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        let value: serde_json::Value = response.json().await.unwrap_or_default();
+        assert!(status.is_success(), "{path}: {status} {value}");
+        value
+    }
+}
+
+fn job_body(jid: String, i: usize) -> serde_json::Value {
+    serde_json::json!({
+        "jid": jid,
+        "klass": "bench.Job",
+        "data": serde_json::from_str::<serde_json::Value>(&payload(i)).expect("payload"),
+    })
+}
+
+/// Measures the lifecycle over HTTP at concurrency 50, next to direct calls made in
+/// the same run, and batch puts.
+async fn http_run(jobs: usize) -> HashMap<&'static str, (f64, f64)> {
+    const CONCURRENCY: usize = 50;
+    let mut figures = HashMap::new();
+    let mut target = Target::start(64).await;
+    let direct = direct_run(&mut target, jobs, CONCURRENCY).await;
+    target.flush().await;
+    let gateway = Arc::new(Gateway::start(&target).await);
+
+    macro_rules! phase {
+        ($name:literal, $total:expr, $body:expr) => {{
+            let per_second = drive($total, CONCURRENCY, $body).await;
+            let direct_rate = direct.get($name).map(|f| f.per_second).unwrap_or(f64::NAN);
+            figures.insert($name, (per_second, direct_rate));
+        }};
+    }
+    let g = gateway.clone();
+    phase!("put", jobs, move |i| {
+        let g = g.clone();
+        async move {
+            g.post("/v1/queues/bench/jobs", job_body(format!("job-{i}"), i))
+                .await;
+        }
+    });
+    // The HTTP stack alone (no Redis): the ceiling the gateway works under here.
+    let g = gateway.clone();
+    let ceiling = drive(jobs, CONCURRENCY, move |_| {
+        let g = g.clone();
+        async move {
+            let url = format!("{}/healthz", g.base);
+            let response = g.client.get(url).send().await.expect("healthz");
+            assert!(response.status().is_success());
+            let _ = response.bytes().await;
+        }
+    })
+    .await;
+    figures.insert("ceiling", (ceiling, f64::NAN));
+    let g = gateway.clone();
+    phase!("pop", jobs, move |_| {
+        let g = g.clone();
+        async move {
+            let jobs = g
+                .post(
+                    "/v1/queues/bench/pop",
+                    serde_json::json!({"worker": "bench-worker"}),
+                )
+                .await;
+            assert_eq!(jobs.as_array().map(Vec::len), Some(1), "pop found nothing");
+        }
+    });
+    let g = gateway.clone();
+    phase!("heartbeat", jobs, move |i| {
+        let g = g.clone();
+        async move {
+            g.post(
+                &format!("/v1/jobs/job-{i}/heartbeat"),
+                serde_json::json!({"worker": "bench-worker"}),
+            )
+            .await;
+        }
+    });
+    let g = gateway.clone();
+    phase!("complete", jobs, move |i| {
+        let g = g.clone();
+        async move {
+            g.post(
+                &format!("/v1/jobs/job-{i}/complete"),
+                serde_json::json!({"worker": "bench-worker", "queue": "bench"}),
+            )
+            .await;
+        }
+    });
+    // Batch put: 100 jobs per request.
+    let g = gateway.clone();
+    let batches = jobs / 100;
+    let rate = drive(batches, CONCURRENCY.min(batches.max(1)), move |b| {
+        let g = g.clone();
+        async move {
+            let items: Vec<_> = (0..100)
+                .map(|k| job_body(format!("batch-{b}-{k}"), b * 100 + k))
+                .collect();
+            g.post(
+                "/v1/queues/batch/jobs/batch",
+                serde_json::json!({"jobs": items}),
+            )
+            .await;
+        }
+    })
+    .await;
+    figures.insert("batch put", (rate * 100.0, f64::NAN));
+    figures
+}
+
+async fn http(options: &Options) {
+    println!(
+        "\n== HTTP gateway vs direct script calls: {} jobs, concurrency 50, keep-alive, median of {} runs ==",
+        options.jobs, options.runs
+    );
+    let mut runs = Vec::new();
+    for _ in 0..options.runs {
+        runs.push(http_run(options.jobs).await);
+    }
+    println!(
+        "{:<12} {:>12} {:>12} {:>8} {:>8}",
+        "command", "http/s", "direct/s", "ratio", "target"
+    );
+    for name in ["put", "pop", "heartbeat", "complete"] {
+        let http = median(
+            runs.iter()
+                .filter_map(|r| r.get(name).map(|f| f.0))
+                .collect(),
+        );
+        let direct = median(
+            runs.iter()
+                .filter_map(|r| r.get(name).map(|f| f.1))
+                .collect(),
+        );
+        let ratio = median(
+            runs.iter()
+                .filter_map(|r| r.get(name).map(|f| f.0 / f.1))
+                .collect(),
+        );
+        let verdict = if ratio >= 0.85 { "ok" } else { "UNDER" };
+        println!(
+            "{name:<12} {http:>12.0} {direct:>12.0} {ratio:>8.2} {:>5} {verdict}",
+            ">=0.85"
+        );
+    }
+    let ceiling = median(
+        runs.iter()
+            .filter_map(|r| r.get("ceiling").map(|f| f.0))
+            .collect(),
+    );
+    println!("HTTP stack alone (GET /healthz, same client): {ceiling:.0} requests/s");
+    let batch = median(
+        runs.iter()
+            .filter_map(|r| r.get("batch put").map(|f| f.0))
+            .collect(),
+    );
+    println!(
+        "batch put (100 jobs per request): {batch:.0} jobs/s (target >= 30000): {}",
+        if batch >= 30_000.0 { "ok" } else { "UNDER" }
+    );
+    println!("reference: Ocypod ~7,700 creates/s, 7,400 fetches/s, 8,000 completes/s (aim: 2x)");
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+/// The worker scenario: 50 HTTP workers long-polling one queue (up to 10 jobs per pop,
+/// completed with one batch request) fed by producers. Throughput: a flood of jobs,
+/// drained end to end. Latency: a paced producer, each job stamped with its put time.
+async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
+    const WORKERS: usize = 50;
+    const PRODUCERS: usize = 4;
+    let target = Target::start(64).await;
+    let gateway = Arc::new(Gateway::start(&target).await);
+    assert!(
+        gateway
+            .state
+            .events
+            .wait_subscribed(Duration::from_secs(5))
+            .await
+    );
+    let done = Arc::new(AtomicUsize::new(0));
+    let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (g, done, latencies, stop) = (gateway.clone(), done.clone(), latencies.clone(), stop.clone());
+            tokio::spawn(async move {
+                let worker = format!("worker-{w}");
+                while !stop.load(Ordering::Relaxed) {
+                    let popped = g
+                        .post("/v1/queues/work/pop", serde_json::json!({"worker": worker, "count": 10, "wait": 1}))
+                        .await;
+                    let popped = popped.as_array().cloned().unwrap_or_default();
+                    if popped.is_empty() {
+                        continue;
+                    }
+                    let now = Clock::system().now();
+                    {
+                        let mut latencies = latencies.lock().expect("latencies");
+                        for job in &popped {
+                            if let Some(put_at) = job["data"]["put_at"].as_f64() {
+                                latencies.push((now - put_at) * 1000.0);
+                            }
+                        }
+                    }
+                    let items: Vec<_> = popped
+                        .iter()
+                        .map(|job| serde_json::json!({"jid": job["jid"], "worker": worker, "queue": "work"}))
+                        .collect();
+                    let outcome = g.post("/v1/jobs/complete", serde_json::json!({"jobs": items})).await;
+                    let completed = outcome["jobs"]
+                        .as_array()
+                        .map(|all| all.iter().filter(|o| o.get("state").is_some()).count())
+                        .unwrap_or(0);
+                    done.fetch_add(completed, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Throughput: producers flood `jobs` jobs in batches of 10.
+    let started = Instant::now();
+    let g = gateway.clone();
+    drive(jobs / 10, PRODUCERS, move |b| {
+        let g = g.clone();
+        async move {
+            let put_at = Clock::system().now();
+            let items: Vec<_> = (0..10)
+                .map(|k| {
+                    serde_json::json!({"jid": format!("flood-{b}-{k}"), "klass": "bench.Job",
+                    "data": {"put_at": put_at, "pad": "x".repeat(70)}})
+                })
+                .collect();
+            g.post(
+                "/v1/queues/work/jobs/batch",
+                serde_json::json!({"jobs": items}),
+            )
+            .await;
+        }
+    })
+    .await;
+    while done.load(Ordering::Relaxed) < jobs / 10 * 10 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let throughput = (jobs / 10 * 10) as f64 / started.elapsed().as_secs_f64();
+    // Latency: 2,000 single puts at about 1,000 per second into idle, waiting workers.
+    latencies.lock().expect("latencies").clear();
+    let before = done.load(Ordering::Relaxed);
+    for i in 0..2000 {
+        let put_at = Clock::system().now();
+        gateway
+            .post(
+                "/v1/queues/work/jobs",
+                serde_json::json!({"jid": format!("paced-{i}"), "klass": "bench.Job",
+                "data": {"put_at": put_at}}),
+            )
+            .await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    while done.load(Ordering::Relaxed) < before + 2000 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        let _ = worker.await;
+    }
+    let mut latencies = latencies.lock().expect("latencies").clone();
+    latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (throughput, latencies)
+}
+
+async fn worker(options: &Options) {
+    println!(
+        "\n== worker scenario over HTTP: 50 long-polling workers (pop 10, batch complete), {} jobs, median of {} runs ==",
+        options.jobs, options.runs
+    );
+    let mut rates = Vec::new();
+    let mut p50s = Vec::new();
+    let mut p99s = Vec::new();
+    for _ in 0..options.runs {
+        let (rate, latencies) = worker_run(options.jobs).await;
+        rates.push(rate);
+        p50s.push(percentile(&latencies, 0.50));
+        p99s.push(percentile(&latencies, 0.99));
+    }
+    let (rate, p50, p99) = (median(rates), median(p50s), median(p99s));
+    println!(
+        "end to end: {rate:.0} jobs/s (target >= 10000): {}",
+        if rate >= 10_000.0 { "ok" } else { "UNDER" }
+    );
+    println!(
+        "put -> lease latency at ~1000 jobs/s: p50 {p50:.1} ms, p99 {p99:.1} ms (target p99 < 50 ms): {}",
+        if p99 < 50.0 { "ok" } else { "OVER" }
+    );
 }

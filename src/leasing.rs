@@ -14,7 +14,7 @@
 //! (`pop.multi`), which skips queues it finds empty at no extra cost.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -158,13 +158,28 @@ const NOTIFIED: u8 = 1;
 const GONE: u8 = 2;
 
 /// One waiting request, possibly registered on several queues.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Slot {
     state: AtomicU8,
     notify: Notify,
+    /// How many jobs the request pops at once.
+    count: u32,
+    /// "A job is available" signals attributed to this request since it was woken.
+    /// Signals go to an awake request until they cover its `count`, so a batch of
+    /// puts wakes one request per `count` jobs instead of one per job.
+    credits: AtomicU32,
 }
 
 impl Slot {
+    fn new(count: u32) -> Self {
+        Slot {
+            state: AtomicU8::new(WAITING),
+            notify: Notify::new(),
+            count: count.max(1),
+            credits: AtomicU32::new(0),
+        }
+    }
+
     /// Claims the wake-up for this slot; false if it was already woken or gone.
     fn wake(&self) -> bool {
         let claimed = self
@@ -172,30 +187,59 @@ impl Slot {
             .compare_exchange(WAITING, NOTIFIED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if claimed {
+            self.credits.fetch_add(1, Ordering::AcqRel);
             self.notify.notify_one();
         }
         claimed
     }
 
-    fn is_gone(&self) -> bool {
-        self.state.load(Ordering::Acquire) == GONE
+    fn state(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Takes one more signal if the request's pop can still absorb it.
+    fn credit(&self) -> bool {
+        self.credits
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                (c < self.count).then_some(c + 1)
+            })
+            .is_ok()
     }
 }
 
-/// Removes its slot when the wait ends, including when the request is dropped because
-/// the client disconnected; a wake-up it received but did not use is passed on.
+/// The requests waiting on one queue, and those woken for it whose pop is pending.
+#[derive(Debug, Default)]
+struct Line {
+    waiting: VecDeque<Arc<Slot>>,
+    awake: Vec<Arc<Slot>>,
+}
+
+/// A request's place in the lines; leaving them (including when the request is
+/// dropped because the client disconnected) passes on signals it did not use.
 struct Registration<'a> {
     leasing: &'a Leasing,
     slot: Arc<Slot>,
-    queues: Vec<String>,
-    used: bool,
+    queues: &'a [String],
+    /// Signals already accounted for by a completed pop.
+    settled: u32,
+}
+
+impl Registration<'_> {
+    /// Signals that arrived since the last pop was accounted for.
+    fn unsettled(&self) -> u32 {
+        self.slot
+            .credits
+            .load(Ordering::Acquire)
+            .saturating_sub(self.settled)
+    }
 }
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
-        let previous = self.slot.state.swap(GONE, Ordering::AcqRel);
-        if previous == NOTIFIED && !self.used {
-            for queue in &self.queues {
+        self.slot.state.store(GONE, Ordering::Release);
+        // Jobs announced to this request after its last pop may still be waiting.
+        for _ in 0..self.unsettled() {
+            for queue in self.queues {
                 self.leasing.job_available(queue);
             }
         }
@@ -207,7 +251,7 @@ impl Drop for Registration<'_> {
 pub struct Leasing {
     qless: Qless,
     clock: Clock,
-    waiters: Mutex<HashMap<String, VecDeque<Arc<Slot>>>>,
+    lines: Mutex<HashMap<String, Line>>,
     rng: Rng,
     cursor: AtomicUsize,
     closing: AtomicBool,
@@ -218,7 +262,7 @@ impl Leasing {
         Leasing {
             qless,
             clock,
-            waiters: Mutex::new(HashMap::new()),
+            lines: Mutex::new(HashMap::new()),
             rng: Rng::from_time(),
             cursor: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
@@ -232,26 +276,33 @@ impl Leasing {
         self.wake_all();
     }
 
-    /// Wakes the oldest waiter of `queue`, if any.
+    /// A job became available in `queue`: credit it to a woken request whose pop can
+    /// still take it, or else wake the oldest waiting request.
     pub fn job_available(&self, queue: &str) {
-        let mut waiters = self.waiters.lock().expect("waiters lock");
-        if let Some(line) = waiters.get_mut(queue) {
-            while let Some(slot) = line.pop_front() {
-                if slot.wake() {
-                    break;
-                }
+        let mut lines = self.lines.lock().expect("waiters lock");
+        let Some(line) = lines.get_mut(queue) else {
+            return;
+        };
+        line.awake.retain(|slot| slot.state() == NOTIFIED);
+        if line.awake.iter().any(|slot| slot.credit()) {
+            return;
+        }
+        while let Some(slot) = line.waiting.pop_front() {
+            if slot.wake() {
+                line.awake.push(slot);
+                break;
             }
-            if line.is_empty() {
-                waiters.remove(queue);
-            }
+        }
+        if line.waiting.is_empty() && line.awake.is_empty() {
+            lines.remove(queue);
         }
     }
 
     /// Wakes every waiter (something fell due; they re-check their queues).
     pub fn wake_all(&self) {
-        let mut waiters = self.waiters.lock().expect("waiters lock");
-        for (_, line) in waiters.drain() {
-            for slot in line {
+        let mut lines = self.lines.lock().expect("waiters lock");
+        for (_, line) in lines.drain() {
+            for slot in line.waiting {
                 slot.wake();
             }
         }
@@ -259,11 +310,11 @@ impl Leasing {
 
     /// How many requests are waiting (for tests and metrics).
     pub fn waiting(&self) -> usize {
-        let waiters = self.waiters.lock().expect("waiters lock");
-        let mut seen: Vec<*const Slot> = waiters
+        let lines = self.lines.lock().expect("waiters lock");
+        let mut seen: Vec<*const Slot> = lines
             .values()
-            .flatten()
-            .filter(|slot| !slot.is_gone())
+            .flat_map(|line| line.waiting.iter())
+            .filter(|slot| slot.state() == WAITING)
             .map(Arc::as_ptr)
             .collect();
         seen.sort();
@@ -271,19 +322,19 @@ impl Leasing {
         seen.len()
     }
 
-    fn register(&self, queues: &[String]) -> Registration<'_> {
-        let slot = Arc::new(Slot::default());
-        let mut waiters = self.waiters.lock().expect("waiters lock");
+    fn register<'a>(&'a self, queues: &'a [String], count: u32) -> Registration<'a> {
+        let slot = Arc::new(Slot::new(count));
+        let mut lines = self.lines.lock().expect("waiters lock");
         for queue in queues {
-            let line = waiters.entry(queue.clone()).or_default();
-            line.retain(|slot| !slot.is_gone());
-            line.push_back(slot.clone());
+            let line = lines.entry(queue.clone()).or_default();
+            line.waiting.retain(|slot| slot.state() == WAITING);
+            line.waiting.push_back(slot.clone());
         }
         Registration {
             leasing: self,
             slot,
-            queues: queues.to_vec(),
-            used: false,
+            queues,
+            settled: 0,
         }
     }
 
@@ -331,7 +382,7 @@ impl Leasing {
         wait: Duration,
     ) -> Result<Vec<Job>, Error> {
         let queues = [queue.to_owned()];
-        self.wait_for_jobs(&queues, wait, || {
+        self.wait_for_jobs(&queues, count, wait, || {
             self.qless.pop(self.clock.now(), queue, worker, count)
         })
         .await
@@ -348,7 +399,7 @@ impl Leasing {
         wait: Duration,
     ) -> Result<Vec<Job>, Error> {
         let names: Vec<String> = queues.iter().map(|q| q.name.clone()).collect();
-        self.wait_for_jobs(&names, wait, || {
+        self.wait_for_jobs(&names, count, wait, || {
             let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
             let plan = plan(strategy, queues, count, cursor, &self.rng);
             async move {
@@ -360,12 +411,13 @@ impl Leasing {
         .await
     }
 
-    /// Runs `attempt` until it returns jobs or `wait` has passed. The waiter registers
-    /// before each attempt, so a job arriving between an empty attempt and the wait is
-    /// never missed.
+    /// Runs `attempt` until it returns jobs or `wait` has passed. The request is in
+    /// the lines before each attempt, so a job announced while an attempt is in flight
+    /// is never missed: the attempt is simply repeated.
     async fn wait_for_jobs<F, Fut>(
         &self,
         queues: &[String],
+        count: u32,
         wait: Duration,
         attempt: F,
     ) -> Result<Vec<Job>, Error>
@@ -377,17 +429,28 @@ impl Leasing {
             return attempt().await;
         }
         let deadline = tokio::time::Instant::now() + wait;
+        let mut registration = self.register(queues, count);
         loop {
-            let mut registration = self.register(queues);
+            let before = registration.slot.credits.load(Ordering::Acquire);
             let jobs = attempt().await?;
+            registration.settled = before;
             let now = tokio::time::Instant::now();
             if !jobs.is_empty() || now >= deadline || self.closing.load(Ordering::Acquire) {
-                registration.used = false;
                 return Ok(jobs);
+            }
+            if registration.unsettled() > 0 {
+                // Announced while the attempt was in flight: try again at once.
+                continue;
+            }
+            if registration.slot.state() != WAITING {
+                // Woken, but another request got there first: back in line.
+                registration.settled = registration.slot.credits.load(Ordering::Acquire);
+                registration = self.register(queues, count);
+                continue;
             }
             let recheck = (now + RECHECK).min(deadline);
             tokio::select! {
-                _ = registration.slot.notify.notified() => registration.used = true,
+                _ = registration.slot.notify.notified() => {}
                 _ = tokio::time::sleep_until(recheck) => {}
             }
         }

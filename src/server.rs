@@ -97,7 +97,9 @@ pub fn router(state: AppState) -> Router {
                     .get("x-request-id")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
-                tracing::info_span!("request", method = %request.method(), uri = %request.uri(), id)
+                // Debug level: at the default `info` filter the span costs nothing per
+            // request; `RUST_LOG=qlessd=debug,tower_http=debug` turns request logs on.
+            tracing::debug_span!("request", method = %request.method(), uri = %request.uri(), id)
             }),
         )
         .layer(PropagateRequestIdLayer::new(request_id))

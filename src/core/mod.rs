@@ -46,9 +46,13 @@ pub struct ConnectOptions {
     pub external: bool,
 }
 
-/// A handle on the qless script in one Redis (cheap to clone).
+/// A handle on the qless script in one Redis (cheap to clone: every handler gets one).
 #[derive(Clone)]
 pub struct Qless {
+    inner: std::sync::Arc<Inner>,
+}
+
+struct Inner {
     pool: pool::Pool,
     script: Script,
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
@@ -59,8 +63,8 @@ pub struct Qless {
 impl std::fmt::Debug for Qless {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Qless")
-            .field("sha", &self.script.sha())
-            .field("namespace_key", &self.namespace_key)
+            .field("sha", &self.inner.script.sha())
+            .field("namespace_key", &self.inner.namespace_key)
             .finish()
     }
 }
@@ -71,13 +75,15 @@ impl Qless {
     pub async fn connect(options: ConnectOptions) -> Result<Self, Error> {
         let pool = pool::build(&options.url, options.pool_size, options.checkout_timeout)?;
         let qless = Qless {
-            pool,
-            script: Script::qless(),
-            namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
-            url: options.url.clone(),
+            inner: std::sync::Arc::new(Inner {
+                pool,
+                script: Script::qless(),
+                namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
+                url: options.url.clone(),
+            }),
         };
         let checks = async {
-            let mut conn = qless.pool.get().await?;
+            let mut conn = qless.inner.pool.get().await?;
             let info = conn.query(redis::cmd("INFO").arg("server")).await?;
             check_version(&redis::from_redis_value::<String>(info).unwrap_or_default())?;
             if options.external {
@@ -101,17 +107,17 @@ impl Qless {
 
     /// The script this handle runs.
     pub fn script(&self) -> &Script {
-        &self.script
+        &self.inner.script
     }
 
     /// The Redis URL (for connections outside the pool, such as subscriptions).
     pub fn url(&self) -> &str {
-        &self.url
+        &self.inner.url
     }
 
     /// The prefix of every key and channel: `ql:` or `ql:{ns}:`.
     pub fn prefix(&self) -> String {
-        match &self.namespace_key {
+        match &self.inner.namespace_key {
             Some(key) => format!("{key}:"),
             None => "ql:".to_owned(),
         }
@@ -119,15 +125,19 @@ impl Qless {
 
     /// The namespace routing key, if any.
     pub fn namespace_key(&self) -> Option<&str> {
-        self.namespace_key.as_deref()
+        self.inner.namespace_key.as_deref()
     }
 
     /// Readiness: Redis answers and holds the script (loading it again if Redis lost
     /// its script cache, e.g. after a restart).
     pub async fn ready(&self) -> Result<(), Error> {
-        let mut conn = self.pool.get().await?;
+        let mut conn = self.inner.pool.get().await?;
         let exists = conn
-            .query(redis::cmd("SCRIPT").arg("EXISTS").arg(self.script.sha()))
+            .query(
+                redis::cmd("SCRIPT")
+                    .arg("EXISTS")
+                    .arg(self.inner.script.sha()),
+            )
             .await?;
         let loaded: Vec<i64> = redis::from_redis_value(exists).map_err(Error::reply)?;
         if loaded.first() == Some(&1) {
@@ -141,7 +151,7 @@ impl Qless {
     /// loading the script again when Redis answers NOSCRIPT.
     pub async fn call(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
         let cmd = self.invocation(command, now, args);
-        let mut conn = self.pool.get().await?;
+        let mut conn = self.inner.pool.get().await?;
         match conn.query(&cmd).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 self.load(&mut conn).await?;
@@ -165,7 +175,7 @@ impl Qless {
         for (command, args) in calls {
             pipe.add_command(self.invocation(command, now, args));
         }
-        let mut conn = self.pool.get().await?;
+        let mut conn = self.inner.pool.get().await?;
         let mut replies = conn.query_pipeline(pipe.ignore_errors()).await?;
         let noscript =
             |value: &Value| matches!(value, Value::ServerError(err) if err.code() == "NOSCRIPT");
@@ -179,8 +189,8 @@ impl Qless {
 
     fn invocation(&self, command: &str, now: f64, args: &[String]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.sha());
-        match &self.namespace_key {
+        cmd.arg(self.inner.script.sha());
+        match &self.inner.namespace_key {
             Some(key) => cmd.arg(1).arg(key),
             None => cmd.arg(0),
         };
@@ -190,13 +200,17 @@ impl Qless {
 
     async fn load(&self, conn: &mut pool::Connection) -> Result<(), Error> {
         let reply = conn
-            .query(redis::cmd("SCRIPT").arg("LOAD").arg(self.script.source()))
+            .query(
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(self.inner.script.source()),
+            )
             .await?;
         let sha: String = redis::from_redis_value(reply).map_err(Error::reply)?;
-        if sha != self.script.sha() {
+        if sha != self.inner.script.sha() {
             return Err(Error::reply(format!(
                 "SCRIPT LOAD returned {sha}, expected {}",
-                self.script.sha()
+                self.inner.script.sha()
             )));
         }
         Ok(())
