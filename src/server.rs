@@ -12,6 +12,7 @@ use axum::http::HeaderName;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -65,6 +66,10 @@ pub struct AppState {
     pub events: EventBus,
     /// Long-poll and multi-queue pops.
     pub leasing: Arc<Leasing>,
+    /// Turns true when the server starts shutting down: long polls answer and event
+    /// streams end, so graceful shutdown only waits for short requests.
+    pub shutdown: watch::Receiver<bool>,
+    stopping: Arc<watch::Sender<bool>>,
 }
 
 impl AppState {
@@ -74,13 +79,23 @@ impl AppState {
         let events = EventBus::start(qless.url().to_owned(), qless.prefix());
         let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
         tokio::spawn(leasing.clone().listen(events.clone()));
+        let (stopping, shutdown) = watch::channel(false);
         AppState {
             qless,
             clock,
             limits: Arc::new(limits),
             events,
             leasing,
+            shutdown,
+            stopping: Arc::new(stopping),
         }
+    }
+
+    /// Starts shutting down: waiting pops answer with what they have and event
+    /// streams end.
+    pub fn begin_shutdown(&self) {
+        self.leasing.close();
+        let _ = self.stopping.send(true);
     }
 }
 
@@ -150,6 +165,13 @@ pub async fn run(settings: Settings) -> Result<(), String> {
 }
 
 async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<(), String> {
+    if settings.request_timeout <= settings.max_wait {
+        return Err(format!(
+            "--request-timeout ({}s) must be longer than --max-wait ({}s), or long polls \
+             would time out",
+            settings.request_timeout, settings.max_wait
+        ));
+    }
     let qless = Qless::connect(ConnectOptions {
         url: url.clone(),
         namespace: settings.namespace.clone(),
@@ -171,11 +193,11 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
         stopped,
     ));
     tracing::info!(listen = %settings.listen, redis = %url, "qlessd is serving");
-    let leasing = state.leasing.clone();
+    let closing = state.clone();
     let shutdown = async move {
         shutdown_signal().await;
-        // Long polls answer now instead of holding the shutdown up.
-        leasing.close();
+        // Long polls answer and event streams end now instead of holding it up.
+        closing.begin_shutdown();
     };
     let served = serve(listener, router(state), shutdown).await;
     let _ = stop.send(true);

@@ -70,24 +70,32 @@ async fn stream_events(
     let ready = SseEvent::default()
         .event("ready")
         .data(json!({ "subscribed": subscribed }).to_string());
-    let events = stream::unfold((receiver, filter), |(mut receiver, filter)| async move {
-        loop {
-            match receiver.recv().await {
-                Ok(event) => {
-                    if let Some(message) = filter.render(&event) {
-                        return Some((message, (receiver, filter)));
+    let shutdown = state.shutdown.clone();
+    let events = stream::unfold(
+        (receiver, filter, shutdown),
+        |(mut receiver, filter, mut shutdown)| async move {
+            loop {
+                let received = tokio::select! {
+                    received = receiver.recv() => received,
+                    _ = shutdown.wait_for(|stopping| *stopping) => return None,
+                };
+                match received {
+                    Ok(event) => {
+                        if let Some(message) = filter.render(&event) {
+                            return Some((message, (receiver, filter, shutdown)));
+                        }
                     }
+                    Err(RecvError::Lagged(missed)) => {
+                        let message = SseEvent::default()
+                            .event("lagged")
+                            .data(json!({ "missed": missed }).to_string());
+                        return Some((message, (receiver, filter, shutdown)));
+                    }
+                    Err(RecvError::Closed) => return None,
                 }
-                Err(RecvError::Lagged(missed)) => {
-                    let message = SseEvent::default()
-                        .event("lagged")
-                        .data(json!({ "missed": missed }).to_string());
-                    return Some((message, (receiver, filter)));
-                }
-                Err(RecvError::Closed) => return None,
             }
-        }
-    });
+        },
+    );
     let messages = stream::once(async { ready }).chain(events).map(Ok);
     Ok(Sse::new(messages).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }

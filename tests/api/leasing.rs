@@ -584,3 +584,53 @@ async fn put_if_absent_over_the_core_creates_once() {
     let job = app.qless.get(START, "unique").await.unwrap().unwrap();
     assert_eq!(job.data, json!({"v": 1}));
 }
+
+#[tokio::test]
+async fn graceful_shutdown_answers_long_polls_and_ends_event_streams() {
+    let app = TestApp::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let state = app.state.clone();
+    let server = tokio::spawn(qlessd::server::serve(
+        listener,
+        app.router.clone(),
+        async move {
+            let _ = stopped.await;
+            state.begin_shutdown();
+        },
+    ));
+    let client = reqwest::Client::new();
+    let events = client
+        .get(format!("{base}/v1/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let poll = tokio::spawn(
+        client
+            .post(format!("{base}/v1/queues/q/pop"))
+            .json(&json!({"worker": "w", "wait": 30}))
+            .send(),
+    );
+    until_waiting(&app, 1).await;
+    let started = Instant::now();
+    stop.send(()).unwrap();
+    let response = poll.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.json::<Value>().await.unwrap(), json!([]));
+    tokio::time::timeout(Duration::from_secs(5), events.bytes())
+        .await
+        .expect("the event stream did not end")
+        .ok();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the server did not stop")
+        .unwrap()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
