@@ -778,10 +778,17 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
         }
     })
     .await;
+    let produced_in = started.elapsed();
     while done.load(Ordering::Relaxed) < jobs / 10 * 10 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let throughput = (jobs / 10 * 10) as f64 / started.elapsed().as_secs_f64();
+    eprintln!(
+        "  flood: produced in {:.2}s ({:.0} puts/s), drained in {:.2}s",
+        produced_in.as_secs_f64(),
+        (jobs / 10 * 10) as f64 / produced_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     // Latency: 2,000 single puts at about 1,000 per second into idle, waiting workers.
     latencies.lock().expect("latencies").clear();
     let before = done.load(Ordering::Relaxed);
