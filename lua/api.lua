@@ -1,136 +1,125 @@
 -- api.lua: one small function per command, then the dispatcher.
 --
--- Call shape: EVALSHA <sha> <0|1> [ql:{ns}] <command> <now> <args...>. Each function
--- below receives `now` (a number) and the raw ARGV table, whose own arguments start at
--- ARGV[3]; it checks and converts every argument, in the order the spec lists the
--- errors, and hands typed values to the class files. Errors are raised with
--- Qless.raise(CODE, Command, message) and leave as "<CODE> <Command>(): <message>".
+-- Call shape: EVALSHA <sha> <0|1> [ql:{ns}] <command> <now> <args...>. command(name)
+-- returns the function of that command (made only for the command being run). It
+-- receives `now` (a number) and the raw ARGV, whose own arguments start at ARGV[3];
+-- it checks and converts every argument, in the order the spec lists the errors, and
+-- hands typed values to the class files. Errors are raised with Qless.raise and leave
+-- as "<CODE> <Command>(): <message>" (codes in lua/README.md).
 
--- ARGV[i..] as a list (for the variadic commands).
-local function rest(A, i)
-  local out = {}
-  for k = i, #A do out[#out + 1] = A[k] end
-  return out
-end
-
--- tonumber, or an error "<message><x>" (x = the argument as given, 'nil' if absent).
-local function number_arg(v, command, message)
-  local n = tonumber(v)
-  if n == nil or n ~= n then Qless.raise('QL_ARG', command, message .. tostring(v)) end
-  return n
-end
-
--- A count/offset: a number, rounded down; negative ones are refused when `min` is 0.
-local function count_arg(v, default, command, message, min)
-  if v == nil then return default end
-  local n = number_arg(v, command, message)
-  if min and n < min then Qless.raise('QL_ARG', command, message .. tostring(v)) end
-  if n == 1 / 0 then Qless.raise('QL_ARG', command, message .. tostring(v)) end
-  return math.floor(n)
-end
-
-local function queue_arg(v)
-  if v == nil or v == '' then Qless.raise('QL_ARG', 'Queue', 'no queue name provided') end
-  return v
-end
-
-local function jid_arg(v, command)
-  if v == nil or v == '' then Qless.raise('QL_ARG', command or 'Job', 'no jid provided') end
-  return v
-end
-
--- Put options, shared by put and requeue: checks the whole option list, returns
--- priority, tags, retries, depends (nil where not given).
-local function put_args(A)
-  local queue = queue_arg(A[4])
-  local jid, klass, data = A[5], A[6], A[7]
-  if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Put', 'Arg "jid" missing') end
-  if klass == nil then Qless.raise('QL_ARG', 'Put', 'Arg "klass" missing') end
-  if Qless.json_decode(data) == nil then
-    Qless.raise('QL_ARG', 'Put', 'Arg "data" missing or not JSON: ' .. tostring(data))
-  end
-  local delay = number_arg(A[8], 'Put', 'Arg "delay" not a number: ')
-  local n = #A
-  if (n - 8) % 2 == 1 then
-    Qless.raise('QL_ARG', 'Put', 'Odd number of additional args: ' .. (n - 8))
-  end
-  local opts = {}
-  for i = 9, n, 2 do opts[A[i]] = A[i + 1] end
-  local priority, tags, retries, depends
-  if opts.retries ~= nil then
-    retries = number_arg(opts.retries, 'Put', 'Arg "retries" not a number: ')
-  end
-  if opts.tags ~= nil then
-    tags = Qless.json_strings(opts.tags)
-    if not tags then Qless.raise('QL_ARG', 'Put', 'Arg "tags" not JSON' .. opts.tags) end
-  end
-  if opts.priority ~= nil then
-    priority = number_arg(opts.priority, 'Put', 'Arg "priority" not a number')
-  end
-  if opts.depends ~= nil then
-    depends = Qless.json_strings(opts.depends)
-    if not depends then
-      Qless.raise('QL_ARG', 'Put', 'Arg "depends" not JSON: ' .. opts.depends)
-    end
-  end
-  return queue, jid, klass, data, delay, priority, tags, retries, depends
-end
-
--- The commands. Signatures are given without `now`; see lua/README.md for replies.
+-- The function of command `name`, or nil if there is no such command. Signatures in
+-- the comments leave out `now`; lua/README.md has the full command table.
 local function command(name)
-  if name == 'get' then
-    -- get(jid) -> job JSON or nil
+  if name == 'put' or name == 'requeue' then
+    -- put(worker, queue, jid, klass, data, delay, [priority|tags|retries|depends v]...)
+    -- -> jid. requeue: the same, but the job must exist.
     return function(now, A)
-      return Qless.job_json(jid_arg(A[3]))
-    end
-  elseif name == 'multiget' then
-    -- multiget(jid...) -> JSON array of the jobs that exist
-    return function(now, A)
-      local out = {}
-      for i = 3, #A do
-        local text = Qless.job_json(A[i])
-        if text then out[#out + 1] = text end
+      local queue = A[4]
+      if queue == nil or queue == '' then
+        Qless.raise('QL_ARG', 'Queue', 'no queue name provided')
       end
-      if #out == 0 then return '{}' end
-      return '[' .. table.concat(out, ',') .. ']'
-    end
-  elseif name == 'put' then
-    -- put(worker, queue, jid, klass, data, delay, [priority|tags|retries|depends v]...) -> jid
-    return function(now, A)
-      local queue, jid, klass, data, delay, priority, tags, retries, depends = put_args(A)
-      return QlessQueue.put(now, A[3], queue, jid, klass, data, delay, priority, tags, retries, depends)
-    end
-  elseif name == 'requeue' then
-    -- requeue(...same as put) -> jid; the job must exist
-    return function(now, A)
-      local queue, jid, klass, data, delay, priority, tags, retries, depends = put_args(A)
-      if not redis.call('hget', P .. 'j:' .. jid, 'jid') then
+      local jid, klass, data = A[5], A[6], A[7]
+      if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Put', 'Arg "jid" missing') end
+      if klass == nil then Qless.raise('QL_ARG', 'Put', 'Arg "klass" missing') end
+      if data == nil or not pcall(cjson.decode, data) then
+        Qless.raise('QL_ARG', 'Put', 'Arg "data" missing or not JSON: ' .. tostring(data))
+      end
+      local delay = tonumber(A[8])
+      if delay == nil or delay ~= delay then
+        Qless.raise('QL_ARG', 'Put', 'Arg "delay" not a number: ' .. tostring(A[8]))
+      end
+      local n = #A
+      if (n - 8) % 2 == 1 then
+        Qless.raise('QL_ARG', 'Put', 'Odd number of additional args: ' .. (n - 8))
+      end
+      local priority, tags, retries, depends
+      if n > 8 then
+        local opts = {}
+        for i = 9, n, 2 do opts[A[i]] = A[i + 1] end
+        local number_arg = Qless.number_arg
+        if opts.retries ~= nil then
+          retries = number_arg(opts.retries, 'Put', 'Arg "retries" not a number: ')
+        end
+        if opts.tags ~= nil then
+          tags = Qless.json_strings(opts.tags)
+          if not tags then Qless.raise('QL_ARG', 'Put', 'Arg "tags" not JSON' .. opts.tags) end
+        end
+        if opts.priority ~= nil then
+          priority = number_arg(opts.priority, 'Put', 'Arg "priority" not a number')
+        end
+        if opts.depends ~= nil then
+          depends = Qless.json_strings(opts.depends)
+          if not depends then
+            Qless.raise('QL_ARG', 'Put', 'Arg "depends" not JSON: ' .. opts.depends)
+          end
+        end
+      end
+      if name == 'requeue' and not redis.call('hget', P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
       end
-      return QlessQueue.put(now, A[3], queue, jid, klass, data, delay, priority, tags, retries, depends)
+      return QlessQueue.put(now, A[3], queue, jid, klass, data, delay, priority, tags,
+        retries, depends)
     end
+
   elseif name == 'pop' then
-    -- pop(queue, worker, count) -> JSON array of leased jobs
+    -- pop(queue, worker, count) -> JSON array of the leased jobs
     return function(now, A)
-      local queue = queue_arg(A[3])
-      local worker = A[4]
+      local queue, worker, count = A[3], A[4], tonumber(A[5])
+      if queue == nil or queue == '' then
+        Qless.raise('QL_ARG', 'Queue', 'no queue name provided')
+      end
       if worker == nil or worker == '' then Qless.raise('QL_ARG', 'Pop', 'Arg "worker" missing') end
-      local count = count_arg(A[5], nil, 'Pop', 'Arg "count" missing or not a number: ', 0)
-      if count == nil then Qless.raise('QL_ARG', 'Pop', 'Arg "count" missing or not a number: nil') end
+      if count == nil or count ~= count or count < 0 or count == 1 / 0 then
+        Qless.raise('QL_ARG', 'Pop', 'Arg "count" missing or not a number: ' .. tostring(A[5]))
+      end
+      count = math.floor(count)
       return QlessQueue.pop(now, worker, count, { queue }, { count })
     end
-  elseif name == 'peek' then
-    -- peek(queue, count) -> JSON array of the next jobs
+
+  elseif name == 'complete' then
+    -- complete(jid, worker, queue, data, [next|delay|depends v]...) -> the new state
     return function(now, A)
-      local queue = queue_arg(A[3])
-      local count = count_arg(A[4], nil, 'Peek', 'Arg "count" missing or not a number: ', 0)
-      if count == nil then Qless.raise('QL_ARG', 'Peek', 'Arg "count" missing or not a number: nil') end
-      return QlessQueue.peek(now, queue, count)
+      local jid, worker, queue, data = Qless.jid_arg(A[3]), A[4], A[5], A[6]
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing')
+      end
+      if queue == nil or queue == '' then
+        Qless.raise('QL_ARG', 'Complete', 'Arg "queue" missing')
+      end
+      if Qless.json_decode(data) == nil then
+        Qless.raise('QL_ARG', 'Complete', 'Arg "data" missing or not JSON: ' .. tostring(data))
+      end
+      local nextq, delay, depends = nil, 0, nil
+      if #A > 6 then
+        local opts = {}
+        for i = 7, #A, 2 do opts[A[i]] = A[i + 1] end
+        nextq = opts['next']
+        if opts.delay ~= nil then
+          delay = Qless.number_arg(opts.delay, 'Complete', 'Arg "delay" not a number: ')
+        end
+        if opts.depends ~= nil then
+          depends = Qless.json_strings(opts.depends)
+          if not depends then
+            Qless.raise('QL_ARG', 'Complete', 'Arg "depends" not JSON: ' .. opts.depends)
+          end
+        end
+        if nextq == nil then
+          if opts.delay ~= nil then
+            Qless.raise('QL_ARG', 'Complete', '"delay" cannot be used without a "next".')
+          elseif depends then
+            Qless.raise('QL_ARG', 'Complete', '"depends" cannot be used without a "next".')
+          end
+        else
+          Qless.queue_arg(nextq)
+        end
+      end
+      return QlessJob.complete(now, jid, worker, queue, data, nextq, delay, depends)
     end
+
   elseif name == 'heartbeat' then
-    -- heartbeat(jid, worker, [data]) -> new expiry (integer)
+    -- heartbeat(jid, worker, [data]) -> the new expiry (integer)
     return function(now, A)
-      local jid, worker, data = jid_arg(A[3]), A[4], A[5]
+      local jid, worker, data = Qless.jid_arg(A[3]), A[4], A[5]
       if worker == nil or worker == '' then
         Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing')
       end
@@ -139,43 +128,35 @@ local function command(name)
       end
       return QlessJob.heartbeat(now, jid, worker, data)
     end
-  elseif name == 'complete' then
-    -- complete(jid, worker, queue, data, [next|delay|depends v]...) -> new state
+
+  elseif name == 'get' then
+    -- get(jid) -> job JSON, or nil
     return function(now, A)
-      local jid, worker, queue, data = jid_arg(A[3]), A[4], A[5], A[6]
-      if worker == nil or worker == '' then Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing') end
-      if queue == nil or queue == '' then Qless.raise('QL_ARG', 'Complete', 'Arg "queue" missing') end
-      if Qless.json_decode(data) == nil then
-        Qless.raise('QL_ARG', 'Complete', 'Arg "data" missing or not JSON: ' .. tostring(data))
-      end
-      local opts = {}
-      for i = 7, #A, 2 do opts[A[i]] = A[i + 1] end
-      local nextq, delay, depends = opts['next'], 0, nil
-      if opts.delay ~= nil then
-        delay = number_arg(opts.delay, 'Complete', 'Arg "delay" not a number: ')
-      end
-      if opts.depends ~= nil then
-        depends = Qless.json_strings(opts.depends)
-        if not depends then
-          Qless.raise('QL_ARG', 'Complete', 'Arg "depends" not JSON: ' .. opts.depends)
-        end
-      end
-      if nextq == nil then
-        if opts.delay ~= nil then
-          Qless.raise('QL_ARG', 'Complete', '"delay" cannot be used without a "next".')
-        elseif depends then
-          Qless.raise('QL_ARG', 'Complete', '"depends" cannot be used without a "next".')
-        end
-      elseif nextq == '' then
-        queue_arg(nextq)
-      end
-      return QlessJob.complete(now, jid, worker, queue, data, nextq, delay, depends)
+      return Qless.job_json(Qless.jid_arg(A[3]))
     end
+
+  elseif name == 'multiget' then
+    -- multiget(jid...) -> JSON array of the jobs that exist ('{}' if none)
+    return function(now, A)
+      return Qless.jobs_json(Qless.rest(A, 3))
+    end
+
+  elseif name == 'peek' then
+    -- peek(queue, count) -> JSON array of the next jobs
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      local count = Qless.count_arg(A[4] or 'nil', nil, 'Peek',
+        'Arg "count" missing or not a number: ', 0)
+      return QlessQueue.peek(now, queue, count)
+    end
+
   elseif name == 'fail' then
     -- fail(jid, worker, group, message, [data]) -> jid
     return function(now, A)
-      local jid, worker, group, message, data = jid_arg(A[3]), A[4], A[5], A[6], A[7]
-      if worker == nil or worker == '' then Qless.raise('QL_ARG', 'Fail', 'Arg "worker" missing') end
+      local jid, worker, group, message, data = Qless.jid_arg(A[3]), A[4], A[5], A[6], A[7]
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'Fail', 'Arg "worker" missing')
+      end
       if group == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "group" missing') end
       if message == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "message" missing') end
       if data ~= nil and Qless.json_decode(data) == nil then
@@ -183,40 +164,51 @@ local function command(name)
       end
       return QlessJob.fail(now, jid, worker, group, message, data)
     end
+
   elseif name == 'retry' then
     -- retry(jid, queue, worker, [delay=0], [group], [message]) -> remaining (integer)
     return function(now, A)
-      local jid, queue, worker = jid_arg(A[3]), A[4], A[5]
+      local jid, queue, worker = Qless.jid_arg(A[3]), A[4], A[5]
       if queue == nil or queue == '' then Qless.raise('QL_ARG', 'Retry', 'Arg "queue" missing') end
-      if worker == nil or worker == '' then Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing') end
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing')
+      end
       local delay = 0
-      if A[6] ~= nil then delay = number_arg(A[6], 'Retry', 'Arg "delay" not a number: ') end
+      if A[6] ~= nil then
+        delay = Qless.number_arg(A[6], 'Retry', 'Arg "delay" not a number: ')
+      end
       return QlessJob.retry(now, jid, queue, worker, delay, A[7], A[8])
     end
+
   elseif name == 'cancel' then
     -- cancel(jid...) -> array of the jids as given
     return function(now, A)
-      return QlessJob.cancel(now, rest(A, 3))
+      return QlessJob.cancel(now, Qless.rest(A, 3))
     end
+
   elseif name == 'timeout' then
     -- timeout(jid...) -> nil
     return function(now, A)
-      return QlessJob.timeout(now, rest(A, 3))
+      return QlessJob.timeout(now, Qless.rest(A, 3))
     end
+
   elseif name == 'depends' then
-    -- depends(jid, 'on'|'off', jid...|'all') -> 1
+    -- depends(jid, 'on', jid...) | depends(jid, 'off', 'all' | jid...) -> 1
     return function(now, A)
-      local jid, command = jid_arg(A[3]), A[4]
+      local jid, command = Qless.jid_arg(A[3]), A[4]
       if command == nil then Qless.raise('QL_ARG', 'Depends', 'Arg "command" missing') end
-      return QlessJob.depends(now, jid, command, rest(A, 5))
+      return QlessJob.depends(now, jid, command, Qless.rest(A, 5))
     end
+
   elseif name == 'priority' then
-    -- priority(jid, priority) -> priority (integer)
+    -- priority(jid, priority) -> the priority (integer)
     return function(now, A)
-      local jid = jid_arg(A[3])
-      local priority = number_arg(A[4], 'Priority', 'Arg "priority" missing or not a number: ')
+      local jid = Qless.jid_arg(A[3])
+      local priority = Qless.number_arg(A[4], 'Priority',
+        'Arg "priority" missing or not a number: ')
       return QlessJob.priority(now, jid, priority)
     end
+
   elseif name == 'log' then
     -- log(jid, message, [data]) -> nil
     return function(now, A)
@@ -228,18 +220,22 @@ local function command(name)
       end
       return QlessJob.log(now, jid, message, data)
     end
+
   elseif name == 'queues' then
-    -- queues([queue]) -> counts object, or array of them
+    -- queues([queue]) -> one counts object, or an array of them ('{}' if none)
     return function(now, A)
       return QlessQueue.queues(now, A[3])
     end
+
   elseif name == 'length' then
     -- length(queue) -> integer
     return function(now, A)
-      return QlessQueue.length(queue_arg(A[3]))
+      return QlessQueue.length(Qless.queue_arg(A[3]))
     end
+
   elseif name == 'jobs' then
-    -- jobs('complete', [offset], [count]) | jobs(state, queue, [offset], [count]) -> jids
+    -- jobs('complete', [offset=0], [count=25]) | jobs(state, queue, [offset], [count])
+    -- -> array of jids
     return function(now, A)
       local state = A[3]
       if state == nil then Qless.raise('QL_ARG', 'Jobs', 'Arg "state" missing') end
@@ -249,64 +245,67 @@ local function command(name)
         if queue == nil then Qless.raise('QL_ARG', 'Jobs', 'Arg "queue" missing') end
         i = 5
       end
-      local offset = count_arg(A[i], 0, 'Jobs', 'Arg "offset" not a number: ')
-      local count = count_arg(A[i + 1], 25, 'Jobs', 'Arg "count" not a number: ')
+      local offset = Qless.count_arg(A[i], 0, 'Jobs', 'Arg "offset" not a number: ')
+      local count = Qless.count_arg(A[i + 1], 25, 'Jobs', 'Arg "count" not a number: ')
       return QlessQueue.jobs(now, state, queue, offset, count)
     end
-  elseif name == 'pause' then
-    -- pause(queue...) -> nil
+
+  elseif name == 'pause' or name == 'unpause' then
+    -- pause(queue...) / unpause(queue...) -> nil
     return function(now, A)
-      local names = rest(A, 3)
-      if #names == 0 then Qless.raise('QL_ARG', 'Pause', 'Arg "queue" missing') end
-      Qless.batch('sadd', P .. 'paused_queues', names)
+      local names = Qless.rest(A, 3)
+      if #names == 0 then
+        Qless.raise('QL_ARG', name == 'pause' and 'Pause' or 'Unpause', 'Arg "queue" missing')
+      end
+      Qless.batch(name == 'pause' and 'sadd' or 'srem', P .. 'paused_queues', names)
       return nil
     end
-  elseif name == 'unpause' then
-    -- unpause(queue...) -> nil
-    return function(now, A)
-      local names = rest(A, 3)
-      if #names == 0 then Qless.raise('QL_ARG', 'Unpause', 'Arg "queue" missing') end
-      Qless.batch('srem', P .. 'paused_queues', names)
-      return nil
-    end
+
   elseif name == 'queue.forget' then
     -- queue.forget(queue...) -> nil
     return function(now, A)
-      local names = rest(A, 3)
+      local names = Qless.rest(A, 3)
       if #names == 0 then Qless.raise('QL_ARG', 'Forget', 'Arg "queue" missing') end
       Qless.batch('zrem', P .. 'queues', names)
       return nil
     end
+
   elseif name == 'failed' then
     -- failed([group], [start=0], [limit=25]) -> JSON
     return function(now, A)
-      local start = count_arg(A[4], 0, 'Failed', 'Arg "start" is not a number: ')
-      local limit = count_arg(A[5], 25, 'Failed', 'Arg "limit" is not a number: ')
+      local start = Qless.count_arg(A[4], 0, 'Failed', 'Arg "start" is not a number: ')
+      local limit = Qless.count_arg(A[5], 25, 'Failed', 'Arg "limit" is not a number: ')
       return QlessQueue.failed(A[3], start, limit)
     end
+
   elseif name == 'unfail' then
     -- unfail(queue, group, [count=25]) -> how many moved
     return function(now, A)
-      local queue, group = queue_arg(A[3]), A[4]
+      local queue, group = Qless.queue_arg(A[3]), A[4]
       if group == nil then Qless.raise('QL_ARG', 'Unfail', 'Arg "group" missing') end
-      local count = count_arg(A[5], 25, 'Unfail', 'Arg "count" not a number: ')
+      local count = Qless.count_arg(A[5], 25, 'Unfail', 'Arg "count" not a number: ')
       return QlessQueue.unfail(now, queue, group, count)
     end
+
   elseif name == 'stats' then
     -- stats(queue, date) -> JSON
     return function(now, A)
-      local queue = queue_arg(A[3])
-      local date = number_arg(A[4], 'Stats', 'Arg "date" missing or not a number: ')
+      local queue = Qless.queue_arg(A[3])
+      local date = Qless.number_arg(A[4], 'Stats', 'Arg "date" missing or not a number: ')
       return QlessQueue.stats(queue, date)
     end
+
   elseif name == 'tag' then
-    -- tag('add'|'remove', jid, tag...) | tag('get', tag, [offset], [count]) | tag('top', [offset], [count])
+    -- tag('add'|'remove', jid, tag...) -> JSON array of the job's tags
+    -- tag('get', tag, [offset=0], [count=25]) -> {"total":n,"jobs":[...]}
+    -- tag('top', [offset=0], [count=25]) -> JSON array of tags used at least twice
     return function(now, A)
+      local count_arg = Qless.count_arg
       local command = A[3]
       if command == 'add' or command == 'remove' then
         local jid = A[4]
         if jid == nil then Qless.raise('QL_ARG', 'Tag', 'Arg "jid" missing') end
-        return QlessJob.tag(now, command, jid, rest(A, 5))
+        return QlessJob.tag(now, command, jid, Qless.rest(A, 5))
       elseif command == 'get' then
         local tag = A[4]
         if tag == nil then Qless.raise('QL_ARG', 'Tag', 'Arg "tag" missing') end
@@ -318,37 +317,46 @@ local function command(name)
       elseif command == 'top' then
         local offset = count_arg(A[4], 0, 'Tag', 'Arg "offset" not a number: ')
         local count = count_arg(A[5], 25, 'Tag', 'Arg "count" not a number: ')
-        return Qless.json_list(redis.call('zrevrangebyscore', P .. 'tags', '+inf', 2, 'LIMIT', offset, count))
+        return Qless.json_list(redis.call('zrevrangebyscore', P .. 'tags', '+inf', 2,
+          'LIMIT', offset, count))
       elseif command == nil then
         Qless.raise('QL_ARG', 'Tag', 'Arg "command" must be "add", "remove", "get" or "top"')
       end
       Qless.raise('QL_ARG', 'Tag', 'First argument must be "add", "remove" or "get"')
     end
+
   elseif name == 'track' then
-    -- track() -> {"jobs","expired"} | track('track'|'untrack', jid) -> 1/0
+    -- track() -> {"jobs":[...],"expired":[...]} | track('track'|'untrack', jid) -> 1/0
     return function(now, A)
       local command, jid = A[3], A[4]
       if command ~= nil and jid == nil then Qless.raise('QL_ARG', 'Track', 'Arg "jid" missing') end
       return QlessJob.track(now, command, jid)
     end
+
   elseif name == 'workers' then
     -- workers([worker]) -> JSON
     return function(now, A)
       return QlessWorker.list(now, A[3])
     end
+
   elseif name == 'worker.deregister' then
     -- worker.deregister(worker...) -> nil
     return function(now, A)
-      local names = rest(A, 3)
+      local names = Qless.rest(A, 3)
       if #names == 0 then Qless.raise('QL_ARG', 'Deregister', 'Arg "worker" missing') end
       return QlessWorker.forget(names)
     end
+
   elseif name == 'recur' then
-    -- recur(queue, jid, klass, data, 'interval', interval, offset, [tags|priority|retries|backlog v]...) -> jid
+    -- recur(queue, jid, klass, data, 'interval', interval, offset,
+    --       [tags|priority|retries|backlog v]...) -> jid
     return function(now, A)
-      local queue = queue_arg(A[3])
+      local number_arg = Qless.number_arg
+      local queue = Qless.queue_arg(A[3])
       local jid, klass, data, spec = A[4], A[5], A[6], A[7]
-      if jid == nil or jid == '' then Qless.raise('QL_ARG', 'RecurringJob On', 'Arg "jid" missing') end
+      if jid == nil or jid == '' then
+        Qless.raise('QL_ARG', 'RecurringJob On', 'Arg "jid" missing')
+      end
       if klass == nil then Qless.raise('QL_ARG', 'RecurringJob On', 'Arg "klass" missing') end
       if spec == nil then Qless.raise('QL_ARG', 'RecurringJob On', 'Arg "spec" missing') end
       if Qless.json_decode(data) == nil then
@@ -359,7 +367,9 @@ local function command(name)
       end
       local interval = number_arg(A[8], 'Recur', 'Arg "interval" not a number: ')
       local offset = number_arg(A[9], 'Recur', 'Arg "offset" not a number: ')
-      if interval <= 0 then Qless.raise('QL_ARG', 'Recur', 'Arg "interval" must be greater than 0') end
+      if interval <= 0 then
+        Qless.raise('QL_ARG', 'Recur', 'Arg "interval" must be greater than 0')
+      end
       local n = #A
       if (n - 9) % 2 == 1 then
         Qless.raise('QL_ARG', 'Recur', 'Odd number of additional args: ' .. (n - 9))
@@ -383,39 +393,41 @@ local function command(name)
       if opts.backlog ~= nil then
         backlog = number_arg(opts.backlog, 'Recur', 'Arg "backlog" not a number: ')
       end
-      return QlessRecurring.on(now, queue, jid, klass, data, interval, offset, priority, tags,
-        retries, backlog)
+      return QlessRecurring.on(now, queue, jid, klass, data, interval, offset, priority,
+        tags, retries, backlog)
     end
+
   elseif name == 'recur.get' then
-    -- recur.get(jid) -> JSON or nil
+    -- recur.get(jid) -> JSON, or nil
     return function(now, A)
-      return QlessRecurring.get(jid_arg(A[3], 'Recurring'))
+      return QlessRecurring.get(Qless.jid_arg(A[3], 'Recurring'))
     end
+
   elseif name == 'recur.update' then
     -- recur.update(jid, [priority|retries|interval|data|klass|queue|backlog v]...) -> 1
     return function(now, A)
-      return QlessRecurring.update(now, jid_arg(A[3], 'Recurring'), rest(A, 4))
+      return QlessRecurring.update(now, Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4))
     end
-  elseif name == 'recur.tag' then
-    -- recur.tag(jid, tag...) -> JSON array of the template's tags
+
+  elseif name == 'recur.tag' or name == 'recur.untag' then
+    -- recur.tag(jid, tag...) / recur.untag(jid, tag...) -> JSON array of the tags
     return function(now, A)
-      return QlessRecurring.tags(jid_arg(A[3], 'Recurring'), rest(A, 4), true)
+      return QlessRecurring.tags(Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4),
+        name == 'recur.tag')
     end
-  elseif name == 'recur.untag' then
-    -- recur.untag(jid, tag...) -> JSON array of the template's tags
-    return function(now, A)
-      return QlessRecurring.tags(jid_arg(A[3], 'Recurring'), rest(A, 4), false)
-    end
+
   elseif name == 'unrecur' then
     -- unrecur(jid) -> 1
     return function(now, A)
-      return QlessRecurring.off(jid_arg(A[3], 'Recurring'))
+      return QlessRecurring.off(Qless.jid_arg(A[3], 'Recurring'))
     end
+
   elseif name == 'config.get' then
-    -- config.get([option]) -> value or JSON map
+    -- config.get([option]) -> the value, or the JSON map of all options
     return function(now, A)
       return QlessConfig.get(A[3])
     end
+
   elseif name == 'config.set' then
     -- config.set(option, value) -> nil
     return function(now, A)
@@ -425,6 +437,7 @@ local function command(name)
       QlessConfig.set(option, value)
       return nil
     end
+
   elseif name == 'config.unset' then
     -- config.unset(option) -> nil
     return function(now, A)
@@ -433,17 +446,23 @@ local function command(name)
       QlessConfig.unset(option)
       return nil
     end
+
   elseif name == 'pop.multi' then
     -- Extension. pop.multi(worker, count, queue, max, [queue, max]...) -> JSON array
     return function(now, A)
       local worker = A[3]
-      if worker == nil or worker == '' then Qless.raise('QL_ARG', 'PopMulti', 'Arg "worker" missing') end
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'PopMulti', 'Arg "worker" missing')
+      end
       local count = tonumber(A[4])
       if count == nil or count < 0 or count ~= math.floor(count) or count == 1 / 0 then
-        Qless.raise('QL_ARG', 'PopMulti', 'Arg "count" must be a non-negative integer: ' .. tostring(A[4]))
+        Qless.raise('QL_ARG', 'PopMulti', 'Arg "count" must be a non-negative integer: ' ..
+          tostring(A[4]))
       end
       local n = #A
-      if n < 6 then Qless.raise('QL_ARG', 'PopMulti', 'At least one (queue, max) pair is required') end
+      if n < 6 then
+        Qless.raise('QL_ARG', 'PopMulti', 'At least one (queue, max) pair is required')
+      end
       if (n - 4) % 2 == 1 then
         Qless.raise('QL_ARG', 'PopMulti', 'Odd number of (queue, max) args: ' .. (n - 4))
       end
@@ -459,8 +478,9 @@ local function command(name)
       end
       return QlessQueue.pop(now, worker, count, queues, maxes)
     end
+
   elseif name == 'sweep' then
-    -- Extension. sweep([limit=1000]) -> {"promoted","spawned","stalled","next"}
+    -- Extension. sweep([limit=1000]) -> {"promoted":n,"spawned":n,"stalled":n,"next":t}
     return function(now, A)
       local limit = 1000
       if A[3] ~= nil then
@@ -475,44 +495,46 @@ local function command(name)
   return nil
 end
 
--- The dispatcher: namespace from KEYS, then command, then now (spec 1.1), then the
--- command under pcall. Our own errors and Redis' errors alike become an error reply
--- with the text unchanged; anything else (a bug) is labelled ERR.
-local function dispatch()
-  local nkeys = #KEYS
-  if nkeys == 1 then
-    local key = KEYS[1]
-    local open = string.find(key, '{', 1, true)
-    local close = open and string.find(key, '}', open + 1, true)
-    if not close or close == open + 1 then
-      return redis.error_reply('QL_KEYS Qless(): Key "' .. key ..
-        '" must contain a non-empty {hash tag}')
-    end
-    P = key:sub(1, close) .. ':'
-  elseif nkeys > 1 then
-    return redis.error_reply('QL_KEYS Qless(): No Keys should be provided')
+-- The dispatcher (spec 1.1): the namespace from KEYS, then the command, then `now`,
+-- then the command itself under pcall. Errors raised by the script and errors from
+-- Redis (WRONGTYPE, OOM, ...) both leave as error replies with their text unchanged;
+-- anything else (a bug in the script) is labelled ERR.
+if #KEYS == 1 then
+  local key = KEYS[1]
+  local open = string.find(key, '{', 1, true)
+  local close = open and string.find(key, '}', open + 1, true)
+  if not close or close == open + 1 then
+    return redis.error_reply('QL_KEYS Qless(): Key "' .. key ..
+      '" must contain a non-empty {hash tag}')
   end
-  local name = ARGV[1]
-  if name == nil then
-    return redis.error_reply('QL_COMMAND Qless(): Must provide a command')
-  end
-  local handler = command(name)
-  if handler == nil then
-    return redis.error_reply('QL_COMMAND Qless(): Unknown command ' .. name)
-  end
-  local nows = ARGV[2]
-  local now = tonumber(nows)
-  if now == nil or now ~= now then
-    return redis.error_reply('QL_ARG Qless(): Arg "now" missing or not a number: nil')
-  end
-  if string.find(nows, '^%-?%d+%.?%d*$') then NOWS = nows else NOWS = string.format('%.17g', now) end
-
-  local ok, result = pcall(handler, now, ARGV)
-  if ok then return result end
-  if type(result) == 'table' then result = result.err or tostring(result) end
-  result = tostring(result):gsub('[\r\n]', ' ')
-  if not string.find(result, '^[A-Z][A-Z_]* ') then result = 'ERR ' .. result end
-  return redis.error_reply(result)
+  P = string.sub(key, 1, close) .. ':'
+elseif #KEYS > 1 then
+  return redis.error_reply('QL_KEYS Qless(): No Keys should be provided')
 end
-
-return dispatch()
+if ARGV[1] == nil then
+  return redis.error_reply('QL_COMMAND Qless(): Must provide a command')
+end
+local handler = command(ARGV[1])
+if handler == nil then
+  return redis.error_reply('QL_COMMAND Qless(): Unknown command ' .. ARGV[1])
+end
+local now = tonumber(ARGV[2])
+if now == nil or now ~= now then
+  return redis.error_reply('QL_ARG Qless(): Arg "now" missing or not a number: nil')
+end
+-- A plain non-negative decimal (the usual case) is used as it is; its integer part is
+-- floor(now). Anything else (signs, exponents, spaces, hex) is rendered.
+local int = string.match(ARGV[2], '^(%d+)%.?%d*$')
+if int then
+  NOWS = ARGV[2]
+  if #int < 15 and (#int == 1 or string.byte(int, 1) ~= 48) then NOWF = int end
+else
+  NOWS = string.format('%.17g', now)
+end
+if not NOWF then NOWF = string.format('%.14g', math.floor(now)) end
+local ok, result = pcall(handler, now, ARGV)
+if ok then return result end
+if type(result) == 'table' then result = result.err or tostring(result) end
+result = string.gsub(tostring(result), '[\r\n]', ' ')
+if not string.find(result, '^[A-Z][A-Z_]* ') then result = 'ERR ' .. result end
+return redis.error_reply(result)

@@ -9,9 +9,9 @@
 -- and caches it in the table. A call pays only for the methods it actually runs.
 --
 -- Method bodies use the builtins as globals (redis.call, cjson.encode, ...) or alias
--- them in a local at the top of the body, never as upvalues: every upvalue costs an
--- allocation when the method is made. Nothing is ever stored in a global (Redis 7
--- forbids it).
+-- them in a local at the top of the body; the only upvalues are the few chunk-level
+-- locals below (P, NOWS, NOWF, the class tables), which every method shares. Nothing
+-- is ever stored in a global (Redis 7 forbids it).
 --
 -- Other habits that keep the hot paths cheap (measured; see lua/README.md):
 -- * formatting a number (tostring, string.format, or passing a Lua number to
@@ -23,9 +23,10 @@
 -- namespaced calls (set by the dispatcher in api.lua before any command runs).
 local P = 'ql:'
 
--- `now` as a string fit for Redis arguments: ARGV[2] itself when it is a plain decimal,
--- else its %.17g rendering (set by the dispatcher).
-local NOWS
+-- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain decimal,
+-- else its %.17g rendering), and floor(now) as JSON text for history entries. Both set
+-- by the dispatcher.
+local NOWS, NOWF
 
 -- The class tables, one per file (each file makes its own).
 local Qless, QlessConfig, QlessJob, QlessQueue, QlessRecurring, QlessWorker
@@ -99,9 +100,13 @@ Qless = setmetatable({ [0] = function(name)
     end
 
   elseif name == 'numarg' then
-    -- A number as Redis itself would store it (17 significant digits), for redis.call
-    -- arguments used more than once.
+    -- A number as the string Redis itself would store (integers plainly, others with 17
+    -- significant digits). Passing a Lua number to redis.call makes Redis format it,
+    -- which costs several times more than doing it here.
     return function(x)
+      if x == math.floor(x) and x > -1e15 and x < 1e15 then
+        return string.format('%d', x)
+      end
       return string.format('%.17g', x)
     end
 
@@ -109,7 +114,7 @@ Qless = setmetatable({ [0] = function(name)
     -- JSON number text of a numeric string read from Redis: plain integers (nearly
     -- every stored number) pass untouched, anything else is rendered as cjson would.
     return function(s)
-      if s == '0' then return s end
+      if s and #s == 1 and s >= '0' and s <= '9' then return s end
       if s and string.find(s, '^%-?[1-9]%d*$') then return s end
       return string.format('%.14g', tonumber(s) or 0)
     end
@@ -167,9 +172,9 @@ Qless = setmetatable({ [0] = function(name)
     end
 
   elseif name == 'day_bin' then
-    -- Day bucket of a timestamp, used in the stats key names.
+    -- Day bucket of a timestamp as it appears in the stats key names.
     return function(t)
-      return t - (t % 86400)
+      return Qless.numarg(t - (t % 86400))
     end
 
   elseif name == 'history_cap' then
@@ -181,14 +186,19 @@ Qless = setmetatable({ [0] = function(name)
   elseif name == 'history_push' then
     -- Appends one history entry (JSON array text) and applies the cap: the list keeps
     -- its first entry plus the newest cap-1. RPUSH reports the new length, so the
-    -- usual case (under the cap) costs one call.
+    -- usual case (under the cap) costs one call. (The hot paths inline this.)
     return function(jid, entry, cap)
       local key = P .. 'j:' .. jid .. '-history'
       local n = redis.call('rpush', key, entry)
-      if cap > 0 and n > cap then
-        local dropped = redis.call('lpop', key, n - cap + 1)
-        redis.call('lpush', key, dropped[1])
-      end
+      if cap > 0 and n > cap then Qless.history_trim(key, n, cap) end
+    end
+
+  elseif name == 'history_trim' then
+    -- A history list of n entries is over its cap: drop the oldest entries but the
+    -- first, so that cap remain.
+    return function(key, n, cap)
+      local dropped = redis.call('lpop', key, string.format('%d', n - cap + 1))
+      redis.call('lpush', key, dropped[1])
     end
 
   elseif name == 'history_object' then
@@ -196,15 +206,16 @@ Qless = setmetatable({ [0] = function(name)
     -- plus "when" and "what" (which win). Entries of the usual shape are rewritten as
     -- text; anything else goes through cjson.
     return function(e)
-      local when, what, extra = string.match(e, '^%[([^,%[%]{}"]+),("[^"\\]*")(.*)%]$')
+      local match = string.match
+      local when, what, inner = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*"),{(.*)}%]$')
       if when then
-        if extra == '' or extra == ',{}' then
-          return '{"when":' .. when .. ',"what":' .. what .. '}'
-        end
-        local inner = string.match(extra, '^,{(.*)}$')
-        if inner and not string.find(inner, '"wh', 1, true) then
+        if inner == '' then return '{"when":' .. when .. ',"what":' .. what .. '}' end
+        if not string.find(inner, '"wh', 1, true) then
           return '{' .. inner .. ',"when":' .. when .. ',"what":' .. what .. '}'
         end
+      else
+        when, what = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*")%]$')
+        if when then return '{"when":' .. when .. ',"what":' .. what .. '}' end
       end
       local value = Qless.json_decode(e)
       if type(value) ~= 'table' then return nil end
@@ -220,23 +231,72 @@ Qless = setmetatable({ [0] = function(name)
       return cjson.encode(value)
     end
 
-  elseif name == 'history_json' then
-    -- The JSON array of a job's history list ('{}' when empty).
-    return function(list)
-      local n = #list
-      if n == 0 then return '{}' end
-      local object = Qless.history_object
-      local out = {}
-      for i = 1, n do
-        local obj = object(list[i])
-        if obj then out[#out + 1] = obj end
+  elseif name == 'job_append' then
+    -- Appends the 17-key job object of the job_fields values `f` to the buffer `buf`.
+    -- Written by hand (clients parse it, so key order is free), and into a buffer
+    -- rather than as one string per job: in Redis' Lua every string is hashed over its
+    -- whole length when created, so long intermediate strings are expensive. Callers
+    -- that know them pass the JSON text of expires/state/queue/worker, and two caches
+    -- shared by the jobs of one call: `memo` (history entries) and `kmemo` (klasses).
+    return function(buf, f, tracked, history, dependents, dependencies, expires, estate,
+                    equeue, eworker, memo, kmemo)
+      local encode, jnum = cjson.encode, Qless.jnum
+      local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
+      if not tags or tags == '' or tags == '[]' then tags = '{}' end
+      if not failure or failure == '' then failure = '{}' end
+      if not (remaining and #remaining == 1 and remaining >= '0' and remaining <= '9') then
+        if not (remaining and string.find(remaining, '^%-?[1-9]%d*$')) then
+          remaining = string.format('%.14g', math.floor(tonumber(remaining) or 0))
+        end
       end
-      if #out == 0 then return '{}' end
-      return '[' .. table.concat(out, ',') .. ']'
+      local klass = f[2] or ''
+      local eklass = kmemo and kmemo[klass]
+      if not eklass then
+        eklass = encode(klass)
+        if kmemo then kmemo[klass] = eklass end
+      end
+      local n = #buf
+      buf[n + 1] = '{"jid":' .. encode(f[1]) ..
+        ',"klass":' .. eklass ..
+        ',"state":' .. (estate or encode(f[3] or '')) ..
+        ',"queue":' .. (equeue or encode(f[4] or '')) ..
+        ',"worker":' .. (eworker or encode(f[5] or '')) ..
+        ',"tracked":' .. (tracked and 'true' or 'false') ..
+        ',"priority":' .. jnum(f[6]) ..
+        ',"expires":' .. (expires or jnum(f[7])) ..
+        ',"retries":' .. jnum(f[8]) ..
+        ',"remaining":' .. remaining ..
+        ',"data":'
+      buf[n + 2] = encode(f[10] or '')
+      buf[n + 3] = ',"tags":'
+      buf[n + 4] = tags
+      n = n + 5
+      -- The history array ('{}' when empty).
+      local count = 0
+      local object = Qless.history_object
+      for i = 1, #history do
+        local e = history[i]
+        local obj = memo and memo[e]
+        if not obj then
+          obj = object(e)
+          if memo and obj then memo[e] = obj end
+        end
+        if obj then
+          count = count + 1
+          buf[n] = count == 1 and ',"history":[' or ','
+          buf[n + 1] = obj
+          n = n + 2
+        end
+      end
+      buf[n] = (count == 0 and ',"history":{}' or ']') .. ',"failure":'
+      buf[n + 1] = failure
+      buf[n + 2] = ',"spawned_from_jid":' .. (spawned and encode(spawned) or 'false') ..
+        ',"dependents":' .. (#dependents == 0 and '{}' or encode(dependents)) ..
+        ',"dependencies":' .. (#dependencies == 0 and '{}' or encode(dependencies)) .. '}'
     end
 
   elseif name == 'job_fields' then
-    -- HMGET of the job-object fields, in the order job_encode expects, plus any extra
+    -- HMGET of the job-object fields, in the order job_append expects, plus any extra
     -- fields (from index 14 on):
     --   1 jid  2 klass  3 state  4 queue  5 worker  6 priority  7 expires  8 retries
     --   9 remaining  10 data  11 tags  12 failure  13 spawned_from_jid
@@ -246,47 +306,43 @@ Qless = setmetatable({ [0] = function(name)
         'spawned_from_jid', ...)
     end
 
-  elseif name == 'job_encode' then
-    -- The 17-key job object from the job_fields values `f`. Written by hand (clients
-    -- parse it, so key order is free), which is cheaper than encoding a table.
-    -- `expires` (optional) is the expiry's JSON text when the caller has it already.
-    return function(f, tracked, history, dependents, dependencies, expires)
-      local encode, jnum, json_list = cjson.encode, Qless.jnum, Qless.json_list
-      local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
-      if not tags or tags == '' or tags == '[]' then tags = '{}' end
-      if not failure or failure == '' then failure = '{}' end
-      if remaining ~= '0' and not (remaining and string.find(remaining, '^%-?[1-9]%d*$')) then
-        remaining = string.format('%.14g', math.floor(tonumber(remaining) or 0))
-      end
-      return '{"jid":' .. encode(f[1]) ..
-        ',"klass":' .. encode(f[2] or '') ..
-        ',"state":' .. encode(f[3] or '') ..
-        ',"queue":' .. encode(f[4] or '') ..
-        ',"worker":' .. encode(f[5] or '') ..
-        ',"tracked":' .. (tracked and 'true' or 'false') ..
-        ',"priority":' .. jnum(f[6]) ..
-        ',"expires":' .. (expires or jnum(f[7])) ..
-        ',"retries":' .. jnum(f[8]) ..
-        ',"remaining":' .. remaining ..
-        ',"data":' .. encode(f[10] or '') ..
-        ',"tags":' .. tags ..
-        ',"history":' .. Qless.history_json(history) ..
-        ',"failure":' .. failure ..
-        ',"spawned_from_jid":' .. (spawned and encode(spawned) or 'false') ..
-        ',"dependents":' .. json_list(dependents) ..
-        ',"dependencies":' .. json_list(dependencies) .. '}'
+  elseif name == 'job_buffer' then
+    -- Appends the job object of jid to `buf`; false if the job does not exist.
+    return function(buf, jid)
+      local key = P .. 'j:' .. jid
+      local f = Qless.job_fields(key)
+      if not f[1] then return false end
+      Qless.job_append(buf, f, redis.call('zscore', P .. 'tracked', jid),
+        redis.call('lrange', key .. '-history', '0', '-1'),
+        redis.call('smembers', key .. '-dependents'),
+        redis.call('smembers', key .. '-dependencies'))
+      return true
     end
 
   elseif name == 'job_json' then
     -- The job object of jid as JSON text, or nil if the job does not exist.
     return function(jid)
-      local key = P .. 'j:' .. jid
-      local f = Qless.job_fields(key)
-      if not f[1] then return nil end
-      return Qless.job_encode(f, redis.call('zscore', P .. 'tracked', jid),
-        redis.call('lrange', key .. '-history', 0, -1),
-        redis.call('smembers', key .. '-dependents'),
-        redis.call('smembers', key .. '-dependencies'))
+      local buf = {}
+      if Qless.job_buffer(buf, jid) then return table.concat(buf) end
+      return nil
+    end
+
+  elseif name == 'jobs_json' then
+    -- The JSON array of the job objects of the jids that exist ('{}' if none).
+    return function(jids)
+      local buf = { '[' }
+      local found = false
+      for i = 1, #jids do
+        if found then buf[#buf + 1] = ',' end
+        if Qless.job_buffer(buf, jids[i]) then
+          found = true
+        elseif found then
+          buf[#buf] = nil
+        end
+      end
+      if not found then return '{}' end
+      buf[#buf + 1] = ']'
+      return table.concat(buf)
     end
 
   elseif name == 'batch' then
@@ -327,7 +383,7 @@ Qless = setmetatable({ [0] = function(name)
       for i = 1, #tags do
         local t = tags[i]
         redis.call('zadd', P .. 't:' .. t, now, jid)
-        redis.call('zincrby', P .. 'tags', 1, t)
+        redis.call('zincrby', P .. 'tags', '1', t)
       end
     end
 
@@ -337,7 +393,7 @@ Qless = setmetatable({ [0] = function(name)
       for i = 1, #tags do
         local t = tags[i]
         redis.call('zrem', P .. 't:' .. t, jid)
-        redis.call('zincrby', P .. 'tags', -1, t)
+        redis.call('zincrby', P .. 'tags', '-1', t)
       end
     end
 
@@ -347,11 +403,12 @@ Qless = setmetatable({ [0] = function(name)
     return function(kind, now, queue, samples)
       local n = #samples
       if n == 0 then return end
-      local floor = math.floor
-      local key = P .. 's:' .. kind .. ':' .. (now - now % 86400) .. ':' .. queue
-      local counts, names = {}, {}
-      for i = 1, n do
-        local s = floor(samples[i])
+      local floor, format = math.floor, string.format
+      local key = P .. 's:' .. kind .. ':' .. format('%d', now - now % 86400) .. ':' .. queue
+      if n == 1 then
+        -- The usual case (one pop or complete), without the bookkeeping tables.
+        local v = samples[1]
+        local s = floor(v)
         local b
         if s < 60 then
           b = 's' .. s
@@ -362,6 +419,31 @@ Qless = setmetatable({ [0] = function(name)
         else
           b = 'd' .. floor(s / 86400)
         end
+        local cur = redis.call('hmget', key, 'total', 'mean', 'vk', b)
+        local total, mean, vk = tonumber(cur[1]), v, 0
+        if total then
+          total = total + 1
+          local old = tonumber(cur[2]) or 0
+          mean = old + (v - old) / total
+          vk = (tonumber(cur[3]) or 0) + (v - mean) * (v - old)
+        else
+          total = 1
+        end
+        redis.call('hmset', key, 'total', format('%d', total), 'mean', format('%.17g', mean),
+          'vk', vk == 0 and '0' or format('%.17g', vk),
+          b, format('%d', (tonumber(cur[4]) or 0) + 1))
+        return
+      end
+      local function bucket(v)
+        local s = floor(v)
+        if s < 60 then return 's' .. s end
+        if s < 3600 then return 'm' .. floor(s / 60) end
+        if s < 86400 then return 'h' .. floor(s / 3600) end
+        return 'd' .. floor(s / 86400)
+      end
+      local counts, names = {}, {}
+      for i = 1, n do
+        local b = bucket(samples[i])
         local c = counts[b]
         if c then
           counts[b] = c + 1
@@ -383,11 +465,12 @@ Qless = setmetatable({ [0] = function(name)
           vk = vk + (v - mean) * (v - old)
         end
       end
-      local args = { 'total', total, 'mean', mean, 'vk', vk }
+      local args = { 'total', format('%d', total), 'mean', format('%.17g', mean),
+        'vk', vk == 0 and '0' or format('%.17g', vk) }
       for i = 1, #names do
         local b = names[i]
         args[#args + 1] = b
-        args[#args + 1] = (tonumber(cur[3 + i]) or 0) + counts[b]
+        args[#args + 1] = format('%d', (tonumber(cur[3 + i]) or 0) + counts[b])
       end
       redis.call('hmset', key, unpack(args))
     end
@@ -401,14 +484,14 @@ Qless = setmetatable({ [0] = function(name)
       if type(failure) ~= 'table' or type(failure.group) ~= 'string' then return end
       local group = failure.group
       local list = P .. 'f:' .. group
-      redis.call('lrem', list, 0, jid)
+      redis.call('lrem', list, '0', jid)
       if redis.call('llen', list) == 0 then
         redis.call('srem', P .. 'failures', group)
       end
       local when = tonumber(failure.when)
       if when and queue and queue ~= '' then
         redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. queue,
-          'failed', -1)
+          'failed', '-1')
       end
     end
 

@@ -17,22 +17,26 @@ QlessJob = setmetatable({ [0] = function(name)
 
   elseif name == 'purge' then
     -- Purges ql:completed: first by age (jobs-history seconds), then by count
-    -- (jobs-history-count). Two cheap calls when nothing is due.
+    -- (jobs-history-count). Two cheap calls when nothing is due: the oldest entry's
+    -- score, and the count.
     return function(now, max_age, max_count)
       local key = P .. 'completed'
       local cutoff = now - (tonumber(max_age) or 604800)
-      local old = redis.call('zrangebyscore', key, '-inf', cutoff)
-      if #old > 0 then
+      local oldest = redis.call('zrange', key, '0', '0', 'WITHSCORES')
+      if oldest[2] and tonumber(oldest[2]) <= cutoff then
+        local cut = Qless.numarg(cutoff)
+        local old = redis.call('zrangebyscore', key, '-inf', cut)
         for i = 1, #old do QlessJob.forget(old[i]) end
-        redis.call('zremrangebyscore', key, '-inf', cutoff)
+        redis.call('zremrangebyscore', key, '-inf', cut)
       end
       local keep = math.floor(tonumber(max_count) or 50000)
       local n = redis.call('zcard', key)
       if n > keep then
         local last = n - keep - 1
-        local extra = redis.call('zrange', key, 0, last)
+        last = string.format('%d', last)
+        local extra = redis.call('zrange', key, '0', last)
         for i = 1, #extra do QlessJob.forget(extra[i]) end
-        redis.call('zremrangebyrank', key, 0, last)
+        redis.call('zremrangebyrank', key, '0', last)
       end
     end
 
@@ -58,7 +62,8 @@ QlessJob = setmetatable({ [0] = function(name)
               redis.call('hset', dkey, 'state', 'scheduled')
               redis.call('hdel', dkey, 'scheduled')
             else
-              redis.call('zadd', qkey .. '-work', (tonumber(f[3]) or 0) - now / 10000000000, d)
+              local score = (tonumber(f[3]) or 0) - now / 10000000000
+              redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
               redis.call('hset', dkey, 'state', 'waiting')
             end
           end
@@ -91,12 +96,11 @@ QlessJob = setmetatable({ [0] = function(name)
       local cfg = redis.call('hmget', P .. 'config', 'max-job-history', 'jobs-history',
         'jobs-history-count')
       local cap = Qless.history_cap(cfg[1])
-      local when = Qless.num(math.floor(now))
+      local when = NOWF
       Qless.history_push(jid, '[' .. when .. ',"done"]', cap)
-      local qkey = P .. 'q:' .. queue
-      redis.call('zrem', qkey .. '-locks', jid)
-      redis.call('zrem', qkey .. '-work', jid)
-      redis.call('zrem', qkey .. '-scheduled', jid)
+      -- A running job is only in -locks (pop takes it out of -work, and -scheduled jobs
+      -- go through -work), so that is the one entry to remove.
+      redis.call('zrem', P .. 'q:' .. queue .. '-locks', jid)
       Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
       if redis.call('zscore', P .. 'tracked', jid) then
@@ -115,15 +119,16 @@ QlessJob = setmetatable({ [0] = function(name)
         local result
         if delay > 0 and not (depends and #depends > 0) then
           -- Fix of quirk 3: the hash says 'scheduled' while the job sits in -scheduled.
-          redis.call('zadd', nkey .. '-scheduled', now + delay, jid)
+          redis.call('zadd', nkey .. '-scheduled', Qless.numarg(now + delay), jid)
           result = 'scheduled'
         elseif deps and #deps > 0 then
           Qless.dependencies_link(jid, deps)
           redis.call('zadd', nkey .. '-depends', NOWS, jid)
-          if delay > 0 then redis.call('hset', key, 'scheduled', now + delay) end
+          if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
           result = 'depends'
         else
-          redis.call('zadd', nkey .. '-work', (tonumber(f[6]) or 0) - now / 10000000000, jid)
+          local score = (tonumber(f[6]) or 0) - now / 10000000000
+          redis.call('zadd', nkey .. '-work', Qless.numarg(score), jid)
           result = 'waiting'
         end
         redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', result, 'worker', '',
@@ -165,12 +170,12 @@ QlessJob = setmetatable({ [0] = function(name)
       end
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
       local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local when = Qless.num(math.floor(now))
+      local when = NOWF
       Qless.history_push(jid, '[' .. when .. ',"failed",{"worker":' .. eworker .. ',"group":' ..
         egroup .. '}]', cap)
       local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
-      redis.call('hincrby', skey, 'failures', 1)
-      redis.call('hincrby', skey, 'failed', 1)
+      redis.call('hincrby', skey, 'failures', '1')
+      redis.call('hincrby', skey, 'failed', '1')
       local qkey = P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-work', jid)
       redis.call('zrem', qkey .. '-locks', jid)
@@ -203,12 +208,12 @@ QlessJob = setmetatable({ [0] = function(name)
           tostring(f[2]))
       end
       local stored = f[3] or ''
-      local remaining = tonumber(redis.call('hincrby', key, 'remaining', -1))
+      local remaining = tonumber(redis.call('hincrby', key, 'remaining', '-1'))
       redis.call('hdel', key, 'grace')
       redis.call('zrem', P .. 'q:' .. stored .. '-locks', jid)
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
       local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local when = Qless.num(math.floor(now))
+      local when = NOWF
       if remaining < 0 then
         local g = group or ('failed-retries-' .. queue)
         local egroup = cjson.encode(g)
@@ -229,18 +234,19 @@ QlessJob = setmetatable({ [0] = function(name)
         redis.call('sadd', P .. 'failures', g)
         redis.call('lpush', P .. 'f:' .. g, jid)
         local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
-        redis.call('hincrby', skey, 'failures', 1)
-        redis.call('hincrby', skey, 'failed', 1)
+        redis.call('hincrby', skey, 'failures', '1')
+        redis.call('hincrby', skey, 'failed', '1')
       else
         -- Fix of quirk 4: the job waits in `queue` with no worker and no lock, and its
         -- hash says so (the original left worker/expires set and the old queue name).
         local qkey = P .. 'q:' .. queue
         local newstate
         if delay > 0 then
-          redis.call('zadd', qkey .. '-scheduled', now + delay, jid)
+          redis.call('zadd', qkey .. '-scheduled', Qless.numarg(now + delay), jid)
           newstate = 'scheduled'
         else
-          redis.call('zadd', qkey .. '-work', (tonumber(f[4]) or 0) - now / 10000000000, jid)
+          local score = (tonumber(f[4]) or 0) - now / 10000000000
+          redis.call('zadd', qkey .. '-work', Qless.numarg(score), jid)
           newstate = 'waiting'
         end
         if group and message then
@@ -357,7 +363,7 @@ QlessJob = setmetatable({ [0] = function(name)
         rows[i] = f
       end
       local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local entry = '[' .. Qless.num(math.floor(now)) .. ',"timed-out"]'
+      local entry = '[' .. NOWF .. ',"timed-out"]'
       for i = 1, #jids do
         local jid, f = jids[i], rows[i]
         local qkey = P .. 'q:' .. (f[2] or '')
@@ -380,7 +386,8 @@ QlessJob = setmetatable({ [0] = function(name)
     return function(now, jid, key, queue, priority)
       local qkey = P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-depends', jid)
-      redis.call('zadd', qkey .. '-work', (tonumber(priority) or 0) - now / 10000000000, jid)
+      local score = (tonumber(priority) or 0) - now / 10000000000
+      redis.call('zadd', qkey .. '-work', Qless.numarg(score), jid)
       redis.call('hset', key, 'state', 'waiting')
     end
 
@@ -432,10 +439,10 @@ QlessJob = setmetatable({ [0] = function(name)
       if queue ~= '' then
         local work = P .. 'q:' .. queue .. '-work'
         if redis.call('zscore', work, jid) then
-          redis.call('zadd', work, priority, jid)
+          redis.call('zadd', work, Qless.numarg(priority), jid)
         end
       end
-      redis.call('hset', key, 'priority', priority)
+      redis.call('hset', key, 'priority', Qless.numarg(priority))
       return Qless.trunc(priority)
     end
 
@@ -446,7 +453,7 @@ QlessJob = setmetatable({ [0] = function(name)
         Qless.raise('QL_NOTFOUND', 'Log', 'Job ' .. jid .. ' does not exist')
       end
       local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local entry = '[' .. Qless.num(math.floor(now)) .. ',' .. cjson.encode(message)
+      local entry = '[' .. NOWF .. ',' .. cjson.encode(message)
       if data then entry = entry .. ',' .. data end
       Qless.history_push(jid, entry .. ']', cap)
       return nil
@@ -495,15 +502,22 @@ QlessJob = setmetatable({ [0] = function(name)
     -- track(now, 'track'|'untrack', jid) -> JSON 1/0
     return function(now, command, jid)
       if command == nil then
-        local jids = redis.call('zrange', P .. 'tracked', 0, -1)
-        local jobs, expired = {}, {}
+        local jids = redis.call('zrange', P .. 'tracked', '0', '-1')
+        local buf = { '{"jobs":[' }
+        local expired = {}
+        local found = false
         for i = 1, #jids do
-          local text = Qless.job_json(jids[i])
-          if text then jobs[#jobs + 1] = text else expired[#expired + 1] = jids[i] end
+          if found then buf[#buf + 1] = ',' end
+          if Qless.job_buffer(buf, jids[i]) then
+            found = true
+          else
+            if found then buf[#buf] = nil end
+            expired[#expired + 1] = jids[i]
+          end
         end
-        local jobs_text = '{}'
-        if #jobs > 0 then jobs_text = '[' .. table.concat(jobs, ',') .. ']' end
-        return '{"jobs":' .. jobs_text .. ',"expired":' .. Qless.json_list(expired) .. '}'
+        if found then buf[#buf + 1] = ']' else buf[1] = '{"jobs":{}' end
+        buf[#buf + 1] = ',"expired":' .. Qless.json_list(expired) .. '}'
+        return table.concat(buf)
       end
       if not redis.call('hget', P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Track', 'Job does not exist')

@@ -11,21 +11,28 @@ QlessQueue = setmetatable({ [0] = function(name)
     -- Returns how many moved.
     return function(now, queue, limit)
       if limit <= 0 then return 0 end
+      local jids = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-scheduled', '0', NOWS,
+        'LIMIT', '0', string.format('%d', limit))
+      if #jids > 0 then QlessQueue.promote(now, queue, jids) end
+      return #jids
+    end
+
+  elseif name == 'promote' then
+    -- Moves the given due jobs from -scheduled to -work (spec 6.2), with their stored
+    -- priority and the current time.
+    return function(now, queue, jids)
       local qkey = P .. 'q:' .. queue
-      local jids = redis.call('zrangebyscore', qkey .. '-scheduled', 0, NOWS, 'LIMIT', 0, limit)
-      local n = #jids
-      if n == 0 then return 0 end
       local scores = {}
       local t = now / 10000000000
-      for i = 1, n do
+      for i = 1, #jids do
         local key = P .. 'j:' .. jids[i]
-        scores[#scores + 1] = (tonumber(redis.call('hget', key, 'priority')) or 0) - t
+        local priority = tonumber(redis.call('hget', key, 'priority')) or 0
+        scores[#scores + 1] = string.format('%.17g', priority - t)
         scores[#scores + 1] = jids[i]
         redis.call('hset', key, 'state', 'waiting')
       end
       Qless.batch('zadd', qkey .. '-work', scores)
       Qless.batch('zrem', qkey .. '-scheduled', jids)
-      return n
     end
 
   elseif name == 'lock_notice' then
@@ -35,23 +42,21 @@ QlessQueue = setmetatable({ [0] = function(name)
       if redis.call('zscore', P .. 'tracked', jid) then
         redis.call('publish', P .. 'stalled', jid)
       end
-      Qless.history_push(jid, '[' .. Qless.num(math.floor(now)) .. ',"timed-out"]', cap)
+      Qless.history_push(jid, '[' .. NOWF .. ',"timed-out"]', cap)
       redis.call('hset', key, 'grace', '1')
       local event = Qless.lock_lost_event(jid, worker)
       redis.call('publish', P .. 'w:' .. worker, event)
       redis.call('publish', P .. 'log', event)
-      redis.call('zadd', P .. 'q:' .. queue .. '-locks', now + grace, jid)
-      redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries', 1)
+      redis.call('zadd', P .. 'q:' .. queue .. '-locks', Qless.numarg(now + grace), jid)
+      redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries', '1')
     end
 
   elseif name == 'invalidate_locks' then
-    -- Expired locks of `queue` (at most `limit`), as pop sees them (spec 6.4). Appends
-    -- the jids the popping worker may take over to `handed`, fails the exhausted ones.
-    -- Returns how many expired locks it looked at.
-    return function(now, queue, limit, grace, cap, handed)
-      if limit <= 0 then return 0 end
+    -- The given expired locks of `queue`, as pop sees them (spec 6.4): sends the grace
+    -- notice, hands over (appending to `handed` the jids the popping worker takes) or
+    -- fails the jobs whose retries are exhausted.
+    return function(now, queue, jids, grace, cap, handed)
       local qkey = P .. 'q:' .. queue
-      local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', 0, limit)
       for i = 1, #jids do
         local jid = jids[i]
         local key = P .. 'j:' .. jid
@@ -67,7 +72,7 @@ QlessQueue = setmetatable({ [0] = function(name)
           end
           if noticed or grace <= 0 then
             redis.call('hdel', key, 'grace')
-            local remaining = tonumber(redis.call('hincrby', key, 'remaining', -1))
+            local remaining = tonumber(redis.call('hincrby', key, 'remaining', '-1'))
             if remaining >= 0 then
               handed[#handed + 1] = jid
             else
@@ -79,7 +84,7 @@ QlessQueue = setmetatable({ [0] = function(name)
               local group = 'failed-retries-' .. jq
               local egroup = cjson.encode(group)
               local message = cjson.encode('Job exhausted retries in queue "' .. jq .. '"')
-              Qless.history_push(jid, '[' .. Qless.num(math.floor(now)) .. ',"failed",{"group":' .. egroup ..
+              Qless.history_push(jid, '[' .. NOWF .. ',"failed",{"group":' .. egroup ..
                 '}]', cap)
               redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '',
                 'failure', '{"group":' .. egroup .. ',"message":' .. message .. ',"when":' ..
@@ -93,37 +98,51 @@ QlessQueue = setmetatable({ [0] = function(name)
                 cjson.encode(jid) .. ',"group":' .. egroup ..
                 ',"event":"failed","worker":' .. cjson.encode(worker) .. '}')
               local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
-              redis.call('hincrby', skey, 'failures', 1)
-              redis.call('hincrby', skey, 'failed', 1)
+              redis.call('hincrby', skey, 'failures', '1')
+              redis.call('hincrby', skey, 'failed', '1')
             end
           end
         end
       end
-      return #jids
     end
 
   elseif name == 'check_recurring' then
-    -- Spawns due recurring children (recurring.lua).
+    -- Spawns the due recurring children of `queue`, at most `limit` (recurring.lua).
+    -- Returns how many were spawned and whether everything due was handled.
     return function(now, queue, limit, cap)
       if limit <= 0 then return 0, false end
-      return QlessRecurring.check(now, queue, limit, cap)
+      local due = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-recur', '0', NOWS,
+        'WITHSCORES', 'LIMIT', '0', string.format('%d', limit))
+      if #due == 0 then return 0, true end
+      return QlessRecurring.spawn(now, queue, due, limit, cap)
     end
 
   elseif name == 'put' then
     -- put(now, worker, queue, jid, klass, data, delay, priority?, tags?, retries?, depends?)
     -- -> jid. Options not given are nil (inherited from an existing job, else defaults).
-    return function(now, worker, queue, jid, klass, data, delay, priority, tags,
-                            retries, depends)
+    return function(now, worker, queue, jid, klass, data, delay, priority, tags, retries,
+                    depends)
       local key = P .. 'j:' .. jid
-      local old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
-        'retries', 'tags', 'failure')
+      -- Most puts create a job: a cheap EXISTS first spares them the 8-field HMGET.
+      local old = {}
+      if redis.call('exists', key) == 1 then
+        old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
+          'retries', 'tags', 'failure')
+      end
       local exists = old[1]
       local ostate, oqueue, oworker = old[2], old[3], old[4]
-      priority = priority or tonumber(old[5]) or 0
-      retries = retries or old[6] or '5'
+      -- Numbers are passed to Redis as strings (see base.lua): the stored text when
+      -- inherited, else the option rendered once.
+      local parg, rarg
+      if priority then
+        parg = string.format('%.17g', priority)
+      else
+        parg = old[5] or '0'
+        priority = tonumber(parg) or 0
+      end
+      if retries then rarg = string.format('%.17g', retries) else rarg = old[6] or '5' end
       local otags = exists and Qless.stored_tags(old[7]) or {}
       tags = tags or otags
-      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
       -- Reads first: which listed dependencies can be linked, and old links to drop.
       local link, unlink
       if depends and #depends > 0 then
@@ -158,9 +177,16 @@ QlessQueue = setmetatable({ [0] = function(name)
       end
       -- 3, 4. Event and history.
       local equeue = cjson.encode(queue)
-      redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) .. ',"event":"put","queue":' ..
-        equeue .. '}')
-      Qless.history_push(jid, '[' .. Qless.num(math.floor(now)) .. ',"put",{"q":' .. equeue .. '}]', cap)
+      redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) ..
+        ',"event":"put","queue":' .. equeue .. '}')
+      -- (The cap only matters once there are two entries: skip reading it before.)
+      local hkey = key .. '-history'
+      local hlen = redis.call('rpush', hkey, '[' .. NOWF .. ',"put",{"q":' .. equeue .. '}]')
+      if hlen > 1 then
+        local cap = tonumber(redis.call('hget', P .. 'config', 'max-job-history'))
+        cap = math.floor(cap or 100)
+        if cap > 0 and hlen > cap then Qless.history_trim(hkey, hlen, cap) end
+      end
       if exists then
         -- 5. Out of the old queue.
         if oqueue and oqueue ~= '' then
@@ -189,7 +215,7 @@ QlessQueue = setmetatable({ [0] = function(name)
         for i = 1, #tags do
           local t = tags[i]
           redis.call('zadd', P .. 't:' .. t, NOWS, jid)
-          if not had[t] then redis.call('zincrby', P .. 'tags', 1, t) end
+          if not had[t] then redis.call('zincrby', P .. 'tags', '1', t) end
         end
       end
       -- 9. No longer failed (fix of quirk 7: the gauge of the queue it failed in).
@@ -207,17 +233,20 @@ QlessQueue = setmetatable({ [0] = function(name)
       if ndeps > 0 then
         state = 'depends'
         redis.call('zadd', qkey .. '-depends', NOWS, jid)
-        if delay > 0 then redis.call('hset', key, 'scheduled', now + delay) end
+        if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
       elseif delay > 0 then
         state = 'scheduled'
-        redis.call('zadd', qkey .. '-scheduled', now + delay, jid)
+        redis.call('zadd', qkey .. '-scheduled', Qless.numarg(now + delay), jid)
       else
         state = 'waiting'
-        redis.call('zadd', qkey .. '-work', priority - now / 10000000000, jid)
+        redis.call('zadd', qkey .. '-work', string.format('%.17g', priority - now / 10000000000),
+          jid)
       end
-      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
-        'tags', Qless.json_list(tags), 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
-        'retries', retries, 'remaining', retries, 'time', NOWS)
+      local etags = '{}'
+      if #tags > 0 then etags = cjson.encode(tags) end
+      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
+        'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
+        'retries', rarg, 'remaining', rarg, 'time', NOWS)
       -- 12, 13. Register the queue; tell trackers.
       redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
       if redis.call('zscore', P .. 'tracked', jid) then
@@ -228,11 +257,13 @@ QlessQueue = setmetatable({ [0] = function(name)
 
   elseif name == 'pop' then
     -- Leases jobs to worker W from a list of (queue, max) pairs, at most `total` in all,
-    -- each pair with the semantics of pop (spec 6.5). pop is the one-pair case. A queue
+    -- each pair with the semantics of pop (spec 6.5); pop is the one-pair case. A queue
     -- that gave fewer jobs than asked is not asked again in the same call, and its upkeep
-    -- (locks, recurring, scheduled) is redone only if its last pass stopped at its limit.
-    -- Returns the JSON array of the leased job objects ('{}' if none).
+    -- (expired locks, recurring, scheduled) is not redone once a pass found less than
+    -- its limit. The common path (nothing due) is written out inline: it is the hottest
+    -- code of the script. Returns the JSON array of the leased jobs ('{}' if none).
     return function(now, W, total, queues, maxes)
+      local call, format, tonumber = redis.call, string.format, tonumber
       -- One HMGET for the global options and each queue's own, one SMISMEMBER for pauses.
       local distinct, index = {}, {}
       local fields = { 'heartbeat', 'grace-period', 'max-job-history' }
@@ -245,22 +276,24 @@ QlessQueue = setmetatable({ [0] = function(name)
           fields[#fields + 1] = q .. '-max-concurrency'
         end
       end
-      local cfg = redis.call('hmget', P .. 'config', unpack(fields))
-      local paused = redis.call('smismember', P .. 'paused_queues', unpack(distinct))
+      local cfg = call('hmget', P .. 'config', unpack(fields))
+      local paused = call('smismember', P .. 'paused_queues', unpack(distinct))
       local any = false
       for i = 1, #distinct do
         if paused[i] ~= 1 then any = true end
       end
       if not any then return '{}' end
-      redis.call('zadd', P .. 'workers', NOWS, W)
+      call('zadd', P .. 'workers', NOWS, W)
 
       local heartbeat = tonumber(cfg[1]) or 60
       local grace = tonumber(cfg[2]) or 10
-      local cap = Qless.history_cap(cfg[3])
-      local popped = '[' .. Qless.num(math.floor(now)) .. ',"popped",{"worker":' .. cjson.encode(W) .. '}]'
-      local done = {}        -- per distinct queue: what is already known to be done
-      local jobs = {}        -- hash fields of every leased job, in order
-      local expiry = {}      -- JSON text of each leased job's expiry
+      local cap = math.floor(tonumber(cfg[3]) or 100)
+      local eW = cjson.encode(W)
+      local popped = '[' .. NOWF .. ',"popped",{"worker":' .. eW .. '}]'
+      local done = {}        -- per distinct queue: which upkeep is known to be done
+      local jobs = {}        -- hash fields of every leased job, in order (+ 15: expiry
+                             -- and 16: queue, as JSON text)
+      local ids, sets = {}, {}  -- their jids; their dependency set keys
       local waits = {}       -- per distinct queue: wait samples
       local wjobs = {}       -- ZADD ql:w:<W>:jobs arguments
       local remaining = total
@@ -281,55 +314,86 @@ QlessQueue = setmetatable({ [0] = function(name)
           local qkey = P .. 'q:' .. q
           local maxc = tonumber(cfg[3 + 2 * k]) or 0
           if maxc > 0 then
-            local room = maxc - redis.call('zcount', qkey .. '-locks', NOWS, '+inf')
+            local room = maxc - call('zcount', qkey .. '-locks', NOWS, '+inf')
             if room < 0 then room = 0 end
             if want > room then want = room end
           end
           local jids = {}
           if want > 0 then
+            local limit = want == 1 and '1' or format('%d', want)
             if not st.locks then
-              if QlessQueue.invalidate_locks(now, q, want, grace, cap, jids) < want then st.locks = true end
+              local due = call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', '0', limit)
+              if #due > 0 then QlessQueue.invalidate_locks(now, q, due, grace, cap, jids) end
+              if #due < want then st.locks = true end
             end
             local more = want - #jids
-            if more > 0 and not st.recur then
-              local _, all = QlessQueue.check_recurring(now, q, more, cap)
-              if all then st.recur = true end
-            end
-            if more > 0 and not st.sched then
-              if QlessQueue.check_scheduled(now, q, more) < more then st.sched = true end
-            end
             if more > 0 then
-              local top = redis.call('zrevrange', qkey .. '-work', 0, more - 1)
+              if more ~= want then limit = format('%d', more) end
+              if not st.recur then
+                local due = call('zrangebyscore', qkey .. '-recur', '0', NOWS, 'WITHSCORES',
+                  'LIMIT', '0', limit)
+                if #due == 0 then
+                  st.recur = true
+                else
+                  local _, all = QlessRecurring.spawn(now, q, due, more, cap)
+                  if all then st.recur = true end
+                end
+              end
+              if not st.sched then
+                local due = call('zrangebyscore', qkey .. '-scheduled', '0', NOWS, 'LIMIT', '0',
+                  limit)
+                if #due > 0 then QlessQueue.promote(now, q, due) end
+                if #due < more then st.sched = true end
+              end
+              local top = call('zrevrange', qkey .. '-work', '0', more == 1 and '0' or
+                format('%d', more - 1))
               for i = 1, #top do jids[#jids + 1] = top[i] end
             end
           end
           local got = 0
           if #jids > 0 then
             local expires = now + (tonumber(cfg[2 + 2 * k]) or heartbeat)
-            local eargs, ejson = Qless.numarg(expires), Qless.num(expires)
+            -- The expiry as JSON (cjson's 14 digits) and for Redis (exact): one text
+            -- when the short form reads back exactly, as it usually does.
+            local ejson = format('%.14g', expires)
+            local eargs = ejson
+            if tonumber(ejson) ~= expires then eargs = format('%.17g', expires) end
+            local eq = cjson.encode(q)
             local locks = {}
             local qwaits = waits[k] or {}
             waits[k] = qwaits
             for i = 1, #jids do
               local jid = jids[i]
               local key = P .. 'j:' .. jid
-              local f = Qless.job_fields(key, 'time')
+              local f = call('hmget', key, 'jid', 'klass', 'state', 'queue', 'worker',
+                'priority', 'expires', 'retries', 'remaining', 'data', 'tags', 'failure',
+                'spawned_from_jid', 'time')
               if f[1] then
-                Qless.history_push(jid, popped, cap)
+                local hkey = key .. '-history'
+                local n = call('rpush', hkey, popped)
+                if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
                 qwaits[#qwaits + 1] = now - (tonumber(f[14]) or now)
-                redis.call('hmset', key, 'time', NOWS, 'worker', W, 'expires', eargs, 'state', 'running')
-                f[3], f[5] = 'running', W
+                call('hmset', key, 'time', NOWS, 'worker', W, 'expires', eargs, 'state', 'running')
+                f[3], f[5], f[15] = 'running', W, ejson
+                if f[4] == q then f[16] = eq end
                 got = got + 1
-                jobs[#jobs + 1] = f
-                expiry[#jobs] = ejson
+                local m = #jobs + 1
+                jobs[m], ids[m] = f, jid
+                sets[#sets + 1] = key .. '-dependents'
+                sets[#sets + 1] = key .. '-dependencies'
                 locks[#locks + 1] = eargs
                 locks[#locks + 1] = jid
                 wjobs[#wjobs + 1] = eargs
                 wjobs[#wjobs + 1] = jid
               end
             end
-            Qless.batch('zadd', qkey .. '-locks', locks)
-            Qless.batch('zrem', qkey .. '-work', jids)
+            if got == #jids and got <= 500 then
+              call('zadd', qkey .. '-locks', unpack(locks))
+              call('zrem', qkey .. '-work', unpack(jids))
+            else
+              Qless.batch('zadd', qkey .. '-locks', locks)
+              Qless.batch('zrem', qkey .. '-work', jids)
+            end
           end
           remaining = remaining - got
           if got < asked then st.empty = true end
@@ -338,36 +402,44 @@ QlessQueue = setmetatable({ [0] = function(name)
 
       local n = #jobs
       if n == 0 then return '{}' end
-      Qless.batch('zadd', P .. 'w:' .. W .. ':jobs', wjobs)
+      if n <= 500 then
+        call('zadd', P .. 'w:' .. W .. ':jobs', unpack(wjobs))
+      else
+        Qless.batch('zadd', P .. 'w:' .. W .. ':jobs', wjobs)
+      end
       for k = 1, #distinct do
-        if waits[k] then Qless.stats_add('wait', now, distinct[k], waits[k]) end
+        if waits[k] and #waits[k] > 0 then Qless.stats_add('wait', now, distinct[k], waits[k]) end
       end
       -- Job objects: tracked flags with one ZMSCORE, dependency sets only if any exist.
-      local ids, sets = {}, {}
-      for i = 1, n do
-        local jid = jobs[i][1]
-        ids[i] = jid
-        sets[#sets + 1] = P .. 'j:' .. jid .. '-dependents'
-        sets[#sets + 1] = P .. 'j:' .. jid .. '-dependencies'
+      local tracked, anysets
+      if n <= 500 then
+        tracked = call('zmscore', P .. 'tracked', unpack(ids))
+        anysets = call('exists', unpack(sets)) > 0
+      else
+        tracked = Qless.batch('zmscore', P .. 'tracked', ids)
+        anysets = Qless.batch('exists', nil, sets) > 0
       end
-      local tracked = Qless.batch('zmscore', P .. 'tracked', ids)
-      local anysets = Qless.batch('exists', nil, sets) > 0
-      local out, none = {}, {}
-      local job_encode = Qless.job_encode
+      local buf, none, kmemo = { '[' }, {}, {}
+      -- The entry this call wrote is known already; other entries are converted once.
+      local memo = { [popped] = '{"worker":' .. eW .. ',"when":' .. NOWF .. ',"what":"popped"}' }
+      local append = Qless.job_append
       for i = 1, n do
         local jid = ids[i]
         local key = P .. 'j:' .. jid
         local t = tracked[i]
-        if t then redis.call('publish', P .. 'popped', jid) end
+        if t then call('publish', P .. 'popped', jid) end
         local dependents, dependencies = none, none
         if anysets then
-          dependents = redis.call('smembers', key .. '-dependents')
-          dependencies = redis.call('smembers', key .. '-dependencies')
+          dependents = call('smembers', key .. '-dependents')
+          dependencies = call('smembers', key .. '-dependencies')
         end
-        out[i] = job_encode(jobs[i], t, redis.call('lrange', key .. '-history', 0, -1),
-          dependents, dependencies, expiry[i])
+        if i > 1 then buf[#buf + 1] = ',' end
+        local f = jobs[i]
+        append(buf, f, t, call('lrange', key .. '-history', '0', '-1'),
+          dependents, dependencies, f[15], '"running"', f[16], eW, memo, kmemo)
       end
-      return '[' .. table.concat(out, ',') .. ']'
+      buf[#buf + 1] = ']'
+      return table.concat(buf)
     end
 
   elseif name == 'peek' then
@@ -377,29 +449,24 @@ QlessQueue = setmetatable({ [0] = function(name)
       local jids = {}
       if count > 0 then
         jids = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-locks', '-inf', NOWS,
-          'LIMIT', 0, count)
+          'LIMIT', '0', string.format('%d', count))
       end
       local more = count - #jids
       if more > 0 then
         QlessQueue.check_recurring(now, queue, more)
         QlessQueue.check_scheduled(now, queue, more)
-        local top = redis.call('zrevrange', P .. 'q:' .. queue .. '-work', 0, more - 1)
+        local top = redis.call('zrevrange', P .. 'q:' .. queue .. '-work', '0',
+          string.format('%d', more - 1))
         for i = 1, #top do jids[#jids + 1] = top[i] end
       end
-      local out = {}
-      for i = 1, #jids do
-        local text = Qless.job_json(jids[i])
-        if text then out[#out + 1] = text end
-      end
-      if #out == 0 then return '{}' end
-      return '[' .. table.concat(out, ',') .. ']'
+      return Qless.jobs_json(jids)
     end
 
   elseif name == 'counts' then
     -- The 8-key counts object of one queue (promotes due scheduled jobs first).
     return function(now, queue)
       local qkey = P .. 'q:' .. queue
-      local stalled = redis.call('zcount', qkey .. '-locks', 0, NOWS)
+      local stalled = redis.call('zcount', qkey .. '-locks', '0', NOWS)
       QlessQueue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
       local paused = redis.call('sismember', P .. 'paused_queues', queue) == 1
       return '{"name":' .. cjson.encode(queue) ..
@@ -416,7 +483,7 @@ QlessQueue = setmetatable({ [0] = function(name)
     -- queues(now, [queue]) -> one counts object, or an array over ql:queues.
     return function(now, queue)
       if queue then return QlessQueue.counts(now, queue) end
-      local names = redis.call('zrange', P .. 'queues', 0, -1)
+      local names = redis.call('zrange', P .. 'queues', '0', '-1')
       if #names == 0 then return '{}' end
       local out = {}
       for i = 1, #names do out[i] = QlessQueue.counts(now, names[i]) end
@@ -448,7 +515,7 @@ QlessQueue = setmetatable({ [0] = function(name)
       elseif state == 'depends' then
         return redis.call('zrange', qkey .. '-depends', offset, offset + count - 1)
       elseif state == 'recurring' then
-        return redis.call('zrangebyscore', qkey .. '-recur', 0, '+inf', 'LIMIT', offset, count)
+        return redis.call('zrangebyscore', qkey .. '-recur', '0', '+inf', 'LIMIT', offset, count)
       end
       Qless.raise('QL_ARG', 'Jobs', 'Unknown type "' .. state .. '"')
     end
@@ -475,32 +542,34 @@ QlessQueue = setmetatable({ [0] = function(name)
     return function(now, queue, group, count)
       if count <= 0 then return 0 end
       local list = P .. 'f:' .. group
-      local jids = redis.call('lrange', list, -count, -1)
+      local jids = redis.call('lrange', list, -count, '-1')
       local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local entry = '[' .. Qless.num(math.floor(now)) .. ',"put",{"q":' .. cjson.encode(queue) .. '}]'
+      local entry = '[' .. NOWF .. ',"put",{"q":' .. cjson.encode(queue) .. '}]'
       local work = P .. 'q:' .. queue .. '-work'
       local moved = 0
       for i = 1, #jids do
         local jid = jids[i]
         local key = P .. 'j:' .. jid
-        local f = redis.call('hmget', key, 'jid', 'priority', 'retries', 'state', 'failure', 'queue')
+        local f = redis.call('hmget', key, 'jid', 'priority', 'retries', 'state', 'failure',
+          'queue')
         if f[1] then
           Qless.history_push(jid, entry, cap)
           redis.call('hmset', key, 'state', 'waiting', 'worker', '', 'expires', '0', 'queue', queue,
             'remaining', f[3] or '5')
-          redis.call('zadd', work, (tonumber(f[2]) or 0) - now / 10000000000, jid)
+          redis.call('zadd', work, Qless.numarg((tonumber(f[2]) or 0) - now / 10000000000), jid)
           -- Fix of quirk 8: the failed gauge goes down, as for put and cancel.
           if f[4] == 'failed' then
             local failure = Qless.json_decode(f[5])
             local when = type(failure) == 'table' and tonumber(failure.when)
             if when and f[6] and f[6] ~= '' then
-              redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. f[6], 'failed', -1)
+              local skey = P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. f[6]
+              redis.call('hincrby', skey, 'failed', '-1')
             end
           end
           moved = moved + 1
         end
       end
-      redis.call('ltrim', list, 0, -count - 1)
+      redis.call('ltrim', list, '0', -count - 1)
       if redis.call('llen', list) == 0 then redis.call('srem', P .. 'failures', group) end
       if moved > 0 then redis.call('zadd', P .. 'queues', 'NX', NOWS, queue) end
       return moved
@@ -540,7 +609,7 @@ QlessQueue = setmetatable({ [0] = function(name)
     -- sweep(now, limit) -> {"promoted":n,"spawned":n,"stalled":n,"next":t}: pop's upkeep
     -- for every registered queue, without leasing anything (extension, lua/README.md).
     return function(now, limit)
-      local names = redis.call('zrange', P .. 'queues', 0, -1)
+      local names = redis.call('zrange', P .. 'queues', '0', '-1')
       local cfg = redis.call('hmget', P .. 'config', 'grace-period', 'max-job-history')
       local grace = tonumber(cfg[1]) or 10
       local cap = Qless.history_cap(cfg[2])
@@ -555,7 +624,8 @@ QlessQueue = setmetatable({ [0] = function(name)
         spawned = spawned + QlessQueue.check_recurring(now, q, limit, cap)
         -- With grace <= 0 pop sends the notice and hands over in one go: nothing to do.
         if grace > 0 then
-          local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', 0, limit)
+          local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', '0',
+            limit)
           for k = 1, #jids do
             local jid = jids[k]
             local key = P .. 'j:' .. jid

@@ -1,19 +1,17 @@
 -- recurring.lua: recurring templates (ql:r:<jid>) and the children they spawn.
 --
--- A template lives in ql:q:<Q>-recur with its next spawn time as score. pop and peek
--- (and sweep) call check_recurring, which creates the children R-1, R-2, ... that are
--- due; the recur.* commands manage the templates themselves.
+-- A template lives in ql:q:<Q>-recur with its next spawn time as score. pop, peek and
+-- sweep find the due templates and call spawn, which creates the children R-1, R-2,
+-- ...; the recur.* commands manage the templates themselves.
 
 QlessRecurring = setmetatable({ [0] = function(name)
-  if name == 'check' then
-    -- Spawns the children that are due in `queue`, at most `limit` in all (spec 6.3).
-    -- Returns how many were spawned and whether everything due was handled.
-    return function(now, queue, limit, cap)
-      if limit <= 0 then return 0, false end
+  if name == 'spawn' then
+    -- Spawns the children of the due templates `due` (jid, score, jid, score, ... as
+    -- ZRANGEBYSCORE WITHSCORES gives them) of `queue`, at most `limit` in all (spec
+    -- 6.3). Returns how many were spawned and whether everything due was handled.
+    return function(now, queue, due, limit, cap)
       local rkey = P .. 'q:' .. queue .. '-recur'
-      local due = redis.call('zrangebyscore', rkey, 0, NOWS, 'WITHSCORES', 'LIMIT', 0, limit)
       local ntemplates = #due / 2
-      if ntemplates == 0 then return 0, true end
       cap = cap or Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
       local work = P .. 'q:' .. queue .. '-work'
       local entry_tail = ',"put",{"q":' .. cjson.encode(queue) .. '}]'
@@ -37,22 +35,23 @@ QlessRecurring = setmetatable({ [0] = function(name)
           local tags_text = t[4] or '{}'
           local tags = Qless.stored_tags(tags_text)
           local priority = tonumber(t[3]) or 0
-          local retries = t[5] or 0
+          local retries = t[5] or '0'
           local spawned = false
           while score <= now and moved < limit do
-            local child = rid .. '-' .. redis.call('hincrby', rhash, 'count', 1)
+            local child = rid .. '-' .. redis.call('hincrby', rhash, 'count', '1')
             Qless.tags_index(child, tags, NOWS)
-            redis.call('hmset', P .. 'j:' .. child, 'jid', child, 'klass', t[1], 'data', t[2] or '{}',
-              'priority', priority, 'tags', tags_text, 'state', 'waiting', 'worker', '',
-              'expires', 0, 'queue', queue, 'retries', retries, 'remaining', retries,
+            redis.call('hmset', P .. 'j:' .. child, 'jid', child, 'klass', t[1],
+              'data', t[2] or '{}',
+              'priority', t[3] or '0', 'tags', tags_text, 'state', 'waiting', 'worker', '',
+              'expires', '0', 'queue', queue, 'retries', retries, 'remaining', retries,
               'time', string.format('%.20f', score), 'spawned_from_jid', rid)
             Qless.history_push(child, '[' .. Qless.num(math.floor(score)) .. entry_tail, cap)
-            redis.call('zadd', work, priority - score / 10000000000, child)
+            redis.call('zadd', work, Qless.numarg(priority - score / 10000000000), child)
             score = score + interval
             moved = moved + 1
             spawned = true
           end
-          if spawned then redis.call('zadd', rkey, score, rid) end
+          if spawned then redis.call('zadd', rkey, Qless.numarg(score), rid) end
         end
       end
       return moved, (ntemplates < limit and moved < limit)
@@ -61,17 +60,20 @@ QlessRecurring = setmetatable({ [0] = function(name)
   elseif name == 'on' then
     -- recur(now, queue, jid, klass, data, 'interval', interval, offset, opts) -> jid.
     -- Replaces every attribute but the spawn counter; next run at now + offset.
-    return function(now, queue, jid, klass, data, interval, offset, priority, tags,
-                            retries, backlog)
+    return function(now, queue, jid, klass, data, interval, offset, priority, tags, retries,
+                    backlog)
       local key = P .. 'r:' .. jid
       local f = redis.call('hmget', key, 'queue', 'count')
       if f[1] and f[1] ~= queue then
         redis.call('zrem', P .. 'q:' .. f[1] .. '-recur', jid)
       end
-      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
-        'tags', Qless.json_list(tags), 'state', 'recur', 'queue', queue, 'type', 'interval',
-        'count', f[2] or 0, 'interval', interval, 'retries', retries, 'backlog', backlog)
-      redis.call('zadd', P .. 'q:' .. queue .. '-recur', now + offset, jid)
+      local numarg = Qless.numarg
+      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data,
+        'priority', numarg(priority), 'tags', Qless.json_list(tags), 'state', 'recur',
+        'queue', queue, 'type', 'interval',
+        'count', f[2] or '0', 'interval', numarg(interval), 'retries', numarg(retries),
+        'backlog', numarg(backlog))
+      redis.call('zadd', P .. 'q:' .. queue .. '-recur', Qless.numarg(now + offset), jid)
       redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
       return jid
     end

@@ -18,16 +18,16 @@ QlessWorker = setmetatable({ [0] = function(name)
       if worker then
         local key = P .. 'w:' .. worker .. ':jobs'
         return '{"jobs":' .. Qless.json_list(redis.call('zrevrangebyscore', key, horizon, NOWS)) ..
-          ',"stalled":' .. Qless.json_list(redis.call('zrevrangebyscore', key, NOWS, 0)) .. '}'
+          ',"stalled":' .. Qless.json_list(redis.call('zrevrangebyscore', key, NOWS, '0')) .. '}'
       end
-      local names = redis.call('zrevrange', P .. 'workers', 0, -1)
+      local names = redis.call('zrevrange', P .. 'workers', '0', '-1')
       if #names == 0 then return '{}' end
       local out = {}
       for i = 1, #names do
         local key = P .. 'w:' .. names[i] .. ':jobs'
         out[i] = '{"name":' .. cjson.encode(names[i]) ..
           ',"jobs":' .. redis.call('zcount', key, NOWS, horizon) ..
-          ',"stalled":' .. redis.call('zcount', key, 0, NOWS) .. '}'
+          ',"stalled":' .. redis.call('zcount', key, '0', NOWS) .. '}'
       end
       return '[' .. table.concat(out, ',') .. ']'
     end
