@@ -10,9 +10,10 @@
 -- The function of command `name`, or nil if there is no such command. Signatures in
 -- the comments leave out `now`; lua/README.md has the full command table.
 local function command(name)
-  if name == 'put' or name == 'requeue' then
+  if name == 'put' or name == 'requeue' or name == 'put.ifabsent' then
     -- put(worker, queue, jid, klass, data, delay, [priority|tags|retries|depends v]...)
-    -- -> jid. requeue: the same, but the job must exist.
+    -- -> jid. requeue: the same, but the job must exist. put.ifabsent (extension):
+    -- the same, but a no-op answering nil when the job already exists.
     return function(now, A)
       local queue = A[4]
       if queue == nil or queue == '' then
@@ -57,7 +58,10 @@ local function command(name)
       if name == 'requeue' and not redis.call('hget', P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
       end
-      return QlessQueue.put(now, A[3], queue, jid, klass, data, delay, priority, tags,
+      if name == 'put.ifabsent' and redis.call('hget', P .. 'j:' .. jid, 'jid') then
+        return false
+      end
+      return Qless.Queue.put(now, A[3], queue, jid, klass, data, delay, priority, tags,
         retries, depends)
     end
 
@@ -73,7 +77,7 @@ local function command(name)
         Qless.raise('QL_ARG', 'Pop', 'Arg "count" missing or not a number: ' .. tostring(A[5]))
       end
       count = math.floor(count)
-      return QlessQueue.pop(now, worker, count, { queue }, { count })
+      return Qless.Queue.pop(now, worker, count, { queue }, { count })
     end
 
   elseif name == 'complete' then
@@ -113,7 +117,7 @@ local function command(name)
           Qless.queue_arg(nextq)
         end
       end
-      return QlessJob.complete(now, jid, worker, queue, data, nextq, delay, depends)
+      return Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
     end
 
   elseif name == 'heartbeat' then
@@ -126,7 +130,7 @@ local function command(name)
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Heartbeat', 'Arg "data" not JSON: ' .. data)
       end
-      return QlessJob.heartbeat(now, jid, worker, data)
+      return Qless.Job.heartbeat(now, jid, worker, data)
     end
 
   elseif name == 'get' then
@@ -147,7 +151,7 @@ local function command(name)
       local queue = Qless.queue_arg(A[3])
       local count = Qless.count_arg(A[4] or 'nil', nil, 'Peek',
         'Arg "count" missing or not a number: ', 0)
-      return QlessQueue.peek(now, queue, count)
+      return Qless.Queue.peek(now, queue, count)
     end
 
   elseif name == 'fail' then
@@ -162,7 +166,7 @@ local function command(name)
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Fail', 'Arg "data" not JSON: ' .. data)
       end
-      return QlessJob.fail(now, jid, worker, group, message, data)
+      return Qless.Job.fail(now, jid, worker, group, message, data)
     end
 
   elseif name == 'retry' then
@@ -177,19 +181,19 @@ local function command(name)
       if A[6] ~= nil then
         delay = Qless.number_arg(A[6], 'Retry', 'Arg "delay" not a number: ')
       end
-      return QlessJob.retry(now, jid, queue, worker, delay, A[7], A[8])
+      return Qless.Job.retry(now, jid, queue, worker, delay, A[7], A[8])
     end
 
   elseif name == 'cancel' then
     -- cancel(jid...) -> array of the jids as given
     return function(now, A)
-      return QlessJob.cancel(now, Qless.rest(A, 3))
+      return Qless.Job.cancel(now, Qless.rest(A, 3))
     end
 
   elseif name == 'timeout' then
     -- timeout(jid...) -> nil
     return function(now, A)
-      return QlessJob.timeout(now, Qless.rest(A, 3))
+      return Qless.Job.timeout(now, Qless.rest(A, 3))
     end
 
   elseif name == 'depends' then
@@ -197,7 +201,7 @@ local function command(name)
     return function(now, A)
       local jid, command = Qless.jid_arg(A[3]), A[4]
       if command == nil then Qless.raise('QL_ARG', 'Depends', 'Arg "command" missing') end
-      return QlessJob.depends(now, jid, command, Qless.rest(A, 5))
+      return Qless.Job.depends(now, jid, command, Qless.rest(A, 5))
     end
 
   elseif name == 'priority' then
@@ -206,7 +210,7 @@ local function command(name)
       local jid = Qless.jid_arg(A[3])
       local priority = Qless.number_arg(A[4], 'Priority',
         'Arg "priority" missing or not a number: ')
-      return QlessJob.priority(now, jid, priority)
+      return Qless.Job.priority(now, jid, priority)
     end
 
   elseif name == 'log' then
@@ -218,19 +222,19 @@ local function command(name)
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Log', "Argument 'data' not cjson: " .. data)
       end
-      return QlessJob.log(now, jid, message, data)
+      return Qless.Job.log(now, jid, message, data)
     end
 
   elseif name == 'queues' then
     -- queues([queue]) -> one counts object, or an array of them ('{}' if none)
     return function(now, A)
-      return QlessQueue.queues(now, A[3])
+      return Qless.Queue.queues(now, A[3])
     end
 
   elseif name == 'length' then
     -- length(queue) -> integer
     return function(now, A)
-      return QlessQueue.length(Qless.queue_arg(A[3]))
+      return Qless.Queue.length(Qless.queue_arg(A[3]))
     end
 
   elseif name == 'jobs' then
@@ -247,7 +251,7 @@ local function command(name)
       end
       local offset = Qless.count_arg(A[i], 0, 'Jobs', 'Arg "offset" not a number: ')
       local count = Qless.count_arg(A[i + 1], 25, 'Jobs', 'Arg "count" not a number: ')
-      return QlessQueue.jobs(now, state, queue, offset, count)
+      return Qless.Queue.jobs(now, state, queue, offset, count)
     end
 
   elseif name == 'pause' or name == 'unpause' then
@@ -275,7 +279,7 @@ local function command(name)
     return function(now, A)
       local start = Qless.count_arg(A[4], 0, 'Failed', 'Arg "start" is not a number: ')
       local limit = Qless.count_arg(A[5], 25, 'Failed', 'Arg "limit" is not a number: ')
-      return QlessQueue.failed(A[3], start, limit)
+      return Qless.Queue.failed(A[3], start, limit)
     end
 
   elseif name == 'unfail' then
@@ -284,7 +288,7 @@ local function command(name)
       local queue, group = Qless.queue_arg(A[3]), A[4]
       if group == nil then Qless.raise('QL_ARG', 'Unfail', 'Arg "group" missing') end
       local count = Qless.count_arg(A[5], 25, 'Unfail', 'Arg "count" not a number: ')
-      return QlessQueue.unfail(now, queue, group, count)
+      return Qless.Queue.unfail(now, queue, group, count)
     end
 
   elseif name == 'stats' then
@@ -292,7 +296,7 @@ local function command(name)
     return function(now, A)
       local queue = Qless.queue_arg(A[3])
       local date = Qless.number_arg(A[4], 'Stats', 'Arg "date" missing or not a number: ')
-      return QlessQueue.stats(queue, date)
+      return Qless.Queue.stats(queue, date)
     end
 
   elseif name == 'tag' then
@@ -305,7 +309,7 @@ local function command(name)
       if command == 'add' or command == 'remove' then
         local jid = A[4]
         if jid == nil then Qless.raise('QL_ARG', 'Tag', 'Arg "jid" missing') end
-        return QlessJob.tag(now, command, jid, Qless.rest(A, 5))
+        return Qless.Job.tag(now, command, jid, Qless.rest(A, 5))
       elseif command == 'get' then
         local tag = A[4]
         if tag == nil then Qless.raise('QL_ARG', 'Tag', 'Arg "tag" missing') end
@@ -330,13 +334,13 @@ local function command(name)
     return function(now, A)
       local command, jid = A[3], A[4]
       if command ~= nil and jid == nil then Qless.raise('QL_ARG', 'Track', 'Arg "jid" missing') end
-      return QlessJob.track(now, command, jid)
+      return Qless.Job.track(now, command, jid)
     end
 
   elseif name == 'workers' then
     -- workers([worker]) -> JSON
     return function(now, A)
-      return QlessWorker.list(now, A[3])
+      return Qless.Worker.list(now, A[3])
     end
 
   elseif name == 'worker.deregister' then
@@ -344,7 +348,7 @@ local function command(name)
     return function(now, A)
       local names = Qless.rest(A, 3)
       if #names == 0 then Qless.raise('QL_ARG', 'Deregister', 'Arg "worker" missing') end
-      return QlessWorker.forget(names)
+      return Qless.Worker.forget(names)
     end
 
   elseif name == 'recur' then
@@ -393,39 +397,39 @@ local function command(name)
       if opts.backlog ~= nil then
         backlog = number_arg(opts.backlog, 'Recur', 'Arg "backlog" not a number: ')
       end
-      return QlessRecurring.on(now, queue, jid, klass, data, interval, offset, priority,
+      return Qless.Recurring.on(now, queue, jid, klass, data, interval, offset, priority,
         tags, retries, backlog)
     end
 
   elseif name == 'recur.get' then
     -- recur.get(jid) -> JSON, or nil
     return function(now, A)
-      return QlessRecurring.get(Qless.jid_arg(A[3], 'Recurring'))
+      return Qless.Recurring.get(Qless.jid_arg(A[3], 'Recurring'))
     end
 
   elseif name == 'recur.update' then
     -- recur.update(jid, [priority|retries|interval|data|klass|queue|backlog v]...) -> 1
     return function(now, A)
-      return QlessRecurring.update(now, Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4))
+      return Qless.Recurring.update(now, Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4))
     end
 
   elseif name == 'recur.tag' or name == 'recur.untag' then
     -- recur.tag(jid, tag...) / recur.untag(jid, tag...) -> JSON array of the tags
     return function(now, A)
-      return QlessRecurring.tags(Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4),
+      return Qless.Recurring.tags(Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4),
         name == 'recur.tag')
     end
 
   elseif name == 'unrecur' then
     -- unrecur(jid) -> 1
     return function(now, A)
-      return QlessRecurring.off(Qless.jid_arg(A[3], 'Recurring'))
+      return Qless.Recurring.off(Qless.jid_arg(A[3], 'Recurring'))
     end
 
   elseif name == 'config.get' then
     -- config.get([option]) -> the value, or the JSON map of all options
     return function(now, A)
-      return QlessConfig.get(A[3])
+      return Qless.Config.get(A[3])
     end
 
   elseif name == 'config.set' then
@@ -434,7 +438,7 @@ local function command(name)
       local option, value = A[3], A[4]
       if option == nil then Qless.raise('QL_ARG', 'config.set', 'Arg "option" missing') end
       if value == nil then Qless.raise('QL_ARG', 'config.set', 'Arg "value" missing') end
-      QlessConfig.set(option, value)
+      Qless.Config.set(option, value)
       return nil
     end
 
@@ -443,7 +447,7 @@ local function command(name)
     return function(now, A)
       local option = A[3]
       if option == nil then Qless.raise('QL_ARG', 'config.unset', 'Arg "option" missing') end
-      QlessConfig.unset(option)
+      Qless.Config.unset(option)
       return nil
     end
 
@@ -476,7 +480,21 @@ local function command(name)
         queues[#queues + 1] = q
         maxes[#maxes + 1] = m
       end
-      return QlessQueue.pop(now, worker, count, queues, maxes)
+      return Qless.Queue.pop(now, worker, count, queues, maxes)
+    end
+
+  elseif name == 'jobs.waiting' then
+    -- Extension. jobs.waiting(queue, [offset=0], [count=25]) -> array of the waiting
+    -- jids in pop order. Unlike peek it neither promotes nor spawns anything.
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      local offset = Qless.count_arg(A[4], 0, 'Jobs', 'Arg "offset" not a number: ')
+      local count = Qless.count_arg(A[5], 25, 'Jobs', 'Arg "count" not a number: ')
+      if offset < 0 or count < 0 then
+        Qless.raise('QL_ARG', 'Jobs', 'Arg "offset" and "count" must not be negative')
+      end
+      if count == 0 then return {} end
+      return redis.call('zrevrange', P .. 'q:' .. queue .. '-work', offset, offset + count - 1)
     end
 
   elseif name == 'sweep' then
@@ -489,7 +507,7 @@ local function command(name)
           Qless.raise('QL_ARG', 'Sweep', 'Arg "limit" must be a positive integer: ' .. A[3])
         end
       end
-      return QlessQueue.sweep(now, limit)
+      return Qless.Queue.sweep(now, limit)
     end
   end
   return nil
