@@ -63,6 +63,33 @@ async fn seed(qless: &Qless) {
 /// error (the spec leaves the text to cjson or to Redis).
 const CASES: &[(&str, &[&str], &str)] = &[
     ("get", &[], "no jid provided"),
+    // extensions: put.ifabsent validates exactly like put, even for an existing job
+    ("put.ifabsent", &["w", "q", "j", "K", "{bad", "0"], ""),
+    (
+        "put.ifabsent",
+        &["w", "q", "a", "K", "{}", "0", "priority", "x"],
+        "not a number",
+    ),
+    (
+        "put.ifabsent",
+        &["w", "", "a", "K", "{}", "0"],
+        "no queue name provided",
+    ),
+    ("jobs.waiting", &[], "no queue name provided"),
+    ("jobs.waiting", &["q", "-1"], "must not be negative"),
+    (
+        "jobs.waiting",
+        &["q", "0", "many"],
+        "Arg \"count\" not a number: many",
+    ),
+    ("pop.multi", &[], ""),
+    ("pop.multi", &["w", "1"], ""),
+    ("pop.multi", &["w", "1", "q"], ""),
+    ("pop.multi", &["w", "x", "q", "1"], ""),
+    ("pop.multi", &["w", "1", "q", "0"], ""),
+    ("pop.multi", &["", "1", "q", "1"], ""),
+    ("sweep", &["0"], ""),
+    ("sweep", &["lots"], ""),
     // put
     (
         "put",
