@@ -4,13 +4,14 @@
 -- order into one chunk, and Redis runs the whole chunk on every EVALSHA. In Redis' Lua
 -- each closure, table, upvalue and string is an allocation (~70 ns here), so defining
 -- the ~100 functions of the script up front would cost more than the work of a typical
--- command. Instead each file has one class table whose methods are made on first use:
--- the table's __index is the file's method factory, which builds the method asked for
--- and caches it in the table. A call pays only for the methods it actually runs.
+-- command. Instead each file has one class whose methods are made on first use: the
+-- class table (made itself on first use) has the file's method factory, which builds
+-- the method asked for and caches it in the table. A call pays only for the classes
+-- and methods it actually uses.
 --
 -- Method bodies use the builtins as globals (redis.call, cjson.encode, ...) or alias
 -- them in a local at the top of the body; the only upvalues are the few chunk-level
--- locals below (P, NOWS, NOWF, the class tables), which every method shares. Nothing
+-- locals below (P, NOWS, NOWF, Qless, the factories), which every method shares. Nothing
 -- is ever stored in a global (Redis 7 forbids it).
 --
 -- Other habits that keep the hot paths cheap (measured; see lua/README.md):
@@ -28,8 +29,11 @@ local P = 'ql:'
 -- by the dispatcher.
 local NOWS, NOWF
 
--- The class tables, one per file (each file makes its own).
-local Qless, QlessConfig, QlessJob, QlessQueue, QlessRecurring, QlessWorker
+-- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,
+-- Qless.Recurring and Qless.Worker, the class of each other file. A class table is made
+-- only when a call first uses it, from its file's method factory.
+local Qless
+local config_factory, job_factory, queue_factory, recurring_factory, worker_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -42,7 +46,18 @@ end }
 -- Qless: errors, argument checks, JSON helpers, history, job objects, tags, stats,
 -- failure bookkeeping and dependency links.
 Qless = setmetatable({ [0] = function(name)
-  if name == 'raise' then
+  if name == 'Job' then
+    return setmetatable({ [0] = job_factory }, LAZY)
+  elseif name == 'Queue' then
+    return setmetatable({ [0] = queue_factory }, LAZY)
+  elseif name == 'Recurring' then
+    return setmetatable({ [0] = recurring_factory }, LAZY)
+  elseif name == 'Config' then
+    return setmetatable({ [0] = config_factory }, LAZY)
+  elseif name == 'Worker' then
+    return setmetatable({ [0] = worker_factory }, LAZY)
+
+  elseif name == 'raise' then
     -- Raises the error reply "<CODE> <Command>(): <message>". A table error carries no
     -- "user_script:N:" position; the dispatcher passes its text on unchanged.
     return function(code, command, message)
@@ -240,8 +255,16 @@ Qless = setmetatable({ [0] = function(name)
     -- shared by the jobs of one call: `memo` (history entries) and `kmemo` (klasses).
     return function(buf, f, tracked, history, dependents, dependencies, expires, estate,
                     equeue, eworker, memo, kmemo)
-      local encode, jnum = cjson.encode, Qless.jnum
+      local encode = cjson.encode
       local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
+      -- Single digits (the usual priority, retries and remaining) need no conversion.
+      local priority, retries = f[6], f[8]
+      if not (priority and #priority == 1 and priority >= '0' and priority <= '9') then
+        priority = Qless.jnum(priority)
+      end
+      if not (retries and #retries == 1 and retries >= '0' and retries <= '9') then
+        retries = Qless.jnum(retries)
+      end
       if not tags or tags == '' or tags == '[]' then tags = '{}' end
       if not failure or failure == '' then failure = '{}' end
       if not (remaining and #remaining == 1 and remaining >= '0' and remaining <= '9') then
@@ -262,9 +285,9 @@ Qless = setmetatable({ [0] = function(name)
         ',"queue":' .. (equeue or encode(f[4] or '')) ..
         ',"worker":' .. (eworker or encode(f[5] or '')) ..
         ',"tracked":' .. (tracked and 'true' or 'false') ..
-        ',"priority":' .. jnum(f[6]) ..
-        ',"expires":' .. (expires or jnum(f[7])) ..
-        ',"retries":' .. jnum(f[8]) ..
+        ',"priority":' .. priority ..
+        ',"expires":' .. (expires or Qless.jnum(f[7])) ..
+        ',"retries":' .. retries ..
         ',"remaining":' .. remaining ..
         ',"data":'
       buf[n + 2] = encode(f[10] or '')

@@ -3,7 +3,8 @@
 -- Hot commands read just the options they need with an HMGET of their own; the
 -- methods here serve the config.* commands.
 
-QlessConfig = setmetatable({ [0] = function(name)
+-- The methods of Qless.Config, made on first use (see base.lua).
+function config_factory(name)
   if name == 'defaults' then
     -- The documented defaults: config.get with no option shows exactly these, overlaid
     -- with the stored options. Options without a default (<Q>-heartbeat,
@@ -28,9 +29,9 @@ QlessConfig = setmetatable({ [0] = function(name)
       if option ~= nil then
         local value = redis.call('hget', P .. 'config', option)
         if value then return value end
-        return QlessConfig.defaults()[option]
+        return Qless.Config.defaults()[option]
       end
-      local all = QlessConfig.defaults()
+      local all = Qless.Config.defaults()
       local stored = redis.call('hgetall', P .. 'config')
       for i = 1, #stored, 2 do
         all[stored[i]] = stored[i + 1]
@@ -54,4 +55,4 @@ QlessConfig = setmetatable({ [0] = function(name)
       redis.call('hdel', P .. 'config', option)
     end
   end
-end }, LAZY)
+end

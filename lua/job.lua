@@ -5,7 +5,8 @@
 -- Arguments arrive parsed and validated by api.lua; every function here makes all of
 -- its state checks before its first write (Redis never rolls a script back).
 
-QlessJob = setmetatable({ [0] = function(name)
+-- The methods of Qless.Job, made on first use (see base.lua).
+function job_factory(name)
   if name == 'forget' then
     -- Deletes a completed job for good (purge): its tag index entries, hash and history.
     -- Its dependency sets and tracking entry stay (spec 6.8).
@@ -26,7 +27,7 @@ QlessJob = setmetatable({ [0] = function(name)
       if oldest[2] and tonumber(oldest[2]) <= cutoff then
         local cut = Qless.numarg(cutoff)
         local old = redis.call('zrangebyscore', key, '-inf', cut)
-        for i = 1, #old do QlessJob.forget(old[i]) end
+        for i = 1, #old do Qless.Job.forget(old[i]) end
         redis.call('zremrangebyscore', key, '-inf', cut)
       end
       local keep = math.floor(tonumber(max_count) or 50000)
@@ -35,7 +36,7 @@ QlessJob = setmetatable({ [0] = function(name)
         local last = n - keep - 1
         last = string.format('%d', last)
         local extra = redis.call('zrange', key, '0', last)
-        for i = 1, #extra do QlessJob.forget(extra[i]) end
+        for i = 1, #extra do Qless.Job.forget(extra[i]) end
         redis.call('zremrangebyrank', key, '0', last)
       end
     end
@@ -141,8 +142,8 @@ QlessJob = setmetatable({ [0] = function(name)
       redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', 'complete', 'worker', '',
         'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       redis.call('zadd', P .. 'completed', NOWS, jid)
-      QlessJob.purge(now, cfg[2], cfg[3])
-      QlessJob.release(now, jid)
+      Qless.Job.purge(now, cfg[2], cfg[3])
+      Qless.Job.release(now, jid)
       return 'complete'
     end
 
@@ -410,14 +411,14 @@ QlessJob = setmetatable({ [0] = function(name)
             redis.call('srem', P .. 'j:' .. deps[i] .. '-dependents', jid)
           end
           redis.call('del', mine)
-          QlessJob.depends_to_waiting(now, jid, key, f[2] or '', f[3])
+          Qless.Job.depends_to_waiting(now, jid, key, f[2] or '', f[3])
         else
           for i = 1, #args do
             redis.call('srem', mine, args[i])
             redis.call('srem', P .. 'j:' .. args[i] .. '-dependents', jid)
           end
           if redis.call('scard', mine) == 0 then
-            QlessJob.depends_to_waiting(now, jid, key, f[2] or '', f[3])
+            Qless.Job.depends_to_waiting(now, jid, key, f[2] or '', f[3])
           end
         end
       else
@@ -533,4 +534,4 @@ QlessJob = setmetatable({ [0] = function(name)
       Qless.raise('QL_ARG', 'Track', 'Unknown action "' .. command .. '"')
     end
   end
-end }, LAZY)
+end

@@ -5,7 +5,8 @@
 -- ZREVRANGE), -locks (lock expiry), -scheduled (due time), -depends (entry time) and
 -- -recur (next spawn time of its recurring templates).
 
-QlessQueue = setmetatable({ [0] = function(name)
+-- The methods of Qless.Queue, made on first use (see base.lua).
+function queue_factory(name)
   if name == 'check_scheduled' then
     -- Moves up to `limit` due jobs of -scheduled into -work (state waiting).
     -- Returns how many moved.
@@ -13,7 +14,7 @@ QlessQueue = setmetatable({ [0] = function(name)
       if limit <= 0 then return 0 end
       local jids = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-scheduled', '0', NOWS,
         'LIMIT', '0', string.format('%d', limit))
-      if #jids > 0 then QlessQueue.promote(now, queue, jids) end
+      if #jids > 0 then Qless.Queue.promote(now, queue, jids) end
       return #jids
     end
 
@@ -68,7 +69,7 @@ QlessQueue = setmetatable({ [0] = function(name)
           redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
           local noticed = tonumber(f[3]) == 1
           if not noticed or grace <= 0 then
-            QlessQueue.lock_notice(now, queue, jid, key, worker, grace, cap)
+            Qless.Queue.lock_notice(now, queue, jid, key, worker, grace, cap)
           end
           if noticed or grace <= 0 then
             redis.call('hdel', key, 'grace')
@@ -114,7 +115,7 @@ QlessQueue = setmetatable({ [0] = function(name)
       local due = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-recur', '0', NOWS,
         'WITHSCORES', 'LIMIT', '0', string.format('%d', limit))
       if #due == 0 then return 0, true end
-      return QlessRecurring.spawn(now, queue, due, limit, cap)
+      return Qless.Recurring.spawn(now, queue, due, limit, cap)
     end
 
   elseif name == 'put' then
@@ -323,7 +324,7 @@ QlessQueue = setmetatable({ [0] = function(name)
             local limit = want == 1 and '1' or format('%d', want)
             if not st.locks then
               local due = call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', '0', limit)
-              if #due > 0 then QlessQueue.invalidate_locks(now, q, due, grace, cap, jids) end
+              if #due > 0 then Qless.Queue.invalidate_locks(now, q, due, grace, cap, jids) end
               if #due < want then st.locks = true end
             end
             local more = want - #jids
@@ -335,14 +336,14 @@ QlessQueue = setmetatable({ [0] = function(name)
                 if #due == 0 then
                   st.recur = true
                 else
-                  local _, all = QlessRecurring.spawn(now, q, due, more, cap)
+                  local _, all = Qless.Recurring.spawn(now, q, due, more, cap)
                   if all then st.recur = true end
                 end
               end
               if not st.sched then
                 local due = call('zrangebyscore', qkey .. '-scheduled', '0', NOWS, 'LIMIT', '0',
                   limit)
-                if #due > 0 then QlessQueue.promote(now, q, due) end
+                if #due > 0 then Qless.Queue.promote(now, q, due) end
                 if #due < more then st.sched = true end
               end
               local top = call('zrevrange', qkey .. '-work', '0', more == 1 and '0' or
@@ -453,8 +454,8 @@ QlessQueue = setmetatable({ [0] = function(name)
       end
       local more = count - #jids
       if more > 0 then
-        QlessQueue.check_recurring(now, queue, more)
-        QlessQueue.check_scheduled(now, queue, more)
+        Qless.Queue.check_recurring(now, queue, more)
+        Qless.Queue.check_scheduled(now, queue, more)
         local top = redis.call('zrevrange', P .. 'q:' .. queue .. '-work', '0',
           string.format('%d', more - 1))
         for i = 1, #top do jids[#jids + 1] = top[i] end
@@ -467,7 +468,7 @@ QlessQueue = setmetatable({ [0] = function(name)
     return function(now, queue)
       local qkey = P .. 'q:' .. queue
       local stalled = redis.call('zcount', qkey .. '-locks', '0', NOWS)
-      QlessQueue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
+      Qless.Queue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
       local paused = redis.call('sismember', P .. 'paused_queues', queue) == 1
       return '{"name":' .. cjson.encode(queue) ..
         ',"waiting":' .. redis.call('zcard', qkey .. '-work') ..
@@ -482,11 +483,11 @@ QlessQueue = setmetatable({ [0] = function(name)
   elseif name == 'queues' then
     -- queues(now, [queue]) -> one counts object, or an array over ql:queues.
     return function(now, queue)
-      if queue then return QlessQueue.counts(now, queue) end
+      if queue then return Qless.Queue.counts(now, queue) end
       local names = redis.call('zrange', P .. 'queues', '0', '-1')
       if #names == 0 then return '{}' end
       local out = {}
-      for i = 1, #names do out[i] = QlessQueue.counts(now, names[i]) end
+      for i = 1, #names do out[i] = Qless.Queue.counts(now, names[i]) end
       return '[' .. table.concat(out, ',') .. ']'
     end
 
@@ -510,7 +511,7 @@ QlessQueue = setmetatable({ [0] = function(name)
       elseif state == 'stalled' then
         return redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', offset, count)
       elseif state == 'scheduled' then
-        QlessQueue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
+        Qless.Queue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
         return redis.call('zrange', qkey .. '-scheduled', offset, offset + count - 1)
       elseif state == 'depends' then
         return redis.call('zrange', qkey .. '-depends', offset, offset + count - 1)
@@ -620,8 +621,8 @@ QlessQueue = setmetatable({ [0] = function(name)
       for i = 1, #names do
         local q = names[i]
         local qkey = P .. 'q:' .. q
-        promoted = promoted + QlessQueue.check_scheduled(now, q, limit)
-        spawned = spawned + QlessQueue.check_recurring(now, q, limit, cap)
+        promoted = promoted + Qless.Queue.check_scheduled(now, q, limit)
+        spawned = spawned + Qless.Queue.check_recurring(now, q, limit, cap)
         -- With grace <= 0 pop sends the notice and hands over in one go: nothing to do.
         if grace > 0 then
           local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', '0',
@@ -633,7 +634,7 @@ QlessQueue = setmetatable({ [0] = function(name)
             if f[1] and tonumber(f[3]) ~= 1 then
               local worker = f[2] or ''
               redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-              QlessQueue.lock_notice(now, q, jid, key, worker, grace, cap)
+              Qless.Queue.lock_notice(now, q, jid, key, worker, grace, cap)
               stalled = stalled + 1
             end
           end
@@ -649,4 +650,4 @@ QlessQueue = setmetatable({ [0] = function(name)
         stalled .. ',"next":' .. string.format('%.17g', nextt or 0) .. '}'
     end
   end
-end }, LAZY)
+end

@@ -4,7 +4,8 @@
 -- sweep find the due templates and call spawn, which creates the children R-1, R-2,
 -- ...; the recur.* commands manage the templates themselves.
 
-QlessRecurring = setmetatable({ [0] = function(name)
+-- The methods of Qless.Recurring, made on first use (see base.lua).
+function recurring_factory(name)
   if name == 'spawn' then
     -- Spawns the children of the due templates `due` (jid, score, jid, score, ... as
     -- ZRANGEBYSCORE WITHSCORES gives them) of `queue`, at most `limit` in all (spec
@@ -208,4 +209,4 @@ QlessRecurring = setmetatable({ [0] = function(name)
       return 1
     end
   end
-end }, LAZY)
+end

@@ -2,7 +2,8 @@
 -- heartbeat; ql:w:<W>:jobs (J -> lock expiry) lists what W holds. Idle workers are
 -- forgotten lazily, by `workers` only.
 
-QlessWorker = setmetatable({ [0] = function(name)
+-- The methods of Qless.Worker, made on first use (see base.lua).
+function worker_factory(name)
   if name == 'list' then
     -- workers(now, [worker]) -> JSON: one worker's jobs/stalled jids, or every worker's
     -- counts, most recently seen first. First forgets workers idle > max-worker-age.
@@ -39,4 +40,4 @@ QlessWorker = setmetatable({ [0] = function(name)
       return nil
     end
   end
-end }, LAZY)
+end
