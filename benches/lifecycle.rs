@@ -709,6 +709,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     const WORKERS: usize = 50;
     const PRODUCERS: usize = 4;
+    const PRODUCER_BATCH: usize = 10;
     let target = Target::start(64).await;
     let gateway = Arc::new(Gateway::start(&target).await);
     assert!(
@@ -757,14 +758,14 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
             })
         })
         .collect();
-    // Throughput: producers flood `jobs` jobs in batches of 10.
+    // Throughput: producers flood `jobs` jobs in batches of PRODUCER_BATCH.
     let started = Instant::now();
     let g = gateway.clone();
-    drive(jobs / 10, PRODUCERS, move |b| {
+    drive(jobs / PRODUCER_BATCH, PRODUCERS, move |b| {
         let g = g.clone();
         async move {
             let put_at = Clock::system().now();
-            let items: Vec<_> = (0..10)
+            let items: Vec<_> = (0..PRODUCER_BATCH)
                 .map(|k| {
                     serde_json::json!({"jid": format!("flood-{b}-{k}"), "klass": "bench.Job",
                     "data": {"put_at": put_at, "pad": "x".repeat(70)}})
@@ -779,14 +780,15 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     })
     .await;
     let produced_in = started.elapsed();
-    while done.load(Ordering::Relaxed) < jobs / 10 * 10 {
+    while done.load(Ordering::Relaxed) < jobs / PRODUCER_BATCH * PRODUCER_BATCH {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let throughput = (jobs / 10 * 10) as f64 / started.elapsed().as_secs_f64();
+    let throughput =
+        (jobs / PRODUCER_BATCH * PRODUCER_BATCH) as f64 / started.elapsed().as_secs_f64();
     eprintln!(
         "  flood: produced in {:.2}s ({:.0} puts/s), drained in {:.2}s",
         produced_in.as_secs_f64(),
-        (jobs / 10 * 10) as f64 / produced_in.as_secs_f64(),
+        (jobs / PRODUCER_BATCH * PRODUCER_BATCH) as f64 / produced_in.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
     // Latency: 2,000 single puts at about 1,000 per second into idle, waiting workers.
