@@ -14,6 +14,11 @@ use crate::routes;
             Every error is an `application/problem+json` document with a stable `code`.",
         license(name = "MIT"),
     ),
+    components(responses(
+        crate::model::PayloadTooLarge,
+        crate::model::UnsupportedMediaType,
+        crate::model::Unavailable,
+    )),
     tags(
         (name = "queues", description = "Queues: counts, putting jobs, leasing (pop), \
             peeking, listings by state, pausing, statistics"),

@@ -33,3 +33,30 @@ pub struct Health {
     #[schema(example = "ok")]
     pub status: String,
 }
+
+/// 413: the body is over the configured size limit.
+#[derive(Debug, Clone, utoipa::ToResponse)]
+#[response(
+    description = "The body is over the configured size limit",
+    content_type = "application/problem+json"
+)]
+pub struct PayloadTooLarge(#[to_schema] pub Problem);
+
+/// 415: the body is not `application/json`.
+#[derive(Debug, Clone, utoipa::ToResponse)]
+#[response(
+    description = "The body is not `application/json`",
+    content_type = "application/problem+json"
+)]
+pub struct UnsupportedMediaType(#[to_schema] pub Problem);
+
+/// 503: Redis is unreachable, out of memory, or no connection was free in time; the
+/// `Retry-After` header says when to try again.
+#[derive(Debug, Clone, utoipa::ToResponse)]
+#[response(
+    description = "Redis is unreachable, out of memory, or every connection is busy; \
+        retry after `Retry-After` seconds",
+    content_type = "application/problem+json",
+    headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))
+)]
+pub struct Unavailable(#[to_schema] pub Problem);

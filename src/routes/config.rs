@@ -15,7 +15,10 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{Json, Path};
 use super::validate;
 use crate::error::ApiError;
-use crate::model::{ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, Problem};
+use crate::model::{
+    ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, Problem, Unavailable,
+    UnsupportedMediaType,
+};
 use crate::server::AppState;
 
 /// Options the script reads as numbers.
@@ -54,8 +57,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/v1/config", tag = "config", operation_id = "get_config",
     responses(
         (status = 200, description = "Every option with its value", body = ConfigOptions),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_config(State(state): State<AppState>) -> Result<Json<ConfigOptions>, ApiError> {
     let options = state.qless.config_get_all(state.clock.now()).await?;
@@ -84,8 +86,7 @@ async fn get_config(State(state): State<AppState>) -> Result<Json<ConfigOptions>
         (status = 404, description = "The option is neither stored nor has a default \
             (e.g. `max-worker-age` before it is set: the server then uses its built-in \
             value)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_config_option(
     State(state): State<AppState>,
@@ -121,10 +122,8 @@ async fn get_config_option(
             a string, number or boolean, an unknown field, a bad option name, or a \
             numeric option given something other than a number; nothing is stored",
          body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn set_config_option(
     State(state): State<AppState>,
@@ -155,8 +154,7 @@ async fn set_config_option(
         (status = 204, description = "The option is no longer stored"),
         (status = 400, description = "The option is not a valid name", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn unset_config_option(
     State(state): State<AppState>,

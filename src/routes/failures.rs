@@ -7,7 +7,10 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
-use crate::model::{FailureGroups, JidPage, PageQuery, Problem, UnfailRequest, UnfailResult};
+use crate::model::{
+    FailureGroups, JidPage, PageQuery, Problem, Unavailable, UnfailRequest, UnfailResult,
+    UnsupportedMediaType,
+};
 use crate::server::AppState;
 
 /// Routes of this module.
@@ -27,8 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     operation_id = "list_failure_groups",
     responses(
         (status = 200, description = "Failed jobs per group", body = FailureGroups),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_failure_groups(
     State(state): State<AppState>,
@@ -49,8 +51,7 @@ async fn list_failure_groups(
         (status = 400, description = "A bad group name, offset or count not a number, or \
             count not between 1 and 1000", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_failed_jobs(
     State(state): State<AppState>,
@@ -80,10 +81,8 @@ async fn list_failed_jobs(
         (status = 400, description = "Malformed body, a missing queue, an unknown field, \
             a bad group or queue name, or count not between 1 and 1000; nothing is moved",
          body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn unfail_jobs(
     State(state): State<AppState>,

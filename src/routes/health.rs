@@ -5,7 +5,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::Json;
 use crate::error::ApiError;
-use crate::model::{Health, Problem};
+use crate::model::{Health, Unavailable};
 use crate::server::AppState;
 
 /// Routes of this module.
@@ -31,8 +31,7 @@ async fn healthz() -> Json<Health> {
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "get_readiness",
     responses(
         (status = 200, description = "Ready to serve", body = Health),
-        (status = 503, description = "Redis unreachable", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     state.qless.ready().await?;

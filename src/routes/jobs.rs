@@ -25,8 +25,9 @@ use crate::model::{
     CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
     HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Job,
     JobPriorityRequest, JobPriorityResponse, JobTagsRequest, JobTagsResponse, JobTrackedResponse,
-    LogJobEventRequest, PageQuery, Problem, RemoveJobDependenciesRequest, RequeueJobRequest,
-    RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse,
+    LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RemoveJobDependenciesRequest,
+    RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse,
+    Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -71,8 +72,7 @@ pub fn router() -> OpenApiRouter<AppState> {
          content_type = "application/problem+json"),
         (status = 404, description = "No job has this jid (never put, canceled, or \
          purged after completion)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_job(
     State(state): State<AppState>,
@@ -98,8 +98,7 @@ async fn get_job(
         (status = 400, description = "No jid, more than 1000, a jid that is not a valid \
          name, or a query parameter other than `jid`", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_jobs(
     State(state): State<AppState>,
@@ -127,12 +126,9 @@ async fn get_jobs(
         (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
          another worker holds it (the lock expired and the job was handed over)",
          body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn heartbeat_job(
     State(state): State<AppState>,
@@ -171,12 +167,9 @@ async fn heartbeat_job(
         (status = 409, description = "`conflict`: the job is not running, or runs in \
          another queue than `queue`; `lock_lost`: another worker holds it",
          body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn complete_job(
     State(state): State<AppState>,
@@ -252,12 +245,9 @@ fn completion_state(word: String) -> Result<CompletionState, ApiError> {
         (status = 400, description = "Malformed JSON, an unknown field, an invalid name, \
             `delay`/`depends` without `next`, or not 1 to 1000 jobs; nothing is completed",
          body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the batch size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see `Retry-After`)",
-         body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn complete_jobs(
     State(state): State<AppState>,
@@ -317,12 +307,9 @@ async fn complete_jobs(
         (status = 400, description = "Malformed JSON, an unknown field, an invalid name, or \
             not 1 to 1000 jobs; nothing is renewed", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the batch size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see `Retry-After`)",
-         body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn heartbeat_jobs(
     State(state): State<AppState>,
@@ -398,12 +385,9 @@ fn outcome_problem(err: ApiError) -> Result<Problem, ApiError> {
          content_type = "application/problem+json"),
         (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
          another worker holds it", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn fail_job(
     State(state): State<AppState>,
@@ -450,12 +434,9 @@ async fn fail_job(
          content_type = "application/problem+json"),
         (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
          another worker holds it", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn retry_job(
     State(state): State<AppState>,
@@ -500,12 +481,9 @@ async fn retry_job(
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn requeue_job(
     State(state): State<AppState>,
@@ -560,8 +538,7 @@ async fn requeue_job(
          content_type = "application/problem+json"),
         (status = 409, description = "The job is not running", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn timeout_job(
     State(state): State<AppState>,
@@ -586,8 +563,7 @@ async fn timeout_job(
          content_type = "application/problem+json"),
         (status = 409, description = "Other jobs depend on this one", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn cancel_job(
     State(state): State<AppState>,
@@ -613,12 +589,9 @@ async fn cancel_job(
         (status = 409, description = "A listed job is a dependency of a job that is not \
          listed; nothing was canceled", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn cancel_jobs(
     State(state): State<AppState>,
@@ -644,12 +617,9 @@ async fn cancel_jobs(
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn set_job_priority(
     State(state): State<AppState>,
@@ -682,12 +652,9 @@ async fn set_job_priority(
          content_type = "application/problem+json"),
         (status = 409, description = "The job is not in the `depends` state (or does \
          not exist)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn add_job_dependencies(
     State(state): State<AppState>,
@@ -719,12 +686,9 @@ async fn add_job_dependencies(
          body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The job is not in the `depends` state (or does \
          not exist)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn remove_job_dependencies(
     State(state): State<AppState>,
@@ -765,12 +729,9 @@ async fn remove_job_dependencies(
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn add_job_tags(
     State(state): State<AppState>,
@@ -800,12 +761,9 @@ async fn add_job_tags(
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn remove_job_tags(
     State(state): State<AppState>,
@@ -833,8 +791,7 @@ async fn remove_job_tags(
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn track_job(
     State(state): State<AppState>,
@@ -857,8 +814,7 @@ async fn track_job(
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn untrack_job(
     State(state): State<AppState>,
@@ -876,8 +832,7 @@ async fn untrack_job(
 #[utoipa::path(get, path = "/v1/tracked", tag = "jobs", operation_id = "list_tracked_jobs",
     responses(
         (status = 200, description = "Tracked jobs and expired jids", body = TrackedJobsResponse),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_tracked_jobs(
     State(state): State<AppState>,
@@ -904,12 +859,9 @@ async fn list_tracked_jobs(
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn log_job_event(
     State(state): State<AppState>,
@@ -939,8 +891,7 @@ async fn log_job_event(
         (status = 200, description = "A page of completed jids", body = CompletedJobsResponse),
         (status = 400, description = "`offset` or `count` is not a number, or `count` is \
          0 or over 1000", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or the pool is exhausted \
-         (with Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_completed_jobs(
     State(state): State<AppState>,

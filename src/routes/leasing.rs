@@ -9,7 +9,9 @@ use super::extract::Json;
 use super::validate;
 use crate::error::ApiError;
 use crate::leasing::{Strategy, WeightedQueue};
-use crate::model::{Job, MultiPopRequest, PopStrategy, Problem};
+use crate::model::{
+    Job, MultiPopRequest, PayloadTooLarge, PopStrategy, Problem, Unavailable, UnsupportedMediaType,
+};
 use crate::server::AppState;
 
 /// Most queues one multi-queue pop may serve.
@@ -39,12 +41,9 @@ pub fn router() -> OpenApiRouter<AppState> {
             repeated queue name, a weight that is not a positive number, 0 or more than \
             64 queues, or a count outside 1..=1000", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see `Retry-After`)",
-         body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn pop_from_queues(
     State(state): State<AppState>,

@@ -15,9 +15,10 @@ use super::validate;
 use crate::core::{self, Listing, PutArgs, RecurArgs};
 use crate::error::ApiError;
 use crate::model::{
-    CreateRecurringJobRequest, CreatedRecurringJob, Job, PeekJobsQuery, PopJobsRequest, Problem,
-    PutJobRequest, PutJobResponse, PutJobsRequest, PutJobsResponse, QueueCounts, QueueJids,
-    QueueJobState, QueueJobsQuery, QueueStats, QueueStatsQuery,
+    CreateRecurringJobRequest, CreatedRecurringJob, Job, PayloadTooLarge, PeekJobsQuery,
+    PopJobsRequest, Problem, PutJobRequest, PutJobResponse, PutJobsRequest, PutJobsResponse,
+    QueueCounts, QueueJids, QueueJobState, QueueJobsQuery, QueueStats, QueueStatsQuery,
+    Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -53,8 +54,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 200, description = "Counts of every known queue, oldest first \
             (`[]` when there is none)", body = [QueueCounts]),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_queues(State(state): State<AppState>) -> Result<Json<Vec<QueueCounts>>, ApiError> {
     Ok(Json(state.qless.queues(state.clock.now()).await?))
@@ -71,8 +71,7 @@ async fn list_queues(State(state): State<AppState>) -> Result<Json<Vec<QueueCoun
             queue)", body = QueueCounts),
         (status = 400, description = "The queue name is invalid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_queue(
     State(state): State<AppState>,
@@ -94,8 +93,7 @@ async fn get_queue(
         (status = 204, description = "The queue is no longer listed"),
         (status = 400, description = "The queue name is invalid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn forget_queue(
     State(state): State<AppState>,
@@ -132,12 +130,9 @@ async fn forget_queue(
             queue/jid/tag/dependency name, an empty klass, a negative or non-finite \
             delay, a non-finite priority, or negative retries", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn put_job(
     State(state): State<AppState>,
@@ -184,12 +179,9 @@ async fn put_job(
         (status = 400, description = "Malformed JSON, no jobs or more than 1000, or an \
             invalid item (the detail names its index); nothing was written",
          body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the batch size limit",
-         body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn put_jobs(
     State(state): State<AppState>,
@@ -236,12 +228,9 @@ async fn put_jobs(
         (status = 400, description = "Malformed JSON, an unknown field, an invalid \
             queue or worker name, or a count outside 1..=1000", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn pop_jobs(
     State(state): State<AppState>,
@@ -270,8 +259,7 @@ async fn pop_jobs(
         (status = 400, description = "An invalid queue name, an unknown parameter, or a \
             count outside 1..=1000", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn peek_jobs(
     State(state): State<AppState>,
@@ -299,8 +287,7 @@ async fn peek_jobs(
         (status = 400, description = "A missing or unknown state, an unknown parameter, \
             an invalid queue name, or a count outside 1..=1000", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_queue_jobs(
     State(state): State<AppState>,
@@ -329,8 +316,7 @@ async fn list_queue_jobs(
         (status = 204, description = "The queue is paused"),
         (status = 400, description = "The queue name is invalid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn pause_queue(
     State(state): State<AppState>,
@@ -351,8 +337,7 @@ async fn pause_queue(
         (status = 204, description = "The queue leases jobs again"),
         (status = 400, description = "The queue name is invalid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn unpause_queue(
     State(state): State<AppState>,
@@ -378,8 +363,7 @@ async fn unpause_queue(
         (status = 400, description = "An invalid queue name, an unknown parameter, or a \
             date that is not a finite number", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_queue_stats(
     State(state): State<AppState>,
@@ -411,12 +395,9 @@ async fn get_queue_stats(
             queue/jid/tag name, an empty klass, an interval that is not above 0, a \
             negative offset, a non-finite priority, or negative retries or backlog",
          body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the size limit", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis is unreachable or overloaded (see \
-            `Retry-After`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn create_recurring_job(
     State(state): State<AppState>,

@@ -9,7 +9,10 @@ use super::extract::{Json, Path};
 use super::validate;
 use crate::core::RecurUpdate;
 use crate::error::ApiError;
-use crate::model::{Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange};
+use crate::model::{
+    Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange, Unavailable,
+    UnsupportedMediaType,
+};
 use crate::server::AppState;
 
 /// Routes of this module.
@@ -36,8 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_recurring_job(
     State(state): State<AppState>,
@@ -69,10 +71,8 @@ async fn get_recurring_job(
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn update_recurring_job(
     State(state): State<AppState>,
@@ -99,8 +99,7 @@ async fn update_recurring_job(
         (status = 204, description = "The template no longer exists"),
         (status = 400, description = "The jid is not a valid name", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn delete_recurring_job(
     State(state): State<AppState>,
@@ -128,10 +127,8 @@ async fn delete_recurring_job(
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn add_recurring_job_tags(
     State(state): State<AppState>,
@@ -163,10 +160,8 @@ async fn add_recurring_job_tags(
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem,
-         content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
     ))]
 async fn remove_recurring_job_tags(
     State(state): State<AppState>,

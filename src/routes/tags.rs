@@ -6,7 +6,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
-use crate::model::{JidPage, PageQuery, Problem, TopTags};
+use crate::model::{JidPage, PageQuery, Problem, TopTags, Unavailable};
 use crate::server::AppState;
 
 /// Routes of this module.
@@ -29,8 +29,7 @@ pub fn router() -> OpenApiRouter<AppState> {
             used twice)", body = TopTags),
         (status = 400, description = "offset or count is not a number, or count is not \
             between 1 and 1000", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_top_tags(
     State(state): State<AppState>,
@@ -56,8 +55,7 @@ async fn list_top_tags(
         (status = 400, description = "A bad tag name, offset or count not a number, or \
             count not between 1 and 1000", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_tagged_jobs(
     State(state): State<AppState>,

@@ -7,7 +7,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{Json, Path};
 use super::validate;
 use crate::error::ApiError;
-use crate::model::{Problem, WorkerJobs, WorkerSummary};
+use crate::model::{Problem, Unavailable, WorkerJobs, WorkerSummary};
 use crate::server::AppState;
 
 /// Routes of this module.
@@ -27,8 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 200, description = "The workers (`[]` when there are none)",
          body = Vec<WorkerSummary>),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn list_workers(State(state): State<AppState>) -> Result<Json<Vec<WorkerSummary>>, ApiError> {
     Ok(Json(state.qless.workers(state.clock.now()).await?))
@@ -47,8 +46,7 @@ async fn list_workers(State(state): State<AppState>) -> Result<Json<Vec<WorkerSu
             worker)", body = WorkerJobs),
         (status = 400, description = "The worker name is not a valid name", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn get_worker(
     State(state): State<AppState>,
@@ -70,8 +68,7 @@ async fn get_worker(
         (status = 204, description = "The worker is no longer listed"),
         (status = 400, description = "The worker name is not a valid name", body = Problem,
          content_type = "application/problem+json"),
-        (status = 503, description = "Redis unreachable or busy", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 async fn deregister_worker(
     State(state): State<AppState>,

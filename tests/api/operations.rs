@@ -85,6 +85,60 @@ async fn docs_page_is_served_without_external_assets() {
     );
 }
 
+/// Every `$ref` in `value`.
+fn references(value: &serde_json::Value, found: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                match (key.as_str(), item) {
+                    ("$ref", serde_json::Value::String(target)) => found.push(target.clone()),
+                    _ => references(item, found),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|item| references(item, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_reference_in_the_openapi_document_resolves() {
+    let document = serde_json::to_value(qlessd::openapi::document()).unwrap();
+    let mut found = Vec::new();
+    references(&document, &mut found);
+    assert!(!found.is_empty());
+    for target in found {
+        let pointer = target.strip_prefix('#').expect("a local reference");
+        assert!(
+            document.pointer(pointer).is_some(),
+            "{target} does not resolve"
+        );
+    }
+}
+
+#[test]
+fn operation_ids_are_unique_and_every_operation_documents_its_errors() {
+    let document = serde_json::to_value(qlessd::openapi::document()).unwrap();
+    let mut ids = std::collections::HashSet::new();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let id = operation["operationId"].as_str().unwrap_or_default();
+            assert!(ids.insert(id.to_owned()), "duplicate operation id {id}");
+            assert!(
+                operation["summary"].is_string(),
+                "{method} {path} has no summary"
+            );
+            let responses = operation["responses"].as_object().unwrap();
+            if path.starts_with("/v1/") && path != "/v1/events" {
+                assert!(
+                    responses.contains_key("503"),
+                    "{method} {path} lacks its 503"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn openapi_json_is_served_and_matches_the_committed_document() {
     let app = TestApp::start().await;
