@@ -8,6 +8,9 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY lua ./lua
+# Declared in Cargo.toml, so cargo wants them present even though it does not build them.
+COPY benches ./benches
+COPY tests ./tests
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked && cp target/release/qlessd /usr/local/bin/qlessd
