@@ -179,10 +179,23 @@ impl Qless {
         let mut replies = conn.query_pipeline(pipe.ignore_errors()).await?;
         let noscript =
             |value: &Value| matches!(value, Value::ServerError(err) if err.code() == "NOSCRIPT");
-        if replies.iter().any(noscript) {
-            // NOSCRIPT replies wrote nothing, so the whole batch can simply run again.
+        let missed: Vec<usize> = (0..replies.len())
+            .filter(|&i| noscript(&replies[i]))
+            .collect();
+        if !missed.is_empty() {
+            // Only the calls answered NOSCRIPT ran nothing; the others already wrote,
+            // so exactly those run again, in their original order.
             self.load(&mut conn).await?;
-            replies = conn.query_pipeline(&pipe).await?;
+            let mut again = redis::pipe();
+            again.ignore_errors();
+            for &i in &missed {
+                let (command, args) = &calls[i];
+                again.add_command(self.invocation(command, now, args));
+            }
+            let retried = conn.query_pipeline(&again).await?;
+            for (i, reply) in missed.into_iter().zip(retried) {
+                replies[i] = reply;
+            }
         }
         Ok(replies.into_iter().map(value_to_result).collect())
     }

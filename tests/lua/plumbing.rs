@@ -69,3 +69,36 @@ async fn a_malformed_redis_url_is_refused_at_startup() {
     .unwrap_err();
     assert!(err.to_string().contains("invalid Redis URL"), "{err}");
 }
+
+#[tokio::test]
+async fn a_pipelined_batch_reloads_the_script_and_runs_every_call_once() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let mut conn = redis.client().get_connection().unwrap();
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut conn)
+        .unwrap();
+    let jobs = (0..3)
+        .map(|i| {
+            let args = qlessd::core::PutArgs {
+                queue: "q".into(),
+                jid: format!("j{i}"),
+                klass: "K".into(),
+                data: "{}".into(),
+                ..Default::default()
+            };
+            (args, false)
+        })
+        .collect();
+    let results = qless.put_many(START, jobs).await.unwrap();
+    assert_eq!(results.len(), 3);
+    for (i, result) in results.into_iter().enumerate() {
+        assert_eq!(result.unwrap().as_deref(), Some(format!("j{i}").as_str()));
+    }
+    // Each put ran exactly once: one history entry each.
+    for i in 0..3 {
+        let job = qless.get(START, &format!("j{i}")).await.unwrap().unwrap();
+        assert_eq!(job.history.len(), 1, "{job:?}");
+    }
+}
