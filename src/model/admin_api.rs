@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
@@ -23,8 +23,9 @@ pub struct RecurringJobUpdate {
     #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// Payload of the children spawned from now on: any JSON value (`null` included).
-    #[serde(default, deserialize_with = "present")]
-    pub data: Option<Value>,
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub data: Option<crate::model::wire::RawJson>,
     /// Class of the children spawned from now on.
     pub klass: Option<String>,
     /// Queue the children are put in from now on; the template moves there, keeping its
@@ -142,13 +143,4 @@ impl ConfigScalar {
             ConfigScalar::Flag(flag) => flag.to_string(),
         }
     }
-}
-
-/// Deserializes a field that is present as `Some`, even when it is `null`, so that
-/// `"data": null` sets a null payload rather than meaning "unchanged".
-fn present<'de, D>(deserializer: D) -> Result<Option<Value>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    Value::deserialize(deserializer).map(Some)
 }

@@ -62,9 +62,9 @@ pub struct Job {
     /// Retries left.
     #[serde(deserialize_with = "wire::number")]
     pub remaining: f64,
-    /// The payload: any JSON value.
-    #[serde(deserialize_with = "wire::json_text")]
-    pub data: Value,
+    /// The payload: any JSON value, exactly as it was put.
+    #[schema(value_type = serde_json::Value)]
+    pub data: wire::JsonData,
     /// Tags, in the order they were added.
     #[serde(deserialize_with = "wire::list")]
     pub tags: Vec<String>,

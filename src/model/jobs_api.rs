@@ -2,21 +2,11 @@
 //! `/v1/completed`). Requests refuse unknown fields, so a typo is a 400 rather than a
 //! silently ignored option.
 
-use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::job::Job;
-
-/// Keeps an explicit `null` apart from an absent field: absent is `None` (through
-/// `#[serde(default)]`), anything present, `null` included, is `Some(value)`.
-fn present<'de, D>(deserializer: D) -> Result<Option<Value>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    Value::deserialize(deserializer).map(Some)
-}
 
 /// Body of `POST /v1/jobs/{jid}/heartbeat`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -26,8 +16,9 @@ pub struct HeartbeatJobRequest {
     /// The worker holding the job.
     pub worker: String,
     /// Replaces the job's data when present (any JSON value); absent keeps it.
-    #[serde(default, deserialize_with = "present")]
-    pub data: Option<Value>,
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub data: Option<crate::model::wire::RawJson>,
 }
 
 /// Reply of a heartbeat.
@@ -50,8 +41,9 @@ pub struct CompleteJobRequest {
     pub queue: String,
     /// The job's data from now on (any JSON value). It replaces the stored data;
     /// absent stores `{}`, so send the data back to keep it.
-    #[serde(default, deserialize_with = "present")]
-    pub data: Option<Value>,
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub data: Option<crate::model::wire::RawJson>,
     /// Move the job on to this queue instead of finishing it.
     #[serde(default)]
     pub next: Option<String>,
@@ -98,8 +90,9 @@ pub struct FailJobRequest {
     /// What went wrong, for humans (a stack trace, ...).
     pub message: String,
     /// Replaces the job's data when present (any JSON value); absent keeps it.
-    #[serde(default, deserialize_with = "present")]
-    pub data: Option<Value>,
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub data: Option<crate::model::wire::RawJson>,
 }
 
 /// Reply of a failure.
@@ -155,8 +148,9 @@ pub struct RequeueJobRequest {
     /// The class (handler name) a worker runs it with.
     pub klass: String,
     /// The payload (any JSON value); absent stores `{}`.
-    #[serde(default, deserialize_with = "present")]
-    pub data: Option<Value>,
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub data: Option<crate::model::wire::RawJson>,
     /// Higher pops first. Absent: the job keeps its priority.
     #[serde(default)]
     pub priority: Option<f64>,

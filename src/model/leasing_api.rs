@@ -1,7 +1,7 @@
 //! Bodies of the worker-side endpoints: multi-queue pops and batch heartbeat/complete.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
 use utoipa::ToSchema;
 
 use super::{CompletionState, Problem};
@@ -74,8 +74,9 @@ pub struct CompleteJobsItem {
     /// The queue the job runs in.
     pub queue: String,
     /// The job's data from now on; absent stores `{}`.
-    #[serde(default)]
-    pub data: Option<Value>,
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub data: Option<crate::model::wire::RawJson>,
     /// Move the job on to this queue instead of finishing it.
     #[serde(default)]
     pub next: Option<String>,
@@ -127,8 +128,9 @@ pub struct HeartbeatJobsItem {
     /// The worker holding it.
     pub worker: String,
     /// Replaces the job's data when present.
-    #[serde(default)]
-    pub data: Option<Value>,
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub data: Option<crate::model::wire::RawJson>,
 }
 
 /// Body of `POST /v1/jobs/heartbeat`.

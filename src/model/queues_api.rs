@@ -2,7 +2,6 @@
 //! batch), leasing and peeking, listings by state, statistics, recurring templates.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 /// A job to put in a queue (`POST /v1/queues/{queue}/jobs`, and each item of a batch).
@@ -20,8 +19,9 @@ pub struct PutJobRequest {
     /// The class (handler name) a worker runs the job with; not empty.
     pub klass: String,
     /// The payload: any JSON value, returned as given. Absent: `{}`.
-    #[serde(default = "empty_object")]
-    pub data: Value,
+    #[serde(default = "crate::model::wire::empty_object")]
+    #[schema(value_type = serde_json::Value)]
+    pub data: crate::model::wire::RawJson,
     /// Higher pops first. Absent: kept from an existing job with this jid, else 0.
     #[serde(default)]
     pub priority: Option<f64>,
@@ -43,10 +43,6 @@ pub struct PutJobRequest {
     /// says `created: false`), so that duplicate producers do not reset a job.
     #[serde(default)]
     pub if_absent: bool,
-}
-
-fn empty_object() -> Value {
-    Value::Object(Default::default())
 }
 
 /// The outcome of a put.
@@ -187,8 +183,9 @@ pub struct CreateRecurringJobRequest {
     /// Class of the spawned jobs; not empty.
     pub klass: String,
     /// Payload of the spawned jobs: any JSON value. Absent: `{}`.
-    #[serde(default = "empty_object")]
-    pub data: Value,
+    #[serde(default = "crate::model::wire::empty_object")]
+    #[schema(value_type = serde_json::Value)]
+    pub data: crate::model::wire::RawJson,
     /// Seconds between spawns (greater than 0).
     pub interval: f64,
     /// Seconds from now until the first spawn (at least 0, default 0).

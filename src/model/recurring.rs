@@ -1,7 +1,6 @@
 //! Recurring jobs: templates that spawn a job every interval.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::wire;
@@ -30,8 +29,8 @@ pub struct RecurringJob {
     #[serde(deserialize_with = "wire::number")]
     pub count: f64,
     /// Payload of the children.
-    #[serde(deserialize_with = "wire::json_text")]
-    pub data: Value,
+    #[schema(value_type = serde_json::Value)]
+    pub data: wire::JsonData,
     /// Tags of the children.
     #[serde(deserialize_with = "wire::list")]
     pub tags: Vec<String>,

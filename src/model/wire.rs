@@ -77,3 +77,72 @@ where
         ))),
     }
 }
+
+/// A JSON value kept as the exact text the client sent: key order, number spelling
+/// and precision survive (a `serde_json::Value` would sort keys and turn big integers
+/// into floats), so the script stores a job's data byte for byte, as qless promises.
+pub type RawJson = Box<serde_json::value::RawValue>;
+
+/// `{}`, the data of a job put without any.
+pub fn empty_object() -> RawJson {
+    serde_json::value::RawValue::from_string("{}".to_owned()).expect("`{}` is JSON")
+}
+
+/// A field that is `Some` whenever it is present, even when it is `null`.
+pub fn present_raw<'de, D>(deserializer: D) -> Result<Option<RawJson>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    RawJson::deserialize(deserializer).map(Some)
+}
+
+/// A job's (or template's) stored data on its way out: the text the script stored,
+/// sent to the client as JSON without being re-encoded. Text another client stored
+/// that is not JSON is sent as a JSON string rather than failing the read.
+#[derive(Debug, Clone)]
+pub struct JsonData(RawJson);
+
+impl JsonData {
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Parsed into a value (for callers that inspect the payload).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonData {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = match Value::deserialize(deserializer)? {
+            Value::String(text) => text,
+            other => other.to_string(),
+        };
+        let raw = match serde_json::value::RawValue::from_string(text.clone()) {
+            Ok(raw) => raw,
+            Err(_) => serde_json::value::RawValue::from_string(Value::String(text).to_string())
+                .map_err(serde::de::Error::custom)?,
+        };
+        Ok(JsonData(raw))
+    }
+}
+
+impl serde::Serialize for JsonData {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl PartialEq for JsonData {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_value() == other.to_value()
+    }
+}
+
+impl PartialEq<Value> for JsonData {
+    fn eq(&self, other: &Value) -> bool {
+        &self.to_value() == other
+    }
+}

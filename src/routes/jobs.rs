@@ -19,6 +19,7 @@ use super::extract::{BatchJson, Json, Path, Query};
 use super::validate;
 use crate::core::{CompleteArgs, PutArgs, RetryArgs};
 use crate::error::ApiError;
+use crate::model::wire::RawJson;
 use crate::model::{
     AddJobDependenciesRequest, CancelJobsRequest, CancelJobsResponse, CompleteJobRequest,
     CompleteJobResponse, CompleteJobsOutcome, CompleteJobsRequest, CompleteJobsResponse,
@@ -196,7 +197,7 @@ fn complete_args(
     jid: String,
     worker: String,
     queue: String,
-    data: Option<Value>,
+    data: Option<RawJson>,
     next: Option<String>,
     delay: Option<f64>,
     depends: Option<Vec<String>>,
@@ -872,8 +873,10 @@ async fn log_job_event(
     if body.message.is_empty() {
         return Err(bad("message must not be empty"));
     }
-    let data = body.data.as_ref().map(|map| Value::Object(map.clone()));
-    let data = data.as_ref().map(json_text);
+    let data = body
+        .data
+        .as_ref()
+        .map(|map| Value::Object(map.clone()).to_string());
     state
         .qless
         .log(state.clock.now(), &jid, &body.message, data.as_deref())
@@ -939,13 +942,13 @@ fn each_name(kind: &str, values: &[String]) -> Result<(), ApiError> {
 }
 
 /// A job's data as the JSON text the script stores; `{}` when the client sent none.
-fn data_or_empty(data: Option<&Value>) -> String {
+fn data_or_empty(data: Option<&RawJson>) -> String {
     data.map_or_else(|| "{}".to_owned(), json_text)
 }
 
-/// JSON text of a value (serializing a `Value` cannot fail).
-fn json_text(value: &Value) -> String {
-    value.to_string()
+/// The exact JSON text the client sent.
+fn json_text(value: &RawJson) -> String {
+    value.get().to_owned()
 }
 
 fn bad(message: &str) -> ApiError {

@@ -505,8 +505,9 @@ fn name_list(kind: &str, values: Option<&[String]>) -> Result<(), ApiError> {
 }
 
 /// The JSON text the script stores for a payload.
-fn data_text(data: &serde_json::Value) -> Result<String, ApiError> {
-    serde_json::to_string(data).map_err(|err| ApiError::Internal(format!("data: {err}")))
+/// The exact JSON text the client sent (kept byte for byte).
+fn data_text(data: &crate::model::wire::RawJson) -> Result<String, ApiError> {
+    Ok(data.get().to_owned())
 }
 
 /// The listing behind a state; `None` is `waiting`, which has its own command.

@@ -206,12 +206,7 @@ fn recur_update(body: RecurringJobUpdate) -> Result<RecurUpdate, ApiError> {
     if let Some(queue) = &body.queue {
         validate::name("queue", queue)?;
     }
-    let data = match &body.data {
-        Some(value) => Some(
-            serde_json::to_string(value).map_err(|err| ApiError::BadRequest(err.to_string()))?,
-        ),
-        None => None,
-    };
+    let data = body.data.as_ref().map(|raw| raw.get().to_owned());
     let update = RecurUpdate {
         priority: body.priority,
         interval: body.interval,

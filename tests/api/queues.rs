@@ -969,3 +969,27 @@ async fn a_job_can_be_put_and_popped_over_tcp() {
         "application/problem+json"
     );
 }
+
+#[tokio::test]
+async fn job_data_is_stored_and_returned_byte_for_byte() {
+    // Key order, number spelling and integers beyond 64 bits all survive: the text is
+    // never re-encoded on the way in or out.
+    let app = TestApp::start().await;
+    let data = r#"{"z":1,"a":[1.50,2e3],"big":123456789012345678901234567890,"s":"caf\u00e9"}"#;
+    let body = format!(r#"{{"jid":"exact","klass":"K","data":{data}}}"#);
+    let response = post_raw(&app, "/v1/queues/q/jobs", "application/json", body).await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    let mut conn = app.redis.client().get_connection().unwrap();
+    let stored: String = redis::cmd("HGET")
+        .arg("ql:j:exact")
+        .arg("data")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(stored, data);
+    let fetched = app.get("/v1/jobs/exact").await;
+    assert!(
+        fetched.text.contains(&format!(r#""data":{data}"#)),
+        "{}",
+        fetched.text
+    );
+}
