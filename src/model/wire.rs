@@ -1,6 +1,7 @@
 //! Decoding quirks of the script's JSON (cjson): an empty list arrives as `{}`, a
 //! job's `data` is JSON *text*, absent values are `false`. These functions turn them
-//! into the typed, regular shapes the HTTP API promises.
+//! into the typed, regular shapes the HTTP API promises. Payloads travel as raw JSON
+//! text ([`RawJson`], [`JsonData`]) so they are never re-encoded.
 
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer};
@@ -22,18 +23,6 @@ where
         other => Err(serde::de::Error::custom(format!(
             "expected a list, got {other}"
         ))),
-    }
-}
-
-/// JSON text stored by the script, parsed into a value. Text that is not JSON (written
-/// by some other client) is returned as a JSON string rather than failing the read.
-pub fn json_text<'de, D>(deserializer: D) -> Result<Value, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    match Value::deserialize(deserializer)? {
-        Value::String(text) => Ok(serde_json::from_str(&text).unwrap_or(Value::String(text))),
-        other => Ok(other),
     }
 }
 
