@@ -426,14 +426,20 @@ Qless = setmetatable({ [0] = function(name)
     return function(kind, now, queue, samples)
       local n = #samples
       if n == 0 then return end
-      local floor, format = math.floor, string.format
+      local floor, format, char = math.floor, string.format, string.char
       local key = P .. 's:' .. kind .. ':' .. format('%d', now - now % 86400) .. ':' .. queue
       if n == 1 then
         -- The usual case (one pop or complete), without the bookkeeping tables.
         local v = samples[1]
         local s = floor(v)
         local b
-        if s < 60 then
+        -- (Seconds name their bucket with string.char: concatenating a number would
+        -- format it with sprintf, several times dearer.)
+        if s < 10 and s >= 0 then
+          b = char(115, 48 + s)
+        elseif s < 60 and s >= 0 then
+          b = char(115, 48 + floor(s / 10), 48 + s % 10)
+        elseif s < 60 then
           b = 's' .. s
         elseif s < 3600 then
           b = 'm' .. floor(s / 60)

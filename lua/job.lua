@@ -104,7 +104,10 @@ function job_factory(name)
       redis.call('zrem', P .. 'q:' .. queue .. '-locks', jid)
       Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-      if redis.call('zscore', P .. 'tracked', jid) then
+      -- Usually neither ql:tracked nor the job's -dependents set exists: one EXISTS then
+      -- spares the ZSCORE here and the SMEMBERS of the release below.
+      local linked = redis.call('exists', P .. 'tracked', key .. '-dependents') > 0
+      if linked and redis.call('zscore', P .. 'tracked', jid) then
         redis.call('publish', P .. 'completed', jid)
       end
       local retries = f[5] or '5'
@@ -143,7 +146,7 @@ function job_factory(name)
         'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       redis.call('zadd', P .. 'completed', NOWS, jid)
       Qless.Job.purge(now, cfg[2], cfg[3])
-      Qless.Job.release(now, jid)
+      if linked then Qless.Job.release(now, jid) end
       return 'complete'
     end
 

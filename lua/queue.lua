@@ -320,16 +320,26 @@ function queue_factory(name)
             if want > room then want = room end
           end
           local jids = {}
+          local handed = 0   -- how many of jids were taken over from expired locks
           if want > 0 then
             local limit = want == 1 and '1' or format('%d', want)
             if not st.locks then
               local due = call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', '0', limit)
-              if #due > 0 then Qless.Queue.invalidate_locks(now, q, due, grace, cap, jids) end
+              if #due > 0 then
+                Qless.Queue.invalidate_locks(now, q, due, grace, cap, jids)
+                handed = #jids
+              end
               if #due < want then st.locks = true end
             end
             local more = want - #jids
             if more > 0 then
               if more ~= want then limit = format('%d', more) end
+              -- Usually a queue has neither recurring templates nor scheduled jobs: one
+              -- EXISTS of both sets spares the two range reads then.
+              if not st.recur and not st.sched and
+                  call('exists', qkey .. '-recur', qkey .. '-scheduled') == 0 then
+                st.recur, st.sched = true, true
+              end
               if not st.recur then
                 local due = call('zrangebyscore', qkey .. '-recur', '0', NOWS, 'WITHSCORES',
                   'LIMIT', '0', limit)
@@ -346,9 +356,10 @@ function queue_factory(name)
                 if #due > 0 then Qless.Queue.promote(now, q, due) end
                 if #due < more then st.sched = true end
               end
-              local top = call('zrevrange', qkey .. '-work', '0', more == 1 and '0' or
-                format('%d', more - 1))
-              for i = 1, #top do jids[#jids + 1] = top[i] end
+              -- ZPOPMAX reads the top of -work (in ZREVRANGE order) and takes it out in
+              -- one call; a member whose hash is gone is dropped, as it would be anyway.
+              local top = call('zpopmax', qkey .. '-work', limit)
+              for i = 1, #top, 2 do jids[#jids + 1] = top[i] end
             end
           end
           local got = 0
@@ -388,12 +399,17 @@ function queue_factory(name)
                 wjobs[#wjobs + 1] = jid
               end
             end
-            if got == #jids and got <= 500 then
-              call('zadd', qkey .. '-locks', unpack(locks))
-              call('zrem', qkey .. '-work', unpack(jids))
+            if got <= 500 then
+              if got > 0 then call('zadd', qkey .. '-locks', unpack(locks)) end
             else
               Qless.batch('zadd', qkey .. '-locks', locks)
-              Qless.batch('zrem', qkey .. '-work', jids)
+            end
+            -- Jobs taken over from expired locks are not in -work, but are removed from it
+            -- as any leased job is (ZPOPMAX removed the others).
+            if handed > 0 then
+              local h = {}
+              for i = 1, handed do h[i] = jids[i] end
+              Qless.batch('zrem', qkey .. '-work', h)
             end
           end
           remaining = remaining - got
@@ -403,6 +419,7 @@ function queue_factory(name)
 
       local n = #jobs
       if n == 0 then return '{}' end
+      local none = {}
       if n <= 500 then
         call('zadd', P .. 'w:' .. W .. ':jobs', unpack(wjobs))
       else
@@ -412,15 +429,21 @@ function queue_factory(name)
         if waits[k] and #waits[k] > 0 then Qless.stats_add('wait', now, distinct[k], waits[k]) end
       end
       -- Job objects: tracked flags with one ZMSCORE, dependency sets only if any exist.
-      local tracked, anysets
+      -- Usually neither ql:tracked nor any of the sets exists: one EXISTS over all of
+      -- them then spares the ZMSCORE.
+      local tracked, anysets = none, false
       if n <= 500 then
-        tracked = call('zmscore', P .. 'tracked', unpack(ids))
-        anysets = call('exists', unpack(sets)) > 0
+        sets[#sets + 1] = P .. 'tracked'
+        if call('exists', unpack(sets)) > 0 then
+          sets[#sets] = nil
+          tracked = call('zmscore', P .. 'tracked', unpack(ids))
+          anysets = call('exists', unpack(sets)) > 0
+        end
       else
         tracked = Qless.batch('zmscore', P .. 'tracked', ids)
         anysets = Qless.batch('exists', nil, sets) > 0
       end
-      local buf, none, kmemo = { '[' }, {}, {}
+      local buf, kmemo = { '[' }, {}
       -- The entry this call wrote is known already; other entries are converted once.
       local memo = { [popped] = '{"worker":' .. eW .. ',"when":' .. NOWF .. ',"what":"popped"}' }
       local append = Qless.job_append
