@@ -81,7 +81,9 @@ local function command(name)
     end
 
   elseif name == 'complete' then
-    -- complete(jid, worker, queue, data, [next|delay|depends v]...) -> the new state
+    -- complete(jid, worker, queue, data, [next|delay|depends v]...) -> the new state.
+    -- Extension: the option `keep-data 1` leaves the stored data as it is (`data` must
+    -- still be JSON); other clients never send it, and unknown options are ignored.
     return function(now, A)
       local jid, worker, queue, data = Qless.jid_arg(A[3]), A[4], A[5], A[6]
       if worker == nil or worker == '' then
@@ -98,6 +100,7 @@ local function command(name)
         local opts = {}
         for i = 7, #A, 2 do opts[A[i]] = A[i + 1] end
         nextq = opts['next']
+        if opts['keep-data'] ~= nil then data = nil end
         if opts.delay ~= nil then
           delay = Qless.number_arg(opts.delay, 'Complete', 'Arg "delay" not a number: ')
         end

@@ -135,15 +135,25 @@ function job_factory(name)
           redis.call('zadd', nkey .. '-work', Qless.numarg(score), jid)
           result = 'waiting'
         end
-        redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', result, 'worker', '',
-          'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
+        if data then
+          redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', result, 'worker', '',
+            'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
+        else
+          redis.call('hmset', key, 'time', NOWS, 'state', result, 'worker', '',
+            'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
+        end
         return result
       end
 
       redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
-      redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', 'complete', 'worker', '',
-        'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
+      if data then
+        redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', 'complete', 'worker', '',
+          'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
+      else
+        redis.call('hmset', key, 'time', NOWS, 'state', 'complete', 'worker', '',
+          'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
+      end
       redis.call('zadd', P .. 'completed', NOWS, jid)
       Qless.Job.purge(now, cfg[2], cfg[3])
       if linked then Qless.Job.release(now, jid) end

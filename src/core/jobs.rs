@@ -59,6 +59,9 @@ pub struct CompleteArgs {
     pub delay: Option<f64>,
     /// With `next`: jobs it waits for there.
     pub depends: Option<Vec<String>>,
+    /// Leave the stored data as it is (`data` is then ignored): the `keep-data`
+    /// extension option, which other qless clients never send.
+    pub keep_data: bool,
 }
 
 impl CompleteArgs {
@@ -71,6 +74,7 @@ impl CompleteArgs {
             .option("next", self.next)
             .option("delay", self.delay)
             .option("depends", self.depends.as_deref().map(json_list))
+            .option("keep-data", self.keep_data.then_some(1))
             .into_vec()
     }
 }

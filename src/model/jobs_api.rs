@@ -40,7 +40,7 @@ pub struct CompleteJobRequest {
     /// The queue the job runs in (a safety check: it must match).
     pub queue: String,
     /// The job's data from now on (any JSON value). It replaces the stored data;
-    /// absent stores `{}`, so send the data back to keep it.
+    /// absent keeps the data the job has.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,

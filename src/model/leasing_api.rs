@@ -73,7 +73,7 @@ pub struct CompleteJobsItem {
     pub worker: String,
     /// The queue the job runs in.
     pub queue: String,
-    /// The job's data from now on; absent stores `{}`.
+    /// The job's data from now on; absent keeps the job's data.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,

@@ -153,7 +153,7 @@ async fn heartbeat_job(
 /// released. With `next` it is put in that queue (`waiting`, `scheduled` with a
 /// `delay`, or `depends` when some of `depends` are still open) with its retry budget
 /// reset; its own dependents stay blocked. `delay` and `depends` need `next`. The
-/// job's data is replaced by `data` (`{}` when absent).
+/// job's data is replaced by `data` (kept as it is when absent).
 #[utoipa::path(post, path = "/v1/jobs/{jid}/complete", tag = "jobs",
     operation_id = "complete_job",
     params(("jid" = String, Path, description = "The job id")),
@@ -219,6 +219,7 @@ fn complete_args(
         jid,
         worker,
         queue,
+        keep_data: data.is_none(),
         data: data_or_empty(data.as_ref()),
         next,
         delay,

@@ -347,9 +347,10 @@ async fn complete_without_next_finishes_the_job() {
 }
 
 #[tokio::test]
-async fn complete_without_data_stores_an_empty_object() {
+async fn complete_without_data_keeps_the_jobs_data() {
     let app = TestApp::start().await;
     running(&app, "q", "j1", "w1").await;
+    let before = stored(&app, "j1").await.data;
     let response = app
         .post(
             "/v1/jobs/j1/complete",
@@ -357,7 +358,29 @@ async fn complete_without_data_stores_an_empty_object() {
         )
         .await;
     ok(&response);
-    assert_eq!(stored(&app, "j1").await.data, json!({}));
+    let after = stored(&app, "j1").await;
+    assert_eq!(after.state, "complete");
+    assert_eq!(after.data, before);
+    assert_ne!(
+        after.data,
+        json!({}),
+        "the fixture's data must not be empty"
+    );
+
+    running(&app, "q", "j2", "w1").await;
+    let before = stored(&app, "j2").await.data;
+    let body = json!({"worker": "w1", "queue": "q", "next": "q2"});
+    ok(&app.post("/v1/jobs/j2/complete", body).await);
+    assert_eq!(stored(&app, "j2").await.data, before);
+}
+
+#[tokio::test]
+async fn complete_with_data_replaces_it_even_with_null() {
+    let app = TestApp::start().await;
+    running(&app, "q", "j1", "w1").await;
+    let body = json!({"worker": "w1", "queue": "q", "data": null});
+    ok(&app.post("/v1/jobs/j1/complete", body).await);
+    assert_eq!(stored(&app, "j1").await.data, json!(null));
 }
 
 #[tokio::test]

@@ -1517,3 +1517,25 @@ async fn history_holds_a_hundred_entries_by_default_and_is_unbounded_at_zero() {
     }
     assert_eq!(get(&qless, "b").await.history.len(), 110);
 }
+
+#[tokio::test]
+async fn complete_with_the_keep_data_extension_leaves_the_data_alone() {
+    let (_redis, qless) = start().await;
+    let mut args = job("q", "a");
+    args.data = r#"{"kept":true}"#.into();
+    qless.put(0.0, args).await.unwrap();
+    pop(&qless, 1.0, "q", "w", 1).await;
+    let mut done = finish("a", "w", "q");
+    done.data = r#"{"ignored":1}"#.into();
+    done.keep_data = true;
+    assert_eq!(qless.complete(2.0, done).await.unwrap(), "complete");
+    let raw = qless.call("get", 3.0, &["a".into()]).await.unwrap();
+    let text = String::from_utf8(match raw {
+        redis::Value::BulkString(bytes) => bytes,
+        other => panic!("{other:?}"),
+    })
+    .unwrap();
+    let object: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(object["data"], r#"{"kept":true}"#);
+    assert_eq!(object["state"], "complete");
+}
