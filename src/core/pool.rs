@@ -3,7 +3,13 @@
 //! Redis restart every pooled connection would keep failing; testing each one on
 //! checkout would cost a PING per request instead. Here a connection that saw a
 //! transport error is flagged, and bb8 drops it when it comes back to the pool.
+//!
+//! Calls do not hold a connection: they take a clone of its handle and give the
+//! connection straight back (see `Qless::connection`), so concurrent calls share a
+//! few sockets and redis-rs pipelines them; clones share the broken flag.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bb8_redis::RedisConnectionManager;
@@ -11,10 +17,12 @@ use redis::aio::MultiplexedConnection;
 
 use super::Error;
 
-/// A pooled connection that remembers whether its socket failed.
+/// A pooled connection that remembers whether its socket failed. Clones share the
+/// socket (redis-rs pipelines concurrent requests over it) and the broken flag.
+#[derive(Clone)]
 pub struct Connection {
     inner: MultiplexedConnection,
-    broken: bool,
+    broken: Arc<AtomicBool>,
 }
 
 impl Connection {
@@ -24,7 +32,7 @@ impl Connection {
         if let Err(err) = &result
             && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
         {
-            self.broken = true;
+            self.broken.store(true, Ordering::Release);
         }
         result
     }
@@ -38,7 +46,7 @@ impl Connection {
         if let Err(err) = &result
             && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
         {
-            self.broken = true;
+            self.broken.store(true, Ordering::Release);
         }
         result
     }
@@ -57,7 +65,7 @@ impl bb8::ManageConnection for Manager {
         let inner = self.inner.connect().await?;
         Ok(Connection {
             inner,
-            broken: false,
+            broken: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -66,7 +74,7 @@ impl bb8::ManageConnection for Manager {
     }
 
     fn has_broken(&self, conn: &mut Connection) -> bool {
-        conn.broken
+        conn.broken.load(Ordering::Acquire)
     }
 }
 
