@@ -51,16 +51,28 @@ pub struct Job {
     /// Whether the job is tracked (its transitions are published).
     pub tracked: bool,
     /// Higher pops first.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub priority: f64,
     /// Lock expiry (seconds since the epoch); 0 when not leased.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub expires: f64,
     /// Retry budget per queue.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub retries: f64,
     /// Retries left.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub remaining: f64,
     /// The payload: any JSON value, exactly as it was put.
     #[schema(value_type = serde_json::Value)]
@@ -90,7 +102,10 @@ pub struct Job {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct HistoryEntry {
     /// Seconds since the epoch (whole seconds).
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub when: f64,
     /// `put`, `popped`, `done`, `failed`, `timed-out`, or a logged message.
     pub what: String,
@@ -108,7 +123,10 @@ pub struct Failure {
     /// The message given by the worker.
     pub message: String,
     /// When it failed (seconds since the epoch).
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub when: f64,
     /// The worker that failed it; empty when the job failed by running out of retries.
     #[serde(default)]

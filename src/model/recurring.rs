@@ -17,16 +17,28 @@ pub struct RecurringJob {
     /// Queue the children are put in.
     pub queue: String,
     /// Priority of the children.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub priority: f64,
     /// Seconds between spawns.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub interval: f64,
     /// Retry budget of the children.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub retries: f64,
     /// Children spawned so far.
-    #[serde(deserialize_with = "wire::number")]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible"
+    )]
     pub count: f64,
     /// Payload of the children.
     #[schema(value_type = serde_json::Value)]
@@ -35,6 +47,10 @@ pub struct RecurringJob {
     #[serde(deserialize_with = "wire::list")]
     pub tags: Vec<String>,
     /// At most this many missed intervals are caught up (0: all).
-    #[serde(deserialize_with = "wire::number", default)]
+    #[serde(
+        deserialize_with = "wire::number",
+        serialize_with = "wire::whole_when_possible",
+        default
+    )]
     pub backlog: f64,
 }

@@ -135,3 +135,17 @@ impl PartialEq<Value> for JsonData {
         &self.to_value() == other
     }
 }
+
+/// Writes a number as a JSON integer when it is whole (`5`, not `5.0`): the script's
+/// counts, priorities and times are usually whole, and clients expect them so.
+pub fn whole_when_possible<S: serde::Serializer>(
+    value: &f64,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: beyond it f64 skips integers
+    if value.fract() == 0.0 && value.abs() < EXACT {
+        serializer.serialize_i64(*value as i64)
+    } else {
+        serializer.serialize_f64(*value)
+    }
+}

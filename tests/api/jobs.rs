@@ -165,7 +165,7 @@ async fn get_job_returns_the_job_with_typed_data_and_regular_lists() {
     assert_eq!(body["spawned_from_jid"], Value::Null);
     assert_eq!(
         body["history"],
-        json!([{"when": START, "what": "put", "q": "q"}])
+        json!([{"when": START as i64, "what": "put", "q": "q"}])
     );
 }
 
@@ -534,7 +534,7 @@ async fn fail_lists_the_job_in_its_failure_group() {
     assert_eq!(job["data"], json!({"attempt": 1}));
     assert_eq!(
         job["failure"],
-        json!({"group": "smtp", "message": "timed out", "when": START, "worker": "w1"})
+        json!({"group": "smtp", "message": "timed out", "when": START as i64, "worker": "w1"})
     );
     let groups = app.qless.failed(app.clock.now()).await.unwrap();
     assert_eq!(groups.get("smtp"), Some(&1));
@@ -1214,9 +1214,9 @@ async fn log_job_event_appends_a_history_entry_with_the_data_merged() {
     assert_eq!(
         history,
         json!([
-            {"when": START, "what": "put", "q": "q"},
-            {"when": START + 5.0, "what": "resized", "width": 640},
-            {"when": START + 5.0, "what": "plain"},
+            {"when": START as i64, "what": "put", "q": "q"},
+            {"when": START as i64 + 5, "what": "resized", "width": 640},
+            {"when": START as i64 + 5, "what": "plain"},
         ])
     );
 }

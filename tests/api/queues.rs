@@ -591,7 +591,11 @@ async fn pop_jobs_leases_the_highest_priority_then_oldest_jobs() {
     assert_eq!(first["state"], "running");
     assert_eq!(first["worker"], "w1");
     assert_eq!(first["queue"], "q");
-    assert_eq!(first["expires"], json!(START + 1.0 + 60.0));
+    assert_eq!(
+        first["expires"],
+        json!(START as i64 + 61),
+        "whole seconds are integers"
+    );
     assert_eq!(first["data"], json!({}));
     assert_eq!(first["tags"], json!([]));
     assert_eq!(first["dependencies"], json!([]));
