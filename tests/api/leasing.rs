@@ -41,6 +41,44 @@ async fn until_waiting(app: &TestApp, waiters: usize) {
     }
 }
 
+/// Starts a long-polling pop on queue `q` in the background; it resolves to the
+/// instant the response arrived and its body.
+fn spawn_pop(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(Instant, Value)> {
+    let router = app.router.clone();
+    tokio::spawn(async move {
+        let request = Request::post("/v1/queues/q/pop")
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            Instant::now(),
+            serde_json::from_slice::<Value>(&bytes).unwrap(),
+        )
+    })
+}
+
+/// Runs the sweeper over `app` until the returned guard is dropped.
+struct Sweeper(tokio::sync::watch::Sender<bool>);
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
+}
+
+fn start_sweeper(app: &TestApp) -> Sweeper {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(qlessd::sweeper::run(
+        app.qless.clone(),
+        app.clock.clone(),
+        app.state.leasing.clone(),
+        stopped,
+    ));
+    Sweeper(stop)
+}
+
 fn jids(body: &Value) -> Vec<String> {
     body.as_array()
         .expect("a list of jobs")
@@ -53,19 +91,7 @@ fn jids(body: &Value) -> Vec<String> {
 async fn a_long_poll_returns_within_milliseconds_of_a_put() {
     let app = TestApp::start().await;
     ready(&app).await;
-    let router = app.router.clone();
-    let waiter = tokio::spawn(async move {
-        let request = Request::post("/v1/queues/q/pop")
-            .header("content-type", "application/json")
-            .body(Body::from(json!({"worker": "w", "wait": 10}).to_string()))
-            .unwrap();
-        let response = router.oneshot(request).await.unwrap();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        (
-            Instant::now(),
-            serde_json::from_slice::<Value>(&bytes).unwrap(),
-        )
-    });
+    let waiter = spawn_pop(&app, json!({"worker": "w", "wait": 10}));
     until_waiting(&app, 1).await;
     let put_at = Instant::now();
     put(&app, "q", "job-1").await;
@@ -101,19 +127,7 @@ async fn many_waiters_each_get_a_distinct_job() {
     let app = TestApp::start().await;
     ready(&app).await;
     let waiters: Vec<_> = (0..8)
-        .map(|i| {
-            let router = app.router.clone();
-            tokio::spawn(async move {
-                let body = json!({"worker": format!("w{i}"), "wait": 10}).to_string();
-                let request = Request::post("/v1/queues/q/pop")
-                    .header("content-type", "application/json")
-                    .body(Body::from(body))
-                    .unwrap();
-                let response = router.oneshot(request).await.unwrap();
-                let bytes = response.into_body().collect().await.unwrap().to_bytes();
-                serde_json::from_slice::<Value>(&bytes).unwrap()
-            })
-        })
+        .map(|i| spawn_pop(&app, json!({"worker": format!("w{i}"), "wait": 10})))
         .collect();
     until_waiting(&app, 8).await;
     for i in 0..8 {
@@ -121,7 +135,7 @@ async fn many_waiters_each_get_a_distinct_job() {
     }
     let mut seen = HashSet::new();
     for waiter in waiters {
-        let body = tokio::time::timeout(Duration::from_secs(5), waiter)
+        let (_, body) = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .expect("a waiter was never served")
             .unwrap();
@@ -136,16 +150,7 @@ async fn many_waiters_each_get_a_distinct_job() {
 async fn a_waiter_that_disconnects_stops_waiting_and_leases_nothing() {
     let app = TestApp::start().await;
     ready(&app).await;
-    let router = app.router.clone();
-    let waiter = tokio::spawn(async move {
-        let request = Request::post("/v1/queues/q/pop")
-            .header("content-type", "application/json")
-            .body(Body::from(
-                json!({"worker": "gone", "wait": 10}).to_string(),
-            ))
-            .unwrap();
-        router.oneshot(request).await
-    });
+    let waiter = spawn_pop(&app, json!({"worker": "gone", "wait": 10}));
     until_waiting(&app, 1).await;
     waiter.abort();
     until_waiting(&app, 0).await;
@@ -159,13 +164,7 @@ async fn a_waiter_that_disconnects_stops_waiting_and_leases_nothing() {
 #[tokio::test]
 async fn a_long_poll_wakes_when_a_scheduled_job_falls_due() {
     let app = TestApp::start().await;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let sweeper = tokio::spawn(qlessd::sweeper::run(
-        app.qless.clone(),
-        app.clock.clone(),
-        app.state.leasing.clone(),
-        stopped,
-    ));
+    let _sweeper = start_sweeper(&app);
     let response = app
         .post(
             "/v1/queues/q/jobs",
@@ -173,37 +172,20 @@ async fn a_long_poll_wakes_when_a_scheduled_job_falls_due() {
         )
         .await;
     assert_eq!(response.status, StatusCode::CREATED);
-    let router = app.router.clone();
-    let waiter = tokio::spawn(async move {
-        let request = Request::post("/v1/queues/q/pop")
-            .header("content-type", "application/json")
-            .body(Body::from(json!({"worker": "w", "wait": 10}).to_string()))
-            .unwrap();
-        let response = router.oneshot(request).await.unwrap();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        serde_json::from_slice::<Value>(&bytes).unwrap()
-    });
+    let waiter = spawn_pop(&app, json!({"worker": "w", "wait": 10}));
     until_waiting(&app, 1).await;
     app.clock.advance(31.0);
-    let body = tokio::time::timeout(Duration::from_secs(5), waiter)
+    let (_, body) = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("the waiter was not woken by the due job")
         .unwrap();
     assert_eq!(jids(&body), ["later"]);
-    let _ = stop.send(true);
-    sweeper.await.unwrap();
 }
 
 #[tokio::test]
 async fn the_sweeper_promotes_scheduled_jobs_on_a_queue_nobody_pops() {
     let app = TestApp::start().await;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let sweeper = tokio::spawn(qlessd::sweeper::run(
-        app.qless.clone(),
-        app.clock.clone(),
-        app.state.leasing.clone(),
-        stopped,
-    ));
+    let _sweeper = start_sweeper(&app);
     let response = app
         .post(
             "/v1/queues/idle/jobs",
@@ -224,8 +206,6 @@ async fn the_sweeper_promotes_scheduled_jobs_on_a_queue_nobody_pops() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let _ = stop.send(true);
-    sweeper.await.unwrap();
 }
 
 #[tokio::test]
