@@ -32,9 +32,6 @@ use crate::model::{
 };
 use crate::server::AppState;
 
-/// Most jids (or tags) one request may name.
-const MAX_LIST: usize = 1000;
-
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
     let batches = OpenApiRouter::new()
@@ -213,7 +210,7 @@ fn complete_args(
     }
     let delay = delay.map(|d| validate::seconds("delay", d)).transpose()?;
     if let Some(depends) = &depends {
-        each_name("jid", depends)?;
+        validate::names_or_none("jid", depends)?;
     }
     Ok(CompleteArgs {
         jid,
@@ -346,9 +343,10 @@ async fn heartbeat_jobs(
 }
 
 fn batch_size(len: usize) -> Result<(), ApiError> {
-    if len == 0 || len > MAX_LIST {
+    if len == 0 || len > validate::MAX_LIST {
         return Err(bad(&format!(
-            "jobs must hold between 1 and {MAX_LIST} jobs, not {len}"
+            "jobs must hold between 1 and {} jobs, not {len}",
+            validate::MAX_LIST
         )));
     }
     Ok(())
@@ -504,10 +502,10 @@ async fn requeue_job(
         return Err(bad("retries must not be negative"));
     }
     if let Some(tags) = &body.tags {
-        each_name("tag", tags)?;
+        validate::names_or_none("tag", tags)?;
     }
     if let Some(depends) = &body.depends {
-        each_name("jid", depends)?;
+        validate::names_or_none("jid", depends)?;
     }
     let args = PutArgs {
         worker: String::new(),
@@ -599,7 +597,7 @@ async fn cancel_jobs(
     State(state): State<AppState>,
     Json(body): Json<CancelJobsRequest>,
 ) -> Result<Json<CancelJobsResponse>, ApiError> {
-    some_names("jid", &body.jids)?;
+    validate::names("jid", &body.jids)?;
     let canceled = state.qless.cancel(state.clock.now(), &body.jids).await?;
     Ok(Json(CancelJobsResponse { canceled }))
 }
@@ -664,7 +662,7 @@ async fn add_job_dependencies(
     Json(body): Json<AddJobDependenciesRequest>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    some_names("jid", &body.add)?;
+    validate::names("jid", &body.add)?;
     state
         .qless
         .depends_on(state.clock.now(), &jid, &body.add)
@@ -700,7 +698,7 @@ async fn remove_job_dependencies(
     validate::name("jid", &jid)?;
     let off = match (&body.remove, body.all) {
         (Some(remove), None) => {
-            some_names("jid", remove)?;
+            validate::names("jid", remove)?;
             Some(remove.as_slice())
         }
         (None, Some(true)) => None,
@@ -741,7 +739,7 @@ async fn add_job_tags(
     Json(body): Json<JobTagsRequest>,
 ) -> Result<Json<JobTagsResponse>, ApiError> {
     validate::name("jid", &jid)?;
-    some_names("tag", &body.tags)?;
+    validate::names("tag", &body.tags)?;
     let tags = state
         .qless
         .tag_add(state.clock.now(), &jid, &body.tags)
@@ -773,7 +771,7 @@ async fn remove_job_tags(
     Json(body): Json<JobTagsRequest>,
 ) -> Result<Json<JobTagsResponse>, ApiError> {
     validate::name("jid", &jid)?;
-    some_names("tag", &body.tags)?;
+    validate::names("tag", &body.tags)?;
     let tags = state
         .qless
         .tag_remove(state.clock.now(), &jid, &body.tags)
@@ -909,7 +907,7 @@ async fn list_completed_jobs(
     Ok(Json(CompletedJobsResponse { jids }))
 }
 
-/// The jids of `?jid=a&jid=b`: 1 to [`MAX_LIST`] valid names, and no other parameter.
+/// The jids of `?jid=a&jid=b`: 1 to [`validate::MAX_LIST`] valid names, and no other parameter.
 fn jids_from_query(query: &str) -> Result<Vec<String>, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|err| bad(&format!("malformed query string: {err}")))?;
@@ -922,24 +920,8 @@ fn jids_from_query(query: &str) -> Result<Vec<String>, ApiError> {
         }
         jids.push(value);
     }
-    some_names("jid", &jids)?;
+    validate::names("jid", &jids)?;
     Ok(jids)
-}
-
-/// Checks a list that must hold 1 to [`MAX_LIST`] valid names.
-fn some_names(kind: &str, values: &[String]) -> Result<(), ApiError> {
-    validate::names(kind, values)?;
-    each_name(kind, values)
-}
-
-/// Checks a list of at most [`MAX_LIST`] valid names (possibly empty).
-fn each_name(kind: &str, values: &[String]) -> Result<(), ApiError> {
-    if values.len() > MAX_LIST {
-        return Err(bad(&format!("at most {MAX_LIST} of {kind} are accepted")));
-    }
-    values
-        .iter()
-        .try_for_each(|value| validate::name(kind, value))
 }
 
 /// A job's data as the JSON text the script stores; `{}` when the client sent none.

@@ -32,11 +32,24 @@ pub fn name(kind: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Checks every name of a list, and that the list is not empty.
+/// Most names (jids, tags, queues) one request may list.
+pub const MAX_LIST: usize = 1000;
+
+/// Checks a list of 1 to [`MAX_LIST`] valid names.
 pub fn names(kind: &str, values: &[String]) -> Result<(), ApiError> {
     if values.is_empty() {
         return Err(ApiError::BadRequest(format!(
             "at least one {kind} is required"
+        )));
+    }
+    names_or_none(kind, values)
+}
+
+/// Checks a list of at most [`MAX_LIST`] valid names (possibly empty).
+pub fn names_or_none(kind: &str, values: &[String]) -> Result<(), ApiError> {
+    if values.len() > MAX_LIST {
+        return Err(ApiError::BadRequest(format!(
+            "at most {MAX_LIST} of {kind} are accepted"
         )));
     }
     values.iter().try_for_each(|value| name(kind, value))

@@ -952,3 +952,26 @@ async fn set_config_option_with_bad_input_is_a_bad_request_and_stores_nothing() 
     .assert_problem(415, "unsupported_media_type");
     assert_eq!(app.get("/v1/config").await.body, defaults());
 }
+
+#[tokio::test]
+async fn recurring_tag_lists_are_bounded_and_refused_whole() {
+    let app = TestApp::start().await;
+    recur(&app).await;
+    let before = app
+        .qless
+        .recur_get(app.clock.now(), "nightly")
+        .await
+        .unwrap()
+        .unwrap();
+    let tags: Vec<String> = (0..1001).map(|i| format!("t{i}")).collect();
+    app.post("/v1/recurring/nightly/tags", json!({"tags": tags}))
+        .await
+        .assert_problem(400, "bad_request");
+    let template = app
+        .qless
+        .recur_get(app.clock.now(), "nightly")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(template.tags, before.tags);
+}
