@@ -14,19 +14,22 @@
 //! `INFO commandstats`, reset before each phase: it is the time the script itself
 //! takes inside Redis, independent of the client and the network.
 
+#[path = "support/http_client.rs"]
+mod http_client;
 #[path = "../tests/support/redis.rs"]
 mod redis_server;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use http_client::HttpConnection;
 use qlessd::clock::Clock;
 use qlessd::core::{CompleteArgs, ConnectOptions, PutArgs, Qless};
-use qlessd::server::{self, AppState, Limits};
-use qlessd::settings::Settings;
 use redis_server::RedisServer;
 
 /// Command-line options.
@@ -94,7 +97,7 @@ fn put_args(queue: &str, jid: String, i: usize) -> PutArgs {
 
 /// A private Redis with a `Qless` handle and an admin connection for INFO.
 struct Target {
-    _redis: RedisServer,
+    redis: RedisServer,
     qless: Qless,
     admin: redis::aio::MultiplexedConnection,
 }
@@ -117,13 +120,34 @@ impl Target {
             .await
             .expect("admin connection");
         let mut target = Target {
-            _redis: redis,
+            redis,
             qless,
             admin,
         };
         // The settings the embedded Redis runs with (src/core/embedded.rs).
         target.config_set("hash-max-listpack-value", "1024").await;
         target
+    }
+
+    /// With `BENCH_COMMANDSTATS` set, prints Redis's per-command figures since the last
+    /// reset (commands the script runs are counted too): where the time goes.
+    async fn print_commandstats(&mut self, phase: &str) {
+        if std::env::var_os("BENCH_COMMANDSTATS").is_none() {
+            return;
+        }
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.admin)
+            .await
+            .expect("INFO");
+        eprintln!("  commandstats, {phase}:");
+        for line in info.lines().filter_map(|l| l.strip_prefix("cmdstat_")) {
+            eprintln!("    {line}");
+        }
+    }
+
+    fn url(&self) -> String {
+        self.redis.url()
     }
 
     async fn config_set(&mut self, name: &str, value: &str) {
@@ -249,6 +273,7 @@ async fn direct_run(
             target.reset_stats().await;
             let per_second = drive($total, concurrency, $body).await;
             let usec = target.evalsha_usec().await;
+            target.print_commandstats($name).await;
             figures.insert($name, Figure { per_second, usec });
         }};
     }
@@ -490,207 +515,276 @@ async fn main() {
     }
 }
 
-/// A gateway on a real TCP socket in front of `target`, with the system clock.
+/// The `qlessd` binary serving in front of `target`, as users run it: its own process,
+/// so its CPU time is measured apart from the load client's and Redis's.
 struct Gateway {
-    base: String,
-    client: reqwest::Client,
-    state: AppState,
+    addr: SocketAddr,
+    child: Child,
 }
 
 impl Gateway {
     async fn start(target: &Target) -> Self {
-        let settings = Settings::for_redis("unix:///unused");
-        let state = AppState::new(
-            target.qless.clone(),
-            Clock::system(),
-            Limits::from_settings(&settings),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(server::serve(
-            listener,
-            server::router(state.clone()),
-            std::future::pending(),
-        ));
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(256)
-            .build()
-            .expect("client");
-        Gateway {
-            base,
-            client,
-            state,
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("free port")
+            .port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let child = Command::new(env!("CARGO_BIN_EXE_qlessd"))
+            .arg("--redis-url")
+            .arg(target.url())
+            .arg("--listen")
+            .arg(addr.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start qlessd");
+        let gateway = Gateway { addr, child };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
+                drop(stream);
+                let mut conn = HttpConnection::connect(addr).await;
+                if conn.send("GET", "/readyz", b"").await.status == 200 {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "qlessd did not become ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // Let the event subscription that wakes long polls settle.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        gateway
     }
 
-    async fn post(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
-        let response = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .expect("request");
-        let status = response.status();
-        let value: serde_json::Value = response.json().await.unwrap_or_default();
-        assert!(status.is_success(), "{path}: {status} {value}");
-        value
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
-fn job_body(jid: String, i: usize) -> serde_json::Value {
-    serde_json::json!({
-        "jid": jid,
-        "klass": "bench.Job",
-        "data": serde_json::from_str::<serde_json::Value>(&payload(i)).expect("payload"),
-    })
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU time a process has used so far, summed over its threads (`schedstat`, ns).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return f64::NAN;
+    };
+    let nanos: u64 = tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    nanos as f64 / 1e9
+}
+
+/// CPU seconds of the gateway, Redis and the load client (this process).
+#[derive(Debug, Clone, Copy)]
+struct CpuSample([f64; 3]);
+
+impl CpuSample {
+    fn take(gateway: u32, redis: u32) -> Self {
+        CpuSample([
+            cpu_seconds(gateway),
+            cpu_seconds(redis),
+            cpu_seconds(std::process::id()),
+        ])
+    }
+
+    /// Microseconds per request of each process between `self` and `later`.
+    fn per_request(&self, later: &CpuSample, requests: usize) -> [f64; 3] {
+        std::array::from_fn(|k| (later.0[k] - self.0[k]) * 1e6 / requests as f64)
+    }
+}
+
+/// Runs `total` requests from `concurrency` tasks, each with its own keep-alive
+/// connection; `call(connection, i)` makes request `i` and hands the connection back.
+/// Returns requests per second.
+async fn drive_http<F, Fut>(addr: SocketAddr, total: usize, concurrency: usize, call: F) -> f64
+where
+    F: Fn(HttpConnection, usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HttpConnection> + Send,
+{
+    let call = Arc::new(call);
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut connections = Vec::new();
+    for _ in 0..concurrency {
+        connections.push(HttpConnection::connect(addr).await);
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = connections
+        .into_iter()
+        .map(|mut connection| {
+            let call = call.clone();
+            let next = next.clone();
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total {
+                        break;
+                    }
+                    connection = call(connection, i).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("bench task");
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+fn job_body(jid: &str, i: usize) -> String {
+    format!(
+        r#"{{"jid":"{jid}","klass":"bench.Job","data":{}}}"#,
+        payload(i)
+    )
+}
+
+/// One HTTP phase: requests per second, the direct rate, and CPU µs per request of
+/// gateway, Redis and client.
+#[derive(Debug, Clone, Copy)]
+struct HttpFigure {
+    per_second: f64,
+    direct: f64,
+    cpu: [f64; 3],
 }
 
 /// Measures the lifecycle over HTTP at concurrency 50, next to direct calls made in
 /// the same run, and batch puts.
-async fn http_run(jobs: usize) -> HashMap<&'static str, (f64, f64)> {
+async fn http_run(jobs: usize) -> HashMap<&'static str, HttpFigure> {
     const CONCURRENCY: usize = 50;
     let mut figures = HashMap::new();
     let mut target = Target::start(64).await;
     let direct = direct_run(&mut target, jobs, CONCURRENCY).await;
     target.flush().await;
-    let gateway = Arc::new(Gateway::start(&target).await);
+    let gateway = Gateway::start(&target).await;
+    let (addr, gateway_pid, redis_pid) = (gateway.addr, gateway.pid(), target.redis.pid());
 
     macro_rules! phase {
         ($name:literal, $total:expr, $body:expr) => {{
-            let per_second = drive($total, CONCURRENCY, $body).await;
-            let direct_rate = direct.get($name).map(|f| f.per_second).unwrap_or(f64::NAN);
-            figures.insert($name, (per_second, direct_rate));
+            let before = CpuSample::take(gateway_pid, redis_pid);
+            let per_second = drive_http(addr, $total, CONCURRENCY, $body).await;
+            let cpu = before.per_request(&CpuSample::take(gateway_pid, redis_pid), $total);
+            let direct = direct.get($name).map(|f| f.per_second).unwrap_or(f64::NAN);
+            figures.insert(
+                $name,
+                HttpFigure {
+                    per_second,
+                    direct,
+                    cpu,
+                },
+            );
         }};
     }
-    let g = gateway.clone();
-    phase!("put", jobs, move |i| {
-        let g = g.clone();
-        async move {
-            g.post("/v1/queues/bench/jobs", job_body(format!("job-{i}"), i))
-                .await;
-        }
+    phase!("put", jobs, |mut c, i| async move {
+        let body = job_body(&format!("job-{i}"), i);
+        c.expect_ok("POST", "/v1/queues/bench/jobs", body.as_bytes())
+            .await;
+        c
     });
     // The HTTP stack alone (no Redis): the ceiling the gateway works under here.
-    let g = gateway.clone();
-    let ceiling = drive(jobs, CONCURRENCY, move |_| {
-        let g = g.clone();
-        async move {
-            let url = format!("{}/healthz", g.base);
-            let response = g.client.get(url).send().await.expect("healthz");
-            assert!(response.status().is_success());
-            let _ = response.bytes().await;
-        }
-    })
-    .await;
-    figures.insert("ceiling", (ceiling, f64::NAN));
-    let g = gateway.clone();
-    phase!("pop", jobs, move |_| {
-        let g = g.clone();
-        async move {
-            let jobs = g
-                .post(
-                    "/v1/queues/bench/pop",
-                    serde_json::json!({"worker": "bench-worker"}),
-                )
-                .await;
-            assert_eq!(jobs.as_array().map(Vec::len), Some(1), "pop found nothing");
-        }
+    phase!("healthz", jobs, |mut c, _| async move {
+        c.expect_ok("GET", "/healthz", b"").await;
+        c
     });
-    let g = gateway.clone();
-    phase!("heartbeat", jobs, move |i| {
-        let g = g.clone();
-        async move {
-            g.post(
-                &format!("/v1/jobs/job-{i}/heartbeat"),
-                serde_json::json!({"worker": "bench-worker"}),
+    phase!("pop", jobs, |mut c, _| async move {
+        let popped = c
+            .expect_ok(
+                "POST",
+                "/v1/queues/bench/pop",
+                br#"{"worker":"bench-worker"}"#,
             )
             .await;
-        }
+        assert!(popped.body.starts_with(b"[{"), "pop found nothing");
+        c
     });
-    let g = gateway.clone();
-    phase!("complete", jobs, move |i| {
-        let g = g.clone();
-        async move {
-            g.post(
-                &format!("/v1/jobs/job-{i}/complete"),
-                serde_json::json!({"worker": "bench-worker", "queue": "bench"}),
-            )
+    phase!("heartbeat", jobs, |mut c, i| async move {
+        let path = format!("/v1/jobs/job-{i}/heartbeat");
+        c.expect_ok("POST", &path, br#"{"worker":"bench-worker"}"#)
             .await;
-        }
+        c
     });
-    // Batch put: 100 jobs per request.
-    let g = gateway.clone();
+    phase!("complete", jobs, |mut c, i| async move {
+        let path = format!("/v1/jobs/job-{i}/complete");
+        c.expect_ok(
+            "POST",
+            &path,
+            br#"{"worker":"bench-worker","queue":"bench"}"#,
+        )
+        .await;
+        c
+    });
+    // Batch put: 100 jobs per request; figures per job.
     let batches = jobs / 100;
-    let rate = drive(batches, CONCURRENCY.min(batches.max(1)), move |b| {
-        let g = g.clone();
-        async move {
-            let items: Vec<_> = (0..100)
-                .map(|k| job_body(format!("batch-{b}-{k}"), b * 100 + k))
-                .collect();
-            g.post(
-                "/v1/queues/batch/jobs/batch",
-                serde_json::json!({"jobs": items}),
-            )
+    phase!("batch put", batches, |mut c, b| async move {
+        let items: Vec<String> = (0..100)
+            .map(|k| job_body(&format!("batch-{b}-{k}"), b * 100 + k))
+            .collect();
+        let body = format!(r#"{{"jobs":[{}]}}"#, items.join(","));
+        c.expect_ok("POST", "/v1/queues/batch/jobs/batch", body.as_bytes())
             .await;
-        }
-    })
-    .await;
-    figures.insert("batch put", (rate * 100.0, f64::NAN));
+        c
+    });
+    if let Some(figure) = figures.get_mut("batch put") {
+        figure.per_second *= 100.0;
+        figure.cpu = figure.cpu.map(|usec| usec / 100.0);
+    }
     figures
 }
 
 async fn http(options: &Options) {
     println!(
-        "\n== HTTP gateway vs direct script calls: {} jobs, concurrency 50, keep-alive, median of {} runs ==",
+        "\n== HTTP gateway (qlessd process) vs direct script calls: {} jobs, concurrency 50, \
+         keep-alive, median of {} runs ==",
         options.jobs, options.runs
     );
     let mut runs = Vec::new();
     for _ in 0..options.runs {
         runs.push(http_run(options.jobs).await);
     }
+    let of = |name: &str, pick: &dyn Fn(&HttpFigure) -> f64| {
+        median(runs.iter().filter_map(|r| r.get(name).map(pick)).collect())
+    };
     println!(
-        "{:<12} {:>12} {:>12} {:>8} {:>8}",
-        "command", "http/s", "direct/s", "ratio", "target"
+        "{:<12} {:>10} {:>10} {:>7} {:>7}   {:>28}",
+        "command", "http/s", "direct/s", "ratio", "target", "CPU usec/request gw/redis/client"
     );
     for name in ["put", "pop", "heartbeat", "complete"] {
-        let http = median(
-            runs.iter()
-                .filter_map(|r| r.get(name).map(|f| f.0))
-                .collect(),
-        );
-        let direct = median(
-            runs.iter()
-                .filter_map(|r| r.get(name).map(|f| f.1))
-                .collect(),
-        );
-        let ratio = median(
-            runs.iter()
-                .filter_map(|r| r.get(name).map(|f| f.0 / f.1))
-                .collect(),
-        );
+        let ratio = of(name, &|f| f.per_second / f.direct);
         let verdict = if ratio >= 0.85 { "ok" } else { "UNDER" };
         println!(
-            "{name:<12} {http:>12.0} {direct:>12.0} {ratio:>8.2} {:>5} {verdict}",
-            ">=0.85"
+            "{name:<12} {:>10.0} {:>10.0} {ratio:>7.2} {:>7} {verdict:<5} {:>8.1} {:>8.1} {:>8.1}",
+            of(name, &|f| f.per_second),
+            of(name, &|f| f.direct),
+            ">=0.85",
+            of(name, &|f| f.cpu[0]),
+            of(name, &|f| f.cpu[1]),
+            of(name, &|f| f.cpu[2]),
         );
     }
-    let ceiling = median(
-        runs.iter()
-            .filter_map(|r| r.get("ceiling").map(|f| f.0))
-            .collect(),
-    );
-    println!("HTTP stack alone (GET /healthz, same client): {ceiling:.0} requests/s");
-    let batch = median(
-        runs.iter()
-            .filter_map(|r| r.get("batch put").map(|f| f.0))
-            .collect(),
-    );
     println!(
-        "batch put (100 jobs per request): {batch:.0} jobs/s (target >= 30000): {}",
-        if batch >= 30_000.0 { "ok" } else { "UNDER" }
+        "{:<12} {:>10.0} {:>10} {:>7} {:>7} {:<5} {:>8.1} {:>8.1} {:>8.1}   (the HTTP stack alone)",
+        "GET /healthz",
+        of("healthz", &|f| f.per_second),
+        "",
+        "",
+        "",
+        "",
+        of("healthz", &|f| f.cpu[0]),
+        of("healthz", &|f| f.cpu[1]),
+        of("healthz", &|f| f.cpu[2]),
+    );
+    let batch = of("batch put", &|f| f.per_second);
+    println!(
+        "batch put (100 jobs per request): {batch:.0} jobs/s (target >= 30000): {}; \
+         CPU usec/job gw {:.1}, redis {:.1}",
+        if batch >= 30_000.0 { "ok" } else { "UNDER" },
+        of("batch put", &|f| f.cpu[0]),
+        of("batch put", &|f| f.cpu[1]),
     );
     println!("reference: Ocypod ~7,700 creates/s, 7,400 fetches/s, 8,000 completes/s (aim: 2x)");
 }
@@ -710,98 +804,107 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     const WORKERS: usize = 50;
     const PRODUCERS: usize = 4;
     const PRODUCER_BATCH: usize = 10;
-    let target = Target::start(64).await;
-    let gateway = Arc::new(Gateway::start(&target).await);
-    assert!(
-        gateway
-            .state
-            .events
-            .wait_subscribed(Duration::from_secs(5))
-            .await
-    );
+    let mut target = Target::start(64).await;
+    let gateway = Gateway::start(&target).await;
+    let addr = gateway.addr;
     let done = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|w| {
-            let (g, done, latencies, stop) = (gateway.clone(), done.clone(), latencies.clone(), stop.clone());
-            tokio::spawn(async move {
-                let worker = format!("worker-{w}");
-                while !stop.load(Ordering::Relaxed) {
-                    let popped = g
-                        .post("/v1/queues/work/pop", serde_json::json!({"worker": worker, "count": 10, "wait": 1}))
-                        .await;
-                    let popped = popped.as_array().cloned().unwrap_or_default();
-                    if popped.is_empty() {
-                        continue;
-                    }
-                    let now = Clock::system().now();
-                    {
-                        let mut latencies = latencies.lock().expect("latencies");
-                        for job in &popped {
-                            if let Some(put_at) = job["data"]["put_at"].as_f64() {
-                                latencies.push((now - put_at) * 1000.0);
-                            }
+    let mut workers = Vec::new();
+    for w in 0..WORKERS {
+        let (done, latencies, stop) = (done.clone(), latencies.clone(), stop.clone());
+        let mut conn = HttpConnection::connect(addr).await;
+        workers.push(tokio::spawn(async move {
+            let pop = format!(r#"{{"worker":"worker-{w}","count":10,"wait":1}}"#);
+            while !stop.load(Ordering::Relaxed) {
+                let popped = conn
+                    .expect_ok("POST", "/v1/queues/work/pop", pop.as_bytes())
+                    .await
+                    .json();
+                let popped = popped.as_array().cloned().unwrap_or_default();
+                if popped.is_empty() {
+                    continue;
+                }
+                let now = Clock::system().now();
+                {
+                    let mut latencies = latencies.lock().expect("latencies");
+                    for job in &popped {
+                        if let Some(put_at) = job["data"]["put_at"].as_f64() {
+                            latencies.push((now - put_at) * 1000.0);
                         }
                     }
-                    let items: Vec<_> = popped
-                        .iter()
-                        .map(|job| serde_json::json!({"jid": job["jid"], "worker": worker, "queue": "work"}))
-                        .collect();
-                    let outcome = g.post("/v1/jobs/complete", serde_json::json!({"jobs": items})).await;
-                    let completed = outcome["jobs"]
-                        .as_array()
-                        .map(|all| all.iter().filter(|o| o.get("state").is_some()).count())
-                        .unwrap_or(0);
-                    done.fetch_add(completed, Ordering::Relaxed);
                 }
-            })
-        })
-        .collect();
+                let items: Vec<_> = popped
+                    .iter()
+                    .map(|job| {
+                        serde_json::json!({"jid": job["jid"], "worker": format!("worker-{w}"), "queue": "work"})
+                    })
+                    .collect();
+                let body = serde_json::json!({"jobs": items}).to_string();
+                let outcome = conn
+                    .expect_ok("POST", "/v1/jobs/complete", body.as_bytes())
+                    .await
+                    .json();
+                let completed = outcome["jobs"]
+                    .as_array()
+                    .map(|all| all.iter().filter(|o| o.get("state").is_some()).count())
+                    .unwrap_or(0);
+                done.fetch_add(completed, Ordering::Relaxed);
+            }
+        }));
+    }
     // Throughput: producers flood `jobs` jobs in batches of PRODUCER_BATCH.
     let started = Instant::now();
-    let g = gateway.clone();
-    drive(jobs / PRODUCER_BATCH, PRODUCERS, move |b| {
-        let g = g.clone();
-        async move {
+    let cpu_before = CpuSample::take(gateway.pid(), target.redis.pid());
+    target.reset_stats().await;
+    drive_http(
+        addr,
+        jobs / PRODUCER_BATCH,
+        PRODUCERS,
+        |mut c, b| async move {
             let put_at = Clock::system().now();
             let items: Vec<_> = (0..PRODUCER_BATCH)
                 .map(|k| {
                     serde_json::json!({"jid": format!("flood-{b}-{k}"), "klass": "bench.Job",
-                    "data": {"put_at": put_at, "pad": "x".repeat(70)}})
+                "data": {"put_at": put_at, "pad": "x".repeat(70)}})
                 })
                 .collect();
-            g.post(
-                "/v1/queues/work/jobs/batch",
-                serde_json::json!({"jobs": items}),
-            )
-            .await;
-        }
-    })
+            let body = serde_json::json!({"jobs": items}).to_string();
+            c.expect_ok("POST", "/v1/queues/work/jobs/batch", body.as_bytes())
+                .await;
+            c
+        },
+    )
     .await;
     let produced_in = started.elapsed();
     while done.load(Ordering::Relaxed) < jobs / PRODUCER_BATCH * PRODUCER_BATCH {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let throughput =
-        (jobs / PRODUCER_BATCH * PRODUCER_BATCH) as f64 / started.elapsed().as_secs_f64();
+    let flood = jobs / PRODUCER_BATCH * PRODUCER_BATCH;
+    let throughput = flood as f64 / started.elapsed().as_secs_f64();
+    let cpu = cpu_before.per_request(&CpuSample::take(gateway.pid(), target.redis.pid()), flood);
+    target.print_commandstats("flood").await;
     eprintln!(
-        "  flood: produced in {:.2}s ({:.0} puts/s), drained in {:.2}s",
+        "  flood: produced in {:.2}s ({:.0} puts/s), drained in {:.2}s; CPU usec/job \
+         gateway {:.1}, redis {:.1}, client {:.1}",
         produced_in.as_secs_f64(),
-        (jobs / PRODUCER_BATCH * PRODUCER_BATCH) as f64 / produced_in.as_secs_f64(),
-        started.elapsed().as_secs_f64()
+        flood as f64 / produced_in.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        cpu[0],
+        cpu[1],
+        cpu[2]
     );
     // Latency: 2,000 single puts at about 1,000 per second into idle, waiting workers.
     latencies.lock().expect("latencies").clear();
     let before = done.load(Ordering::Relaxed);
+    let mut producer = HttpConnection::connect(addr).await;
     for i in 0..2000 {
         let put_at = Clock::system().now();
-        gateway
-            .post(
-                "/v1/queues/work/jobs",
-                serde_json::json!({"jid": format!("paced-{i}"), "klass": "bench.Job",
-                "data": {"put_at": put_at}}),
-            )
+        let body = serde_json::json!({"jid": format!("paced-{i}"), "klass": "bench.Job",
+            "data": {"put_at": put_at}})
+        .to_string();
+        producer
+            .expect_ok("POST", "/v1/queues/work/jobs", body.as_bytes())
             .await;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

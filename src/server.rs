@@ -53,15 +53,29 @@ impl Limits {
     }
 }
 
-/// What every handler can reach.
+/// What every handler can reach. Axum clones the state for each extractor and
+/// middleware of every request, so it is one shared allocation: a clone is one
+/// reference-count increment, whatever the state holds.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The contents of [`AppState`].
+#[derive(Debug)]
+pub struct Shared {
     /// The script in Redis.
     pub qless: Qless,
     /// The server's clock: the only source of `now`.
     pub clock: Clock,
     /// Request limits.
-    pub limits: Arc<Limits>,
+    pub limits: Limits,
     /// The script's events, bridged from one Redis subscription.
     pub events: EventBus,
     /// Long-poll and multi-queue pops.
@@ -69,7 +83,7 @@ pub struct AppState {
     /// Turns true when the server starts shutting down: long polls answer and event
     /// streams end, so graceful shutdown only waits for short requests.
     pub shutdown: watch::Receiver<bool>,
-    stopping: Arc<watch::Sender<bool>>,
+    stopping: watch::Sender<bool>,
 }
 
 impl AppState {
@@ -80,15 +94,15 @@ impl AppState {
         let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
         tokio::spawn(leasing.clone().listen(events.clone()));
         let (stopping, shutdown) = watch::channel(false);
-        AppState {
+        AppState(Arc::new(Shared {
             qless,
             clock,
-            limits: Arc::new(limits),
+            limits,
             events,
             leasing,
             shutdown,
-            stopping: Arc::new(stopping),
-        }
+            stopping,
+        }))
     }
 
     /// Starts shutting down: waiting pops answer with what they have and event

@@ -47,6 +47,12 @@ impl RedisServer {
         format!("unix://{}", self.socket.display())
     }
 
+    /// Process id of the server.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Path of the socket.
     #[allow(dead_code)]
     pub fn socket(&self) -> &Path {

@@ -1,0 +1,116 @@
+//! A lean HTTP/1.1 load client for the benchmark: one keep-alive TCP connection per
+//! task, requests written as bytes and responses read by `content-length`, in the
+//! manner of `wrk`. A general client (URL parsing, header maps, connection pool) spends
+//! as much CPU per request as the gateway does; on a two-core machine that CPU is
+//! taken from the gateway and Redis, so the figures would measure the client.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One keep-alive connection to the gateway.
+pub struct HttpConnection {
+    stream: TcpStream,
+    request: Vec<u8>,
+    received: Vec<u8>,
+}
+
+/// A response: status and body.
+pub struct HttpResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    /// The body as JSON (`Null` when empty or not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_default()
+    }
+}
+
+impl HttpConnection {
+    /// Opens a connection with Nagle's algorithm off, as HTTP clients do.
+    pub async fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).await.expect("connect to gateway");
+        stream.set_nodelay(true).expect("nodelay");
+        HttpConnection {
+            stream,
+            request: Vec::with_capacity(4096),
+            received: Vec::with_capacity(16 * 1024),
+        }
+    }
+
+    /// Sends one request and reads its response.
+    pub async fn send(&mut self, method: &str, path: &str, body: &[u8]) -> HttpResponse {
+        self.request.clear();
+        write!(
+            self.request,
+            "{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n",
+            body.len()
+        )
+        .expect("format request");
+        self.request.extend_from_slice(body);
+        self.stream
+            .write_all(&self.request)
+            .await
+            .expect("write request");
+        self.read_response().await
+    }
+
+    /// Sends a request that must succeed (2xx); returns the body.
+    pub async fn expect_ok(&mut self, method: &str, path: &str, body: &[u8]) -> HttpResponse {
+        let response = self.send(method, path, body).await;
+        assert!(
+            (200..300).contains(&response.status),
+            "{method} {path}: {} {}",
+            response.status,
+            String::from_utf8_lossy(&response.body)
+        );
+        response
+    }
+
+    async fn read_response(&mut self) -> HttpResponse {
+        let head_end = loop {
+            if let Some(at) = find(&self.received, b"\r\n\r\n") {
+                break at + 4;
+            }
+            self.fill().await;
+        };
+        let head = std::str::from_utf8(&self.received[..head_end]).expect("ASCII head");
+        let status = head
+            .get(9..12)
+            .and_then(|code| code.parse().ok())
+            .expect("status line");
+        let length: usize = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().ok())
+                    .flatten()
+            })
+            .expect("responses carry content-length");
+        while self.received.len() < head_end + length {
+            self.fill().await;
+        }
+        let body = self.received[head_end..head_end + length].to_vec();
+        self.received.drain(..head_end + length);
+        HttpResponse { status, body }
+    }
+
+    async fn fill(&mut self) {
+        let mut chunk = [0u8; 16 * 1024];
+        let read = self.stream.read(&mut chunk).await.expect("read response");
+        assert!(read > 0, "the gateway closed the connection");
+        self.received.extend_from_slice(&chunk[..read]);
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
