@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use http_client::HttpConnection;
 use qlessd::clock::Clock;
-use qlessd::core::{CompleteArgs, ConnectOptions, PutArgs, Qless};
+use qlessd::core::{CompleteArgs, ConnectOptions, PutArgs, Qless, embedded};
 use redis_server::RedisServer;
 
 /// Command-line options.
@@ -125,7 +125,18 @@ impl Target {
             admin,
         };
         // The settings the embedded Redis runs with (src/core/embedded.rs).
-        target.config_set("hash-max-listpack-value", "1024").await;
+        target
+            .config_set(
+                "hash-max-listpack-value",
+                &embedded::HASH_LISTPACK_VALUE.to_string(),
+            )
+            .await;
+        target
+            .config_set(
+                "zset-max-listpack-entries",
+                &embedded::ZSET_LISTPACK_ENTRIES.to_string(),
+            )
+            .await;
         target
     }
 
@@ -800,6 +811,30 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// The worker scenario: 50 HTTP workers long-polling one queue (up to 10 jobs per pop,
 /// completed with one batch request) fed by producers. Throughput: a flood of jobs,
 /// drained end to end. Latency: a paced producer, each job stamped with its put time.
+/// What a bench worker reads of a popped job.
+#[derive(serde::Deserialize)]
+struct PoppedJob<'a> {
+    #[serde(borrow)]
+    jid: std::borrow::Cow<'a, str>,
+    data: PoppedData,
+}
+
+#[derive(serde::Deserialize)]
+struct PoppedData {
+    put_at: Option<f64>,
+}
+
+/// What a bench worker reads of a batch completion: which entries succeeded.
+#[derive(serde::Deserialize)]
+struct BatchOutcome {
+    jobs: Vec<BatchEntry>,
+}
+
+#[derive(serde::Deserialize)]
+struct BatchEntry {
+    state: Option<serde::de::IgnoredAny>,
+}
+
 async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     const WORKERS: usize = 50;
     const PRODUCERS: usize = 4;
@@ -817,11 +852,11 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
         workers.push(tokio::spawn(async move {
             let pop = format!(r#"{{"worker":"worker-{w}","count":10,"wait":1}}"#);
             while !stop.load(Ordering::Relaxed) {
-                let popped = conn
+                let response = conn
                     .expect_ok("POST", "/v1/queues/work/pop", pop.as_bytes())
-                    .await
-                    .json();
-                let popped = popped.as_array().cloned().unwrap_or_default();
+                    .await;
+                let popped: Vec<PoppedJob> =
+                    serde_json::from_slice(&response.body).expect("pop reply");
                 if popped.is_empty() {
                     continue;
                 }
@@ -829,26 +864,27 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
                 {
                     let mut latencies = latencies.lock().expect("latencies");
                     for job in &popped {
-                        if let Some(put_at) = job["data"]["put_at"].as_f64() {
+                        if let Some(put_at) = job.data.put_at {
                             latencies.push((now - put_at) * 1000.0);
                         }
                     }
                 }
-                let items: Vec<_> = popped
+                let items: Vec<String> = popped
                     .iter()
                     .map(|job| {
-                        serde_json::json!({"jid": job["jid"], "worker": format!("worker-{w}"), "queue": "work"})
+                        format!(
+                            r#"{{"jid":{},"worker":"worker-{w}","queue":"work"}}"#,
+                            serde_json::to_string(&job.jid).expect("jid")
+                        )
                     })
                     .collect();
-                let body = serde_json::json!({"jobs": items}).to_string();
-                let outcome = conn
+                let body = format!(r#"{{"jobs":[{}]}}"#, items.join(","));
+                let response = conn
                     .expect_ok("POST", "/v1/jobs/complete", body.as_bytes())
-                    .await
-                    .json();
-                let completed = outcome["jobs"]
-                    .as_array()
-                    .map(|all| all.iter().filter(|o| o.get("state").is_some()).count())
-                    .unwrap_or(0);
+                    .await;
+                let outcome: BatchOutcome =
+                    serde_json::from_slice(&response.body).expect("complete reply");
+                let completed = outcome.jobs.iter().filter(|o| o.state.is_some()).count();
                 done.fetch_add(completed, Ordering::Relaxed);
             }
         }));

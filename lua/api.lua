@@ -7,6 +7,15 @@
 -- hands typed values to the class files. Errors are raised with Qless.raise and leave
 -- as "<CODE> <Command>(): <message>" (codes in lua/README.md).
 
+-- The text of an error reply for what a command raised: the script's own errors and
+-- Redis' errors keep their text (one line); anything else (a bug) is labelled ERR.
+local function error_text(raised)
+  if type(raised) == 'table' then raised = raised.err or tostring(raised) end
+  raised = string.gsub(tostring(raised), '[\r\n]', ' ')
+  if not string.find(raised, '^[A-Z][A-Z_]* ') then raised = 'ERR ' .. raised end
+  return raised
+end
+
 -- The function of command `name`, or nil if there is no such command. Signatures in
 -- the comments leave out `now`; lua/README.md has the full command table.
 local function command(name)
@@ -512,6 +521,49 @@ local function command(name)
       end
       return Qless.Queue.sweep(now, limit)
     end
+
+  elseif name == 'batch' then
+    -- Extension. batch(command, argc, args..., [command, argc, args...]...) -> one
+    -- reply per call, in order: the call's own reply (nil stays nil), or its error
+    -- reply. The whole list is checked before anything runs, so a malformed batch
+    -- writes nothing; then each call runs exactly as if it were called alone: a
+    -- failing call writes nothing and the calls after it still run. One EVALSHA for
+    -- many calls spares each call the fixed cost of a script invocation.
+    return function(now, A)
+      local n, calls, handlers, i = #A, {}, {}, 3
+      if n < 3 then Qless.raise('QL_ARG', 'Batch', 'At least one call is required') end
+      while i <= n do
+        local sub, argc = A[i], tonumber(A[i + 1])
+        local handler = handlers[sub]
+        if handler == nil and sub ~= 'batch' then
+          handler = command(sub)
+          handlers[sub] = handler
+        end
+        if not handler then
+          Qless.raise('QL_ARG', 'Batch', 'Unknown command in call ' .. (#calls + 1) .. ': ' ..
+            tostring(sub))
+        end
+        if argc == nil or argc < 0 or argc ~= math.floor(argc) or i + 1 + argc > n then
+          Qless.raise('QL_ARG', 'Batch', 'Arg "argc" of call ' .. (#calls + 1) ..
+            ' is not the number of arguments that follow: ' .. tostring(A[i + 1]))
+        end
+        local args = { sub, A[2] }
+        for k = 1, argc do args[k + 2] = A[i + 1 + k] end
+        calls[#calls + 1] = { handler, args }
+        i = i + 2 + argc
+      end
+      local replies = {}
+      for k = 1, #calls do
+        local ok, result = pcall(calls[k][1], now, calls[k][2])
+        if not ok then
+          result = { err = error_text(result) }
+        elseif result == nil then
+          result = false
+        end
+        replies[k] = result
+      end
+      return replies
+    end
   end
   return nil
 end
@@ -555,7 +607,4 @@ end
 if not NOWF then NOWF = string.format('%.14g', math.floor(now)) end
 local ok, result = pcall(handler, now, ARGV)
 if ok then return result end
-if type(result) == 'table' then result = result.err or tostring(result) end
-result = string.gsub(tostring(result), '[\r\n]', ' ')
-if not string.find(result, '^[A-Z][A-Z_]* ') then result = 'ERR ' .. result end
-return redis.error_reply(result)
+return redis.error_reply(error_text(result))

@@ -13,6 +13,7 @@
 //! round-robin, or a weighted lottery) and hand the whole plan to one script call
 //! (`pop.multi`), which skips queues it finds empty at no extra cost.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -354,21 +355,25 @@ impl Leasing {
     }
 
     fn on_log_event(&self, payload: &str) {
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(payload) else {
+        // Every put and completion passes through here: read only the three fields
+        // that matter, borrowing them from the payload where no escapes need undoing.
+        #[derive(serde::Deserialize)]
+        struct LogEvent<'a> {
+            #[serde(borrow, default)]
+            event: Option<Cow<'a, str>>,
+            #[serde(borrow, default)]
+            queue: Option<Cow<'a, str>>,
+            #[serde(borrow, default)]
+            to: Option<Cow<'a, str>>,
+        }
+        let Ok(event) = serde_json::from_str::<LogEvent>(payload) else {
             return;
         };
-        match event["event"].as_str() {
-            Some("put") => {
-                if let Some(queue) = event["queue"].as_str() {
-                    self.job_available(queue);
-                }
+        match (event.event.as_deref(), event.queue, event.to) {
+            (Some("put"), Some(queue), _) | (Some("advanced"), _, Some(queue)) => {
+                self.job_available(&queue)
             }
-            Some("advanced") => {
-                if let Some(queue) = event["to"].as_str() {
-                    self.job_available(queue);
-                }
-            }
-            Some("lock_lost") => self.wake_all(),
+            (Some("lock_lost"), _, _) => self.wake_all(),
             _ => {}
         }
     }

@@ -23,13 +23,6 @@ pub struct HttpResponse {
     pub body: Vec<u8>,
 }
 
-impl HttpResponse {
-    /// The body as JSON (`Null` when empty or not JSON).
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_default()
-    }
-}
-
 impl HttpConnection {
     /// Opens a connection with Nagle's algorithm off, as HTTP clients do.
     pub async fn connect(addr: SocketAddr) -> Self {

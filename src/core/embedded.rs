@@ -7,7 +7,12 @@
 //! * `maxmemory-policy noeviction`: Redis refuses writes rather than dropping jobs;
 //! * `hash-max-listpack-value 1024`: a job hash whose fields (mostly `data`) are under
 //!   1 KB keeps the compact listpack encoding, about a quarter of the memory of the
-//!   default hashtable encoding that 100 bytes of data would otherwise force.
+//!   default hashtable encoding that 100 bytes of data would otherwise force;
+//! * `zset-max-listpack-entries 16`: qless scores are fractional timestamps, and a
+//!   listpack sorted set re-parses (strtod) every score before the insertion point on
+//!   each ZADD. At Redis's default limit of 128, the sets that stay small in a busy
+//!   queue (`ql:workers` with 50 workers, a queue's `-locks`) cost several µs per ZADD;
+//!   moving them to skiplists at 16 entries halved ZADD time in the worker benchmark.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -21,6 +26,9 @@ use super::Error;
 
 /// Largest value a job-hash field may have and still be stored as a listpack.
 pub const HASH_LISTPACK_VALUE: u32 = 1024;
+
+/// Largest sorted set kept as a listpack (see the module documentation).
+pub const ZSET_LISTPACK_ENTRIES: u32 = 16;
 
 /// Unix socket paths longer than this are refused by the kernel (`sun_path`).
 const MAX_SOCKET_PATH: usize = 100;
@@ -97,6 +105,7 @@ impl ServerSpec {
     fn command(&self) -> Command {
         let mut cmd = Command::new(&self.binary);
         let listpack = HASH_LISTPACK_VALUE.to_string();
+        let zset_entries = ZSET_LISTPACK_ENTRIES.to_string();
         cmd.args(["--port", "0", "--unixsocketperm", "700"])
             .arg("--unixsocket")
             .arg(&self.socket)
@@ -113,6 +122,7 @@ impl ServerSpec {
             ])
             .args(["--maxmemory-policy", "noeviction"])
             .args(["--hash-max-listpack-value", &listpack])
+            .args(["--zset-max-listpack-entries", &zset_entries])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

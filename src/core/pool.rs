@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bb8_redis::RedisConnectionManager;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike as _, MultiplexedConnection};
 
 use super::Error;
 
@@ -26,9 +26,14 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Sends one command, flagging the connection when the transport fails.
+    /// Sends one command, flagging the connection when the transport fails. An error
+    /// reply is an `Err`, but errors nested in an array reply stay in the array (a
+    /// `batch` reply holds one error per failed call).
     pub async fn query(&mut self, cmd: &redis::Cmd) -> Result<redis::Value, redis::RedisError> {
-        let result = cmd.query_async(&mut self.inner).await;
+        let result = match self.inner.req_packed_command(cmd).await {
+            Ok(redis::Value::ServerError(err)) => Err(err.into()),
+            other => other,
+        };
         if let Err(err) = &result
             && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
         {

@@ -231,8 +231,7 @@ fn completion_state(word: String) -> Result<CompletionState, ApiError> {
 
 /// Complete many jobs in one request.
 ///
-/// One round trip to Redis for the whole batch. Each job is completed (or refused)
-/// on its own, exactly as `POST /v1/jobs/{jid}/complete` would: the reply lists, in
+/// One script invocation per 100 jobs. Each job is completed (or refused) on its own, exactly as `POST /v1/jobs/{jid}/complete` would: the reply lists, in
 /// request order, the new `state` of each job or the `problem` that stopped it (for
 /// example `lock_lost` when another worker holds it now). Malformed items are refused
 /// up front with a 400 naming the first one, and then nothing is completed.
@@ -293,8 +292,7 @@ async fn complete_jobs(
 
 /// Renew the locks of many jobs in one request.
 ///
-/// One round trip to Redis for the whole batch. Each lock is renewed (or refused) on
-/// its own, exactly as `POST /v1/jobs/{jid}/heartbeat` would: the reply lists, in
+/// One script invocation per 100 jobs. Each lock is renewed (or refused) on its own, exactly as `POST /v1/jobs/{jid}/heartbeat` would: the reply lists, in
 /// request order, the new `expires` of each job or the `problem` that stopped it
 /// (`lock_lost` when the job was handed to another worker: stop working on it).
 /// Malformed items are refused up front with a 400, and then nothing is renewed.

@@ -157,12 +157,12 @@ async fn put_job(
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], body).into_response())
 }
 
-/// Put many jobs in a queue in one round trip.
+/// Put many jobs in a queue in one request.
 ///
 /// Each item is the body of `put_job` (including `if_absent`). Every item is validated
 /// before anything is written: a bad item is a 400 naming its index (`jobs[3]: ...`)
-/// and no job is put. The jobs are then put in order in one pipelined round trip; the
-/// answer lists one outcome per item, in the same order. A jid that appears twice is
+/// and no job is put. The jobs are then put in order, one script invocation per 100
+/// jobs; the answer lists one outcome per item, in the same order. A jid that appears twice is
 /// put twice (with `if_absent`, the second reports `created: false`). Should the
 /// script still refuse an item, the answer is that item's problem (its detail starts
 /// with the index) and the other items were put.

@@ -9,7 +9,7 @@ use super::jobs::{complete, config, job, pop, put, start, strs};
 use crate::support::RedisServer;
 
 /// Every key with its type and its `DUMP` serialization.
-fn snapshot(redis: &RedisServer) -> BTreeMap<String, (String, Vec<u8>)> {
+pub(super) fn snapshot(redis: &RedisServer) -> BTreeMap<String, (String, Vec<u8>)> {
     let mut conn = redis.client().get_connection().unwrap();
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     keys.into_iter()
@@ -23,7 +23,7 @@ fn snapshot(redis: &RedisServer) -> BTreeMap<String, (String, Vec<u8>)> {
 
 /// A database with jobs in every state: `a` waiting, `b` running (worker `w`), `c`
 /// failed, `d` scheduled, `e` depends (on `a`), `f` complete, template `r`.
-async fn seed(qless: &Qless) {
+pub(super) async fn seed(qless: &Qless) {
     config(qless, "heartbeat", "60").await;
     put(qless, 0.0, "q", "b").await;
     put(qless, 0.0, "q", "c").await;
@@ -90,6 +90,28 @@ const CASES: &[(&str, &[&str], &str)] = &[
     ("pop.multi", &["", "1", "q", "1"], ""),
     ("sweep", &["0"], ""),
     ("sweep", &["lots"], ""),
+    // batch: the whole list is checked before any call runs
+    ("batch", &[], "Batch(): At least one call is required"),
+    ("batch", &["put"], "Arg \"argc\" of call 1"),
+    (
+        "batch",
+        &["nope", "0"],
+        "Batch(): Unknown command in call 1: nope",
+    ),
+    ("batch", &["batch", "0"], "Unknown command in call 1: batch"),
+    ("batch", &["get", "-1"], "Arg \"argc\" of call 1"),
+    ("batch", &["get", "1.5", "a"], "Arg \"argc\" of call 1"),
+    // the second call claims more arguments than there are: the first must not run
+    (
+        "batch",
+        &["put", "6", "w", "q", "new", "K", "{}", "0", "get", "2", "a"],
+        "Arg \"argc\" of call 2 is not the number of arguments that follow: 2",
+    ),
+    (
+        "batch",
+        &["put", "6", "w", "q", "new", "K", "{}", "0", "nope", "0"],
+        "Unknown command in call 2: nope",
+    ),
     // put
     (
         "put",

@@ -1,5 +1,6 @@
 //! The script's semantics, driven through `core` with logical time.
 
+mod batch;
 mod config;
 mod events;
 mod jobs;

@@ -71,7 +71,7 @@ async fn a_malformed_redis_url_is_refused_at_startup() {
 }
 
 #[tokio::test]
-async fn a_pipelined_batch_reloads_the_script_and_runs_every_call_once() {
+async fn a_batch_reloads_the_script_and_runs_every_call_once() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
     let mut conn = redis.client().get_connection().unwrap();

@@ -33,6 +33,7 @@ async fn embedded_redis_is_configured_for_a_job_queue() {
     assert_eq!(config(&url, "appendfsync"), "everysec");
     assert_eq!(config(&url, "maxmemory-policy"), "noeviction");
     assert_eq!(config(&url, "hash-max-listpack-value"), "1024");
+    assert_eq!(config(&url, "zset-max-listpack-entries"), "16");
     let pid = redis_pid(&url).unwrap();
     redis.shutdown().await;
     assert!(redis_pid(&url).is_none(), "still answering after shutdown");
