@@ -843,11 +843,13 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     let gateway = Gateway::start(&target).await;
     let addr = gateway.addr;
     let done = Arc::new(AtomicUsize::new(0));
+    let pops = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut workers = Vec::new();
     for w in 0..WORKERS {
-        let (done, latencies, stop) = (done.clone(), latencies.clone(), stop.clone());
+        let (done, pops, latencies, stop) =
+            (done.clone(), pops.clone(), latencies.clone(), stop.clone());
         let mut conn = HttpConnection::connect(addr).await;
         workers.push(tokio::spawn(async move {
             let pop = format!(r#"{{"worker":"worker-{w}","count":10,"wait":1}}"#);
@@ -857,6 +859,7 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
                     .await;
                 let popped: Vec<PoppedJob> =
                     serde_json::from_slice(&response.body).expect("pop reply");
+                pops.fetch_add(1, Ordering::Relaxed);
                 if popped.is_empty() {
                     continue;
                 }
@@ -891,6 +894,7 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     }
     // Throughput: producers flood `jobs` jobs in batches of PRODUCER_BATCH.
     let started = Instant::now();
+    let pops_before = pops.load(Ordering::Relaxed);
     let cpu_before = CpuSample::take(gateway.pid(), target.redis.pid());
     target.reset_stats().await;
     drive_http(
@@ -920,12 +924,14 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     let throughput = flood as f64 / started.elapsed().as_secs_f64();
     let cpu = cpu_before.per_request(&CpuSample::take(gateway.pid(), target.redis.pid()), flood);
     target.print_commandstats("flood").await;
+    let pop_requests = pops.load(Ordering::Relaxed) - pops_before;
     eprintln!(
-        "  flood: produced in {:.2}s ({:.0} puts/s), drained in {:.2}s; CPU usec/job \
-         gateway {:.1}, redis {:.1}, client {:.1}",
+        "  flood: produced in {:.2}s ({:.0} puts/s), drained in {:.2}s, {:.1} jobs per pop; \
+         CPU usec/job gateway {:.1}, redis {:.1}, client {:.1}",
         produced_in.as_secs_f64(),
         flood as f64 / produced_in.as_secs_f64(),
         started.elapsed().as_secs_f64(),
+        flood as f64 / pop_requests.max(1) as f64,
         cpu[0],
         cpu[1],
         cpu[2]
