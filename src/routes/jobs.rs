@@ -452,13 +452,17 @@ async fn retry_job(
     }
     let args = RetryArgs {
         jid,
-        queue: body.queue,
+        queue: body.queue.clone(),
         worker: body.worker,
         delay,
         group: body.group,
         message: body.message,
     };
     let remaining = state.qless.retry(state.clock.now(), args).await?;
+    if remaining >= 0 && delay == 0.0 {
+        // The script announces no retry; a long poll here need not wait for its recheck.
+        state.leasing.job_available(&body.queue);
+    }
     Ok(Json(RetryJobResponse { remaining }))
 }
 

@@ -104,6 +104,57 @@ async fn a_long_poll_returns_within_milliseconds_of_a_put() {
     );
 }
 
+/// Puts `jid` in `q` and leases it to `worker`.
+async fn leased(app: &TestApp, jid: &str, worker: &str) {
+    put(app, "q", jid).await;
+    let response = app
+        .post("/v1/queues/q/pop", json!({"worker": worker}))
+        .await;
+    assert_eq!(jids(&response.body), [jid]);
+}
+
+/// Waits on `q` as worker `w2` while `release` makes a job available again, and
+/// checks the waiter got it well before its one-second recheck.
+async fn assert_wakes_waiter(app: &TestApp, jid: &str, release: Value, path: &str) {
+    let waiter = spawn_pop(app, json!({"worker": "w2", "wait": 10}));
+    until_waiting(app, 1).await;
+    let released_at = Instant::now();
+    let response = app.post(path, release).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    let (returned_at, body) = waiter.await.unwrap();
+    assert_eq!(jids(&body), [jid]);
+    let latency = returned_at.duration_since(released_at);
+    assert!(
+        latency < Duration::from_millis(500),
+        "woke after {latency:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_when_a_job_is_retried() {
+    let app = TestApp::start().await;
+    ready(&app).await;
+    leased(&app, "job-1", "w1").await;
+    let retry = json!({"worker": "w1", "queue": "q"});
+    assert_wakes_waiter(&app, "job-1", retry, "/v1/jobs/job-1/retry").await;
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_when_failed_jobs_are_unfailed() {
+    let app = TestApp::start().await;
+    ready(&app).await;
+    leased(&app, "job-1", "w1").await;
+    let failed = app
+        .post(
+            "/v1/jobs/job-1/fail",
+            json!({"worker": "w1", "group": "boom", "message": "m"}),
+        )
+        .await;
+    assert_eq!(failed.status, StatusCode::OK, "{}", failed.text);
+    let unfail = json!({"queue": "q"});
+    assert_wakes_waiter(&app, "job-1", unfail, "/v1/failures/boom/unfail").await;
+}
+
 #[tokio::test]
 async fn a_long_poll_returns_an_empty_list_when_the_wait_is_over() {
     let app = TestApp::start().await;
