@@ -588,7 +588,11 @@ impl Gateway {
             .expect("free port")
             .port();
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let child = Command::new(env!("CARGO_BIN_EXE_qlessd"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_qlessd"));
+        if let Ok(threads) = std::env::var("BENCH_GATEWAY_THREADS") {
+            command.env("TOKIO_WORKER_THREADS", threads);
+        }
+        let child = command
             .arg("--redis-url")
             .arg(target.url())
             .arg("--listen")
