@@ -14,6 +14,8 @@
 //! `INFO commandstats`, reset before each phase: it is the time the script itself
 //! takes inside Redis, independent of the client and the network.
 
+#[path = "support/bare.rs"]
+mod bare;
 #[path = "support/http_client.rs"]
 mod http_client;
 #[path = "../tests/support/redis.rs"]
@@ -559,6 +561,13 @@ async fn memory(options: &Options) {
 
 #[tokio::main]
 async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, url, addr, ..] = args.as_slice()
+        && flag == "--serve-bare"
+    {
+        bare::serve(url, addr).await;
+        return;
+    }
     let options = Options::parse();
     if options.wants("memory") {
         memory(&options).await;
@@ -583,39 +592,58 @@ struct Gateway {
 
 impl Gateway {
     async fn start(target: &Target) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("free port")
-            .port();
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let addr = free_addr();
         let mut command = Command::new(env!("CARGO_BIN_EXE_qlessd"));
         if let Ok(threads) = std::env::var("BENCH_GATEWAY_THREADS") {
             command.env("TOKIO_WORKER_THREADS", threads);
         }
-        let child = command
+        command
             .arg("--redis-url")
             .arg(target.url())
             .arg("--listen")
-            .arg(addr.to_string())
+            .arg(addr.to_string());
+        let gateway = Gateway::spawn(command, addr, "/readyz").await;
+        // Let the event subscription that wakes long polls settle.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        gateway
+    }
+
+    /// The minimal put server of `support/bare.rs`, run by this very binary.
+    async fn start_bare(target: &Target) -> Self {
+        let addr = free_addr();
+        let mut command = Command::new(std::env::current_exe().expect("bench binary"));
+        command
+            .arg("--serve-bare")
+            .arg(target.url())
+            .arg(addr.to_string());
+        Gateway::spawn(command, addr, "/put").await
+    }
+
+    /// Starts `command` and waits until `probe` answers on `addr`.
+    async fn spawn(mut command: Command, addr: SocketAddr, probe: &str) -> Self {
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start qlessd");
+            .expect("start the server");
         let gateway = Gateway { addr, child };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
-                drop(stream);
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
                 let mut conn = HttpConnection::connect(addr).await;
-                if conn.send("GET", "/readyz", b"").await.status == 200 {
+                let method = if probe == "/put" { "POST" } else { "GET" };
+                let body = if probe == "/put" {
+                    job_body("probe", 0)
+                } else {
+                    String::new()
+                };
+                if conn.send(method, probe, body.as_bytes()).await.status / 100 == 2 {
                     break;
                 }
             }
-            assert!(Instant::now() < deadline, "qlessd did not become ready");
+            assert!(Instant::now() < deadline, "{probe} never answered");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // Let the event subscription that wakes long polls settle.
-        tokio::time::sleep(Duration::from_millis(200)).await;
         gateway
     }
 
@@ -629,6 +657,14 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn free_addr() -> SocketAddr {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("free port")
+        .port();
+    ([127, 0, 0, 1], port).into()
 }
 
 /// CPU time a process has used so far, summed over its threads (`schedstat`, ns).
@@ -725,7 +761,8 @@ async fn http_run(jobs: usize) -> HashMap<&'static str, HttpFigure> {
     let direct = direct_run(&mut target, jobs, CONCURRENCY).await;
     target.flush().await;
     let gateway = Gateway::start(&target).await;
-    let (addr, gateway_pid, redis_pid) = (gateway.addr, gateway.pid(), target.redis.pid());
+    // Reassigned for the bare server at the end (the macro reads these bindings).
+    let (mut addr, mut gateway_pid, redis_pid) = (gateway.addr, gateway.pid(), target.redis.pid());
 
     macro_rules! phase {
         ($name:literal, $total:expr, $body:expr) => {{
@@ -796,6 +833,20 @@ async fn http_run(jobs: usize) -> HashMap<&'static str, HttpFigure> {
         figure.per_second *= 100.0;
         figure.cpu = figure.cpu.map(|usec| usec / 100.0);
     }
+    // The floor under any gateway: a bare axum handler making the same EVALSHA.
+    drop(gateway);
+    target.flush().await;
+    let bare = Gateway::start_bare(&target).await;
+    (addr, gateway_pid) = (bare.addr, bare.pid());
+    let gateway_put = figures.remove("put").expect("put measured");
+    phase!("put", jobs, |mut c, i| async move {
+        let body = job_body(&format!("job-{i}"), i);
+        c.expect_ok("POST", "/put", body.as_bytes()).await;
+        c
+    });
+    let bare_put = figures.remove("put").expect("bare put measured");
+    figures.insert("put", gateway_put);
+    figures.insert("bare put", bare_put);
     figures
 }
 
@@ -840,6 +891,19 @@ async fn http(options: &Options) {
         of("healthz", &|f| f.cpu[0]),
         of("healthz", &|f| f.cpu[1]),
         of("healthz", &|f| f.cpu[2]),
+    );
+    println!(
+        "{:<12} {:>10.0} {:>10.0} {:>7.2} {:>7} {:<5} {:>8.1} {:>8.1} {:>8.1}   (a bare axum \
+         handler: one EVALSHA, nothing else)",
+        "bare put",
+        of("bare put", &|f| f.per_second),
+        of("bare put", &|f| f.direct),
+        of("bare put", &|f| f.per_second / f.direct),
+        "",
+        "",
+        of("bare put", &|f| f.cpu[0]),
+        of("bare put", &|f| f.cpu[1]),
+        of("bare put", &|f| f.cpu[2]),
     );
     let batch = of("batch put", &|f| f.per_second);
     println!(
