@@ -109,6 +109,7 @@ impl AppState {
     /// streams end.
     pub fn begin_shutdown(&self) {
         self.leasing.close();
+        self.events.close();
         let _ = self.stopping.send(true);
     }
 }

@@ -24,6 +24,7 @@ pub struct Event {
 pub struct EventBus {
     sender: broadcast::Sender<Arc<Event>>,
     subscribed: watch::Receiver<bool>,
+    stop: Arc<watch::Sender<bool>>,
 }
 
 /// How many events a slow listener may fall behind before it misses some.
@@ -35,8 +36,19 @@ impl EventBus {
     pub fn start(url: String, prefix: String) -> Self {
         let (sender, _) = broadcast::channel(BUFFER);
         let (subscribed_tx, subscribed) = watch::channel(false);
-        tokio::spawn(bridge(url, prefix, sender.clone(), subscribed_tx));
-        EventBus { sender, subscribed }
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(bridge(url, prefix, sender.clone(), subscribed_tx, stopped));
+        EventBus {
+            sender,
+            subscribed,
+            stop: Arc::new(stop),
+        }
+    }
+
+    /// Ends the Redis subscription for good (the server is shutting down), so that
+    /// Redis going away afterwards is not reported as a lost subscription.
+    pub fn close(&self) {
+        let _ = self.stop.send(true);
     }
 
     /// A new listener, receiving every event published from now on.
@@ -64,21 +76,30 @@ async fn bridge(
     prefix: String,
     sender: broadcast::Sender<Arc<Event>>,
     subscribed: watch::Sender<bool>,
+    mut stopped: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen(&url, &prefix, &sender, &subscribed).await {
-            Ok(()) => backoff = Duration::from_millis(100),
-            Err(err) => {
-                tracing::warn!(%err, "event subscription lost; reconnecting");
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
+        tokio::select! {
+            result = listen(&url, &prefix, &sender, &subscribed) => match result {
+                Ok(()) => backoff = Duration::from_millis(100),
+                Err(err) => {
+                    tracing::warn!(%err, "event subscription lost; reconnecting");
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            },
+            _ = stopped.wait_for(|stop| *stop) => {}
         }
         let _ = subscribed.send(false);
-        if sender.receiver_count() == 0 && sender.is_empty() && subscribed.is_closed() {
+        if *stopped.borrow()
+            || (sender.receiver_count() == 0 && sender.is_empty() && subscribed.is_closed())
+        {
             return;
         }
-        tokio::time::sleep(backoff).await;
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stopped.wait_for(|stop| *stop) => return,
+        }
     }
 }
 

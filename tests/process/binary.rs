@@ -152,3 +152,30 @@ async fn qlessd_serves_on_embedded_redis_recovers_from_its_death_and_stops_it() 
         "redis left running"
     );
 }
+
+#[tokio::test]
+async fn a_clean_shutdown_logs_no_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", dir.path().join("data"))
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+        .env_remove("QLESSD_REDIS_URL")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output.status);
+    let logs =
+        String::from_utf8(output.stdout).unwrap() + &String::from_utf8(output.stderr).unwrap();
+    assert!(logs.contains("shutting down"), "{logs}");
+    assert!(!logs.contains("WARN") && !logs.contains("ERROR"), "{logs}");
+}
