@@ -127,6 +127,7 @@ impl ServerSpec {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        stop_with_parent(&mut cmd);
         cmd
     }
 
@@ -206,6 +207,31 @@ async fn shutdown_server(socket: &Path, child: &mut Child) {
         let _ = child.kill().await;
     }
 }
+
+/// Asks the kernel to send Redis SIGTERM (a clean shutdown that flushes the AOF) if
+/// qlessd dies without stopping it, e.g. on SIGKILL, so no orphan keeps the data
+/// directory. Elsewhere than Linux the next start stops such a leftover instead.
+#[cfg(target_os = "linux")]
+fn stop_with_parent(cmd: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: between fork and exec only async-signal-safe calls are allowed;
+    // prctl, getppid and _exit are system calls that allocate nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // qlessd died before the request took effect: do not outlive it.
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stop_with_parent(_cmd: &mut Command) {}
 
 async fn stop_leftover(socket: &Path) {
     if !socket.exists() || !ping(socket).await {

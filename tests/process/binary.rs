@@ -179,3 +179,35 @@ async fn a_clean_shutdown_logs_no_warnings() {
     assert!(logs.contains("shutting down"), "{logs}");
     assert!(!logs.contains("WARN") && !logs.contains("ERROR"), "{logs}");
 }
+
+#[tokio::test]
+async fn the_embedded_redis_stops_when_qlessd_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let mut child = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", &data)
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+        .env_remove("QLESSD_REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_status(
+        &format!("http://127.0.0.1:{port}/readyz"),
+        200,
+        Duration::from_secs(20),
+    )
+    .await;
+    let socket = data.canonicalize().unwrap().join("redis.sock");
+    let redis = redis_pid(&socket).expect("embedded redis answers");
+    child.kill().unwrap(); // SIGKILL: qlessd gets no chance to stop Redis itself
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{redis}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{redis}/stat")).is_ok_and(|s| s.contains(") Z "))
+    {
+        assert!(Instant::now() < deadline, "redis {redis} outlived qlessd");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
