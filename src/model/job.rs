@@ -99,13 +99,10 @@ pub struct Job {
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,
 /// `worker` for pops, `group` for failures, or the caller's data for log entries).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct HistoryEntry {
     /// Seconds since the epoch (whole seconds).
-    #[serde(
-        deserialize_with = "wire::number",
-        serialize_with = "wire::whole_when_possible"
-    )]
+    #[serde(serialize_with = "wire::whole_when_possible")]
     pub when: f64,
     /// `put`, `popped`, `done`, `failed`, `timed-out`, or a logged message.
     pub what: String,
@@ -113,6 +110,53 @@ pub struct HistoryEntry {
     #[serde(flatten)]
     #[schema(value_type = Object)]
     pub extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for HistoryEntry {
+    /// By hand, because `#[serde(flatten)]` buffers every entry before reading it, and
+    /// each job in a reply carries a few entries.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Number(f64);
+
+        impl<'de> Deserialize<'de> for Number {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                wire::number(d).map(Number)
+            }
+        }
+
+        struct EntryVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for EntryVisitor {
+            type Value = HistoryEntry;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a history entry (an object with `when` and `what`)")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<HistoryEntry, A::Error> {
+                let (mut when, mut what, mut extra) = (None, None, Map::new());
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "when" => when = Some(map.next_value::<Number>()?.0),
+                        "what" => what = Some(map.next_value::<String>()?),
+                        _ => {
+                            extra.insert(key, map.next_value::<Value>()?);
+                        }
+                    }
+                }
+                Ok(HistoryEntry {
+                    when: when.ok_or_else(|| serde::de::Error::missing_field("when"))?,
+                    what: what.ok_or_else(|| serde::de::Error::missing_field("what"))?,
+                    extra,
+                })
+            }
+        }
+
+        deserializer.deserialize_map(EntryVisitor)
+    }
 }
 
 /// Why a job failed.
@@ -131,4 +175,32 @@ pub struct Failure {
     /// The worker that failed it; empty when the job failed by running out of retries.
     #[serde(default)]
     pub worker: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_entries_keep_what_they_carry_besides_when_and_what() {
+        let entry: HistoryEntry =
+            serde_json::from_str(r#"{"q":"emails","when":"17.5","what":"put","n":[1,2]}"#).unwrap();
+        assert_eq!(entry.when, 17.5);
+        assert_eq!(entry.what, "put");
+        assert_eq!(entry.extra["q"], "emails");
+        assert_eq!(entry.extra["n"], serde_json::json!([1, 2]));
+        let back = serde_json::to_value(&entry).unwrap();
+        assert_eq!(
+            back,
+            serde_json::json!({"when": 17.5, "what": "put", "q": "emails", "n": [1, 2]})
+        );
+    }
+
+    #[test]
+    fn a_history_entry_without_what_or_with_a_bad_when_is_refused() {
+        assert!(serde_json::from_str::<HistoryEntry>(r#"{"when":1}"#).is_err());
+        assert!(serde_json::from_str::<HistoryEntry>(r#"{"when":true,"what":"x"}"#).is_err());
+        let null_when: HistoryEntry = serde_json::from_str(r#"{"when":null,"what":"x"}"#).unwrap();
+        assert_eq!(null_when.when, 0.0);
+    }
 }

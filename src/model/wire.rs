@@ -57,14 +57,39 @@ pub fn number<'de, D>(deserializer: D) -> Result<f64, D::Error>
 where
     D: Deserializer<'de>,
 {
-    match Value::deserialize(deserializer)? {
-        Value::Number(n) => Ok(n.as_f64().unwrap_or_default()),
-        Value::String(s) => Ok(s.trim().parse().unwrap_or_default()),
-        Value::Null => Ok(0.0),
-        other => Err(serde::de::Error::custom(format!(
-            "expected a number, got {other}"
-        ))),
+    // A visitor rather than a detour through `Value`: every job in every reply has
+    // several of these fields.
+    struct NumberVisitor;
+
+    impl serde::de::Visitor<'_> for NumberVisitor {
+        type Value = f64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number, a numeric string or null")
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<f64, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<f64, E> {
+            Ok(v.trim().parse().unwrap_or_default())
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<f64, E> {
+            Ok(0.0)
+        }
     }
+
+    deserializer.deserialize_any(NumberVisitor)
 }
 
 /// A JSON value kept as the exact text the client sent: key order, number spelling
