@@ -552,8 +552,20 @@ local function command(name)
         calls[#calls + 1] = { handler, args }
         i = i + 2 + argc
       end
-      local replies = {}
+      -- Run and wait statistics of the whole batch are written once per (kind, queue)
+      -- at the end (a stats call in the batch sees the ones before it). The numbers
+      -- are those of the calls run one by one: the same samples, folded in order.
+      local replies, failed = {}, {}
+      local function flush()
+        for k, err in pairs(Qless.stats_flush(now)) do failed[k] = err end
+      end
+      Qless.stats_defer()
       for k = 1, #calls do
+        if calls[k][2][1] == 'stats' then
+          flush()
+          Qless.stats_defer()
+        end
+        Qless.stats_call(k)
         local ok, result = pcall(calls[k][1], now, calls[k][2])
         if not ok then
           result = { err = error_text(result) }
@@ -562,6 +574,8 @@ local function command(name)
         end
         replies[k] = result
       end
+      flush()
+      for k, err in pairs(failed) do replies[k] = { err = error_text(err) } end
       return replies
     end
   end

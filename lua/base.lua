@@ -29,6 +29,11 @@ local P = 'ql:'
 -- by the dispatcher.
 local NOWS, NOWF
 
+-- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
+-- be written with one HMGET/HMSET each when the batch ends (Qless.stats_flush). All
+-- calls of a batch share `now`, so they share the day bin too. nil otherwise.
+local STATS
+
 -- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,
 -- Qless.Recurring and Qless.Worker, the class of each other file. A class table is made
 -- only when a call first uses it, from its file's method factory.
@@ -420,12 +425,55 @@ Qless = setmetatable({ [0] = function(name)
       end
     end
 
+  elseif name == 'stats_defer' then
+    -- Starts collecting samples instead of writing them (see STATS).
+    return function()
+      STATS = {}
+    end
+
+  elseif name == 'stats_call' then
+    -- The batch call (its position) that the next samples belong to.
+    return function(k)
+      STATS.call = k
+    end
+
+  elseif name == 'stats_flush' then
+    -- Writes the collected samples, in the order they were recorded, and stops
+    -- collecting. Returns the positions of the calls whose samples could not be
+    -- written, with the error, so that the batch reports them.
+    return function(now)
+      local pending = STATS
+      STATS = nil
+      local failed = {}
+      for i = 1, #(pending or {}) do
+        local p = pending[i]
+        local ok, err = pcall(Qless.stats_add, p.kind, now, p.queue, p.samples)
+        if not ok then
+          for c = 1, #p.calls do failed[p.calls[c]] = err end
+        end
+      end
+      return failed
+    end
+
   elseif name == 'stats_add' then
     -- Folds samples (seconds) into ql:s:<kind>:<bin(now)>:<queue>: Welford totals plus
     -- histogram buckets, one HMGET and one HMSET however many samples there are.
     return function(kind, now, queue, samples)
       local n = #samples
       if n == 0 then return end
+      if STATS then
+        local id = kind .. ':' .. queue
+        local pending = STATS[id]
+        if not pending then
+          pending = { kind = kind, queue = queue, samples = {}, calls = {} }
+          STATS[id] = pending
+          STATS[#STATS + 1] = pending
+        end
+        local into = pending.samples
+        for i = 1, n do into[#into + 1] = samples[i] end
+        pending.calls[#pending.calls + 1] = STATS.call
+        return
+      end
       local floor, format, char = math.floor, string.format, string.char
       local key = P .. 's:' .. kind .. ':' .. format('%d', now - now % 86400) .. ':' .. queue
       if n == 1 then

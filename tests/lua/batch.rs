@@ -6,6 +6,7 @@ use redis::Value;
 
 use super::jobs::{get, pop, put, start, state, strs};
 use super::malformed::{seed, snapshot};
+use crate::support::RedisServer;
 
 /// Runs `batch` with `calls` given as (command, args) and returns its raw replies.
 async fn batch(qless: &Qless, now: f64, calls: &[(&str, &[&str])]) -> Vec<Value> {
@@ -124,5 +125,112 @@ async fn call_many_sends_large_batches_in_chunks_and_keeps_every_answer_in_place
     assert_eq!(
         get(&qless, &format!("job-{}", total - 1)).await.state,
         "waiting"
+    );
+}
+
+/// Puts j1..j5 and leases them one second apart (at 10, 11, ...), so that completing
+/// them all at 20 records five different run times.
+async fn five_running_jobs(qless: &Qless) {
+    for i in 1..=5 {
+        put(qless, f64::from(i), "q", &format!("j{i}")).await;
+    }
+    for i in 1..=5 {
+        let leased = pop(qless, 9.0 + f64::from(i), "q", "w", 1).await;
+        assert_eq!(leased, [format!("j{i}")]);
+    }
+}
+
+fn run_stats(redis: &RedisServer) -> Vec<(String, String)> {
+    let mut conn = redis.client().get_connection().unwrap();
+    let mut fields: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg("ql:s:run:0:q")
+        .query(&mut conn)
+        .unwrap();
+    fields.sort();
+    fields
+}
+
+#[tokio::test]
+async fn a_batch_records_the_same_statistics_as_the_calls_made_one_by_one() {
+    let (one_by_one, alone) = start().await;
+    five_running_jobs(&alone).await;
+    for i in 1..=5 {
+        let jid = format!("j{i}");
+        let args = strs(&[&jid, "w", "q", "{}"]);
+        let reply = alone.call("complete", 20.0, &args).await.unwrap();
+        assert_eq!(text(&reply), "complete");
+    }
+
+    let (batched, together) = start().await;
+    five_running_jobs(&together).await;
+    let calls: Vec<(&str, &[&str])> = vec![
+        ("complete", &["j1", "w", "q", "{}"]),
+        ("complete", &["j2", "w", "q", "{}"]),
+        ("complete", &["j3", "w", "q", "{}"]),
+        ("complete", &["j4", "w", "q", "{}"]),
+        ("complete", &["j5", "w", "q", "{}"]),
+    ];
+    let replies = batch(&together, 20.0, &calls).await;
+    assert!(replies.iter().all(|r| text(r) == "complete"), "{replies:?}");
+
+    let expected = run_stats(&one_by_one);
+    assert!(
+        expected.contains(&("total".to_owned(), "5".to_owned())),
+        "{expected:?}"
+    );
+    assert_eq!(run_stats(&batched), expected);
+    assert_eq!(
+        together.stats(20.0, "q", 20.0).await.unwrap(),
+        alone.stats(20.0, "q", 20.0).await.unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_stats_call_in_a_batch_sees_the_calls_before_it() {
+    let (_redis, qless) = start().await;
+    five_running_jobs(&qless).await;
+    let replies = batch(
+        &qless,
+        20.0,
+        &[
+            ("complete", &["j1", "w", "q", "{}"]),
+            ("complete", &["j2", "w", "q", "{}"]),
+            ("stats", &["q", "20"]),
+            ("complete", &["j3", "w", "q", "{}"]),
+        ],
+    )
+    .await;
+    let stats: serde_json::Value = serde_json::from_str(&text(&replies[2])).unwrap();
+    assert_eq!(stats["run"]["count"], 2, "{stats}");
+    let after = qless.stats(20.0, "q", 20.0).await.unwrap();
+    assert_eq!(after.run.count, 3);
+}
+
+#[tokio::test]
+async fn calls_whose_statistics_cannot_be_written_answer_with_that_error() {
+    let (redis, qless) = start().await;
+    five_running_jobs(&qless).await;
+    let mut conn = redis.client().get_connection().unwrap();
+    // A key of the wrong type where the run statistics go: Redis refuses the write.
+    redis::cmd("SET")
+        .arg("ql:s:run:0:q")
+        .arg("not a hash")
+        .query::<()>(&mut conn)
+        .unwrap();
+    let replies = batch(
+        &qless,
+        20.0,
+        &[
+            ("complete", &["j1", "w", "q", "{}"]),
+            ("complete", &["nope", "w", "q", "{}"]),
+            ("heartbeat", &["j2", "w", "{}"]),
+        ],
+    )
+    .await;
+    assert!(error(&replies[0]).contains("WRONGTYPE"), "{replies:?}");
+    assert!(error(&replies[1]).contains("QL_NOTFOUND"), "{replies:?}");
+    assert!(
+        matches!(replies[2], Value::Int(_) | Value::BulkString(_)),
+        "{replies:?}"
     );
 }
