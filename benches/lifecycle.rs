@@ -581,6 +581,148 @@ async fn main() {
     if options.wants("worker") {
         worker(&options).await;
     }
+    if options.wants("instructions") {
+        instructions().await;
+    }
+}
+
+/// Instructions redis-server executes per call (valgrind's callgrind), the one figure
+/// here that no neighbour on the machine can move: the same binary and calls give the
+/// same count. Opt-in (`-- instructions`): it needs valgrind and takes a minute or two.
+async fn instructions() {
+    const CALLS: usize = 1000;
+    println!("\n== instructions per call inside redis-server (callgrind), {CALLS} calls each ==");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("redis.sock");
+    let out = dir.path().join("callgrind.out");
+    let mut redis = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .args([
+            "redis-server",
+            "--port",
+            "0",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--unixsocket")
+        .arg(&socket)
+        .args([
+            "--hash-max-listpack-value",
+            &embedded::HASH_LISTPACK_VALUE.to_string(),
+        ])
+        .args([
+            "--zset-max-listpack-entries",
+            &embedded::ZSET_LISTPACK_ENTRIES.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("valgrind must be installed for this section");
+    let url = format!("unix://{}", socket.display());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let qless = loop {
+        let options = ConnectOptions {
+            url: url.clone(),
+            namespace: None,
+            pool_size: 1,
+            checkout_timeout: Duration::from_secs(30),
+            external: false,
+        };
+        if let Ok(qless) = Qless::connect(options).await {
+            break qless;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis-server under valgrind did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let pid = redis.id().to_string();
+    let control = |what: &str| {
+        let status = Command::new("callgrind_control")
+            .args([what, &pid])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("callgrind_control");
+        assert!(status.success(), "callgrind_control {what} failed");
+    };
+    // Counts since the last zeroing, from the newest dump's `summary:` line.
+    let dumped = || -> f64 {
+        let newest = std::fs::read_dir(dir.path())
+            .expect("dump dir")
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.to_string_lossy().contains("callgrind.out"))
+            .max_by_key(|path| {
+                path.extension()
+                    .and_then(|e| e.to_str()?.parse::<u32>().ok())
+                    .unwrap_or(0)
+            })
+            .expect("a callgrind dump");
+        std::fs::read_to_string(newest)
+            .expect("dump")
+            .lines()
+            .find_map(|line| line.strip_prefix("summary:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("summary line")
+    };
+    let now = 1_700_000_000.0;
+    let mut rows = Vec::new();
+    macro_rules! measure {
+        ($label:expr, $calls:expr, $body:expr) => {{
+            control("-z");
+            for i in 0..$calls {
+                $body(i).await;
+            }
+            control("-d");
+            rows.push(($label, dumped() / $calls as f64));
+        }};
+    }
+    let q = &qless;
+    measure!("put", CALLS, |i| async move {
+        q.put(now, put_args("bench", format!("job-{i}"), i))
+            .await
+            .expect("put");
+    });
+    measure!("pop (1 job)", CALLS, |_| async move {
+        q.pop(now + 1.0, "bench", "w", 1).await.expect("pop");
+    });
+    measure!("heartbeat", CALLS, |i| async move {
+        q.heartbeat(now + 2.0, &format!("job-{i}"), "w", None)
+            .await
+            .expect("heartbeat");
+    });
+    measure!("complete", CALLS, |i| async move {
+        let args = CompleteArgs {
+            jid: format!("job-{i}"),
+            worker: "w".into(),
+            queue: "bench".into(),
+            data: "{}".into(),
+            ..CompleteArgs::default()
+        };
+        q.complete(now + 3.0, args).await.expect("complete");
+    });
+    for i in 0..CALLS {
+        q.put(now + 4.0, put_args("batch", format!("b-{i}"), i))
+            .await
+            .expect("put");
+    }
+    measure!("pop (100 jobs), per call", CALLS / 100, |_| async move {
+        q.pop(now + 5.0, "batch", "w", 100).await.expect("pop");
+    });
+    if let Some(row) = rows.last_mut() {
+        row.0 = "pop (100 jobs), per job";
+        row.1 /= 100.0;
+    }
+    let _ = redis.kill();
+    let _ = redis.wait();
+    for (label, count) in rows {
+        println!("{label:<28} {:>10.0} instructions", count);
+    }
 }
 
 /// The `qlessd` binary serving in front of `target`, as users run it: its own process,
