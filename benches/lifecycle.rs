@@ -224,11 +224,24 @@ where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
+    drive_each(vec![(); concurrency], total, move |(), i| call(i)).await
+}
+
+/// Runs `total` calls from one task per element of `states`: `call(state, i)` makes
+/// call `i` with the task's state (a connection, say) and hands it back. Returns calls
+/// per second, timed from the first call.
+async fn drive_each<S, F, Fut>(states: Vec<S>, total: usize, call: F) -> f64
+where
+    S: Send + 'static,
+    F: Fn(S, usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = S> + Send,
+{
     let call = Arc::new(call);
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|_| {
+    let tasks: Vec<_> = states
+        .into_iter()
+        .map(|mut state| {
             let call = call.clone();
             let next = next.clone();
             tokio::spawn(async move {
@@ -237,7 +250,7 @@ where
                     if i >= total {
                         break;
                     }
-                    call(i).await;
+                    state = call(state, i).await;
                 }
             })
         })
@@ -849,33 +862,11 @@ where
     F: Fn(HttpConnection, usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = HttpConnection> + Send,
 {
-    let call = Arc::new(call);
-    let next = Arc::new(AtomicUsize::new(0));
     let mut connections = Vec::new();
     for _ in 0..concurrency {
         connections.push(HttpConnection::connect(addr).await);
     }
-    let started = Instant::now();
-    let tasks: Vec<_> = connections
-        .into_iter()
-        .map(|mut connection| {
-            let call = call.clone();
-            let next = next.clone();
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= total {
-                        break;
-                    }
-                    connection = call(connection, i).await;
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("bench task");
-    }
-    total as f64 / started.elapsed().as_secs_f64()
+    drive_each(connections, total, call).await
 }
 
 fn job_body(jid: &str, i: usize) -> String {

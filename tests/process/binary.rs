@@ -1,6 +1,6 @@
 //! The `qlessd` binary as a newcomer runs it.
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_qlessd");
@@ -44,6 +44,20 @@ fn redis_pid(socket: &std::path::Path) -> Option<u32> {
     info.lines()
         .find_map(|l| l.strip_prefix("process_id:"))
         .and_then(|pid| pid.trim().parse().ok())
+}
+
+/// Starts qlessd in embedded mode with its data in `data`, serving on `port`; its
+/// log goes to `logs` (stdout and stderr).
+fn spawn_embedded(data: &std::path::Path, port: u16, logs: fn() -> Stdio) -> Child {
+    Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", data)
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+        .env_remove("QLESSD_REDIS_URL")
+        .env_remove("RUST_LOG")
+        .stdout(logs())
+        .stderr(logs())
+        .spawn()
+        .unwrap()
 }
 
 #[test]
@@ -108,14 +122,7 @@ async fn qlessd_serves_on_embedded_redis_recovers_from_its_death_and_stops_it() 
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let port = free_port();
-    let mut child = Command::new(BINARY)
-        .env("QLESSD_DATA_DIR", &data)
-        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
-        .env_remove("QLESSD_REDIS_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_embedded(&data, port, Stdio::null);
     let base = format!("http://127.0.0.1:{port}");
     wait_for_status(&format!("{base}/healthz"), 200, Duration::from_secs(20)).await;
     wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(5)).await;
@@ -157,15 +164,7 @@ async fn qlessd_serves_on_embedded_redis_recovers_from_its_death_and_stops_it() 
 async fn a_clean_shutdown_logs_no_warnings() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let child = Command::new(BINARY)
-        .env("QLESSD_DATA_DIR", dir.path().join("data"))
-        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
-        .env_remove("QLESSD_REDIS_URL")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_embedded(&dir.path().join("data"), port, Stdio::piped);
     let base = format!("http://127.0.0.1:{port}");
     wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
     Command::new("kill")
@@ -185,14 +184,7 @@ async fn the_embedded_redis_stops_when_qlessd_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let port = free_port();
-    let mut child = Command::new(BINARY)
-        .env("QLESSD_DATA_DIR", &data)
-        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
-        .env_remove("QLESSD_REDIS_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_embedded(&data, port, Stdio::null);
     wait_for_status(
         &format!("http://127.0.0.1:{port}/readyz"),
         200,
