@@ -113,6 +113,7 @@ impl Target {
             pool_size,
             checkout_timeout: Duration::from_secs(10),
             external: false,
+            group_calls: 1,
         })
         .await
         .expect("connect");
@@ -643,6 +644,7 @@ async fn instructions() {
             pool_size: 1,
             checkout_timeout: Duration::from_secs(30),
             external: false,
+            group_calls: 1,
         };
         if let Ok(qless) = Qless::connect(options).await {
             break qless;

@@ -193,6 +193,7 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
         pool_size: settings.pool_size,
         checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
         external,
+        group_calls: settings.group_calls as usize,
     })
     .await
     .map_err(|err| err.to_string())?;

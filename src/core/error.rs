@@ -62,7 +62,7 @@ impl fmt::Display for ScriptCode {
 }
 
 /// Errors of the `core` layer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The script refused the call; `message` is its `Command(): message` text.
     #[error("{code} {message}")]

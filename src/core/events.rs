@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::sync::{broadcast, watch};
+
+use super::subscription::Subscription;
 
 /// One message the script published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,30 +109,30 @@ async fn listen(
     prefix: &str,
     sender: &broadcast::Sender<Arc<Event>>,
     subscribed: &watch::Sender<bool>,
-) -> Result<(), redis::RedisError> {
-    let client = redis::Client::open(url)?;
-    let mut pubsub = client.get_async_pubsub().await?;
-    pubsub.psubscribe(format!("{prefix}*")).await?;
+) -> std::io::Result<()> {
+    let mut subscription = Subscription::open(url, &format!("{prefix}*")).await?;
     let _ = subscribed.send(true);
     let legacy = prefix == "ql:";
-    let mut messages = pubsub.on_message();
-    while let Some(message) = messages.next().await {
-        let Some(channel) = message.get_channel_name().strip_prefix(prefix) else {
+    loop {
+        let message = subscription.next_message().await?;
+        let Some(channel) = message.channel.strip_prefix(prefix.as_bytes()) else {
             continue;
         };
         // In the legacy namespace the pattern `ql:*` also matches the channels of
         // every `ql:{ns}:` namespace; those belong to other tenants.
-        if legacy && channel.starts_with('{') {
+        if legacy && channel.starts_with(b"{") {
             continue;
         }
-        let payload = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
         let _ = sender.send(Arc::new(Event {
-            channel: channel.to_owned(),
-            payload,
+            channel: String::from_utf8_lossy(channel).into_owned(),
+            payload: into_string(message.payload),
         }));
     }
-    Err(redis::RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::ConnectionAborted,
-        "subscription stream ended",
-    )))
+}
+
+/// The payload as text, without a copy when it is valid UTF-8 (the script only
+/// publishes JSON and jids).
+fn into_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned())
 }

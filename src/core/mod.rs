@@ -6,12 +6,14 @@ mod config;
 pub mod embedded;
 mod error;
 pub mod events;
+mod group;
 pub mod jobs;
 pub mod pool;
 pub mod queues;
 pub mod recurring;
 mod reply;
 pub mod script;
+mod subscription;
 mod workers;
 
 use std::time::Duration;
@@ -48,6 +50,9 @@ pub struct ConnectOptions {
     /// Whether Redis is ours (embedded) or someone else's; only the latter gets the
     /// eviction-policy warning, since we configure our own.
     pub external: bool,
+    /// Most concurrent calls sent to Redis together as one invocation (see
+    /// `group.rs`); 1 sends every call by itself.
+    pub group_calls: usize,
 }
 
 /// A handle on the qless script in one Redis (cheap to clone: every handler gets one).
@@ -57,18 +62,25 @@ pub struct Qless {
 }
 
 struct Inner {
+    transport: std::sync::Arc<Transport>,
+    /// Present when concurrent calls are grouped.
+    grouper: Option<group::Grouper>,
+    url: String,
+}
+
+/// How an invocation reaches Redis: the pool, the script and the namespace key.
+struct Transport {
     pool: pool::Pool,
     script: Script,
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
     namespace_key: Option<String>,
-    url: String,
 }
 
 impl std::fmt::Debug for Qless {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Qless")
-            .field("sha", &self.inner.script.sha())
-            .field("namespace_key", &self.inner.namespace_key)
+            .field("sha", &self.inner.transport.script.sha())
+            .field("namespace_key", &self.inner.transport.namespace_key)
             .finish()
     }
 }
@@ -78,25 +90,29 @@ impl Qless {
     /// and loads the script. Fails fast with a one-line message.
     pub async fn connect(options: ConnectOptions) -> Result<Self, Error> {
         let pool = pool::build(&options.url, options.pool_size, options.checkout_timeout)?;
-        let qless = Qless {
-            inner: std::sync::Arc::new(Inner {
-                pool,
-                script: Script::qless(),
-                namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
-                url: options.url.clone(),
-            }),
-        };
+        let transport = std::sync::Arc::new(Transport {
+            pool,
+            script: Script::qless(),
+            namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
+        });
         let checks = async {
-            let mut conn = qless.inner.pool.get().await?;
+            let mut conn = transport.pool.get().await?;
             let info = conn.query(redis::cmd("INFO").arg("server")).await?;
             check_version(&redis::from_redis_value::<String>(info).unwrap_or_default())?;
             if options.external {
                 warn_about_eviction(&mut conn).await;
             }
-            qless.load(&mut conn).await
+            transport.load(&mut conn).await
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, checks).await {
-            Ok(Ok(())) => Ok(qless),
+            Ok(Ok(())) => Ok(Qless {
+                inner: std::sync::Arc::new(Inner {
+                    grouper: (options.group_calls > 1)
+                        .then(|| group::Grouper::start(transport.clone(), options.group_calls)),
+                    transport,
+                    url: options.url.clone(),
+                }),
+            }),
             Ok(Err(Error::Unavailable(why))) | Ok(Err(Error::Redis(why))) => Err(Error::Startup(
                 format!("cannot use Redis at {}: {why}", options.url),
             )),
@@ -111,7 +127,7 @@ impl Qless {
 
     /// The script this handle runs.
     pub fn script(&self) -> &Script {
-        &self.inner.script
+        &self.inner.transport.script
     }
 
     /// The Redis URL (for connections outside the pool, such as subscriptions).
@@ -121,7 +137,7 @@ impl Qless {
 
     /// The prefix of every key and channel: `ql:` or `ql:{ns}:`.
     pub fn prefix(&self) -> String {
-        match &self.inner.namespace_key {
+        match &self.inner.transport.namespace_key {
             Some(key) => format!("{key}:"),
             None => "ql:".to_owned(),
         }
@@ -129,44 +145,41 @@ impl Qless {
 
     /// The namespace routing key, if any.
     pub fn namespace_key(&self) -> Option<&str> {
-        self.inner.namespace_key.as_deref()
+        self.inner.transport.namespace_key.as_deref()
     }
 
     /// Readiness: Redis answers and holds the script (loading it again if Redis lost
     /// its script cache, e.g. after a restart).
     pub async fn ready(&self) -> Result<(), Error> {
-        let mut conn = self.inner.pool.get().await?;
+        let transport = &self.inner.transport;
+        let mut conn = transport.pool.get().await?;
         let exists = conn
             .query(
                 redis::cmd("SCRIPT")
                     .arg("EXISTS")
-                    .arg(self.inner.script.sha()),
+                    .arg(transport.script.sha()),
             )
             .await?;
         let loaded: Vec<i64> = redis::from_redis_value(exists).map_err(Error::reply)?;
         if loaded.first() == Some(&1) {
             Ok(())
         } else {
-            self.load(&mut conn).await
+            transport.load(&mut conn).await
         }
     }
 
     /// Runs one script command: `EVALSHA sha <0|1> [ns-key] command now args...`,
-    /// loading the script again when Redis answers NOSCRIPT.
+    /// loading the script again when Redis answers NOSCRIPT. Concurrent calls may
+    /// share one invocation (see `group.rs`); each still gets its own reply.
     pub async fn call(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
-        self.run(&self.invocation(command, now, args)).await
-    }
-
-    /// Sends one invocation, loading the script again when Redis answers NOSCRIPT
-    /// (which means the invocation ran nothing).
-    async fn run(&self, cmd: &redis::Cmd) -> Result<Value, Error> {
-        let mut conn = self.connection().await?;
-        match conn.query(cmd).await {
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.load(&mut conn).await?;
-                Ok(conn.query(cmd).await?)
+        match &self.inner.grouper {
+            Some(grouper) => grouper.call(command, now, args).await,
+            None => {
+                let transport = &self.inner.transport;
+                transport
+                    .run(&transport.invocation(command, now, args))
+                    .await
             }
-            other => Ok(other?),
         }
     }
 
@@ -180,13 +193,14 @@ impl Qless {
         now: f64,
         calls: &[(&str, Vec<String>)],
     ) -> Result<Vec<Result<Value, Error>>, Error> {
+        let transport = &self.inner.transport;
         let mut results = Vec::with_capacity(calls.len());
         for chunk in calls.chunks(BATCH_CALLS) {
-            let mut cmd = self.invocation("batch", now, &[]);
+            let mut cmd = transport.invocation("batch", now, &[]);
             for (command, args) in chunk {
                 cmd.arg(*command).arg(args.len()).arg(args);
             }
-            match self.run(&cmd).await? {
+            match transport.run(&cmd).await? {
                 Value::Array(replies) if replies.len() == chunk.len() => {
                     results.extend(replies.into_iter().map(value_to_result));
                 }
@@ -195,20 +209,35 @@ impl Qless {
         }
         Ok(results)
     }
+}
+
+impl Transport {
+    /// Sends one invocation, loading the script again when Redis answers NOSCRIPT
+    /// (which means the invocation ran nothing).
+    async fn run(&self, cmd: &redis::Cmd) -> Result<Value, Error> {
+        let mut conn = self.connection().await?;
+        match conn.query(cmd).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.load(&mut conn).await?;
+                Ok(conn.query(cmd).await?)
+            }
+            other => Ok(other?),
+        }
+    }
 
     /// A connection for one call. The pooled connection goes back at once and the
     /// call uses a clone of its handle: redis-rs pipelines concurrent calls over one
     /// socket, so a few connections serve many requests with fewer system calls on
     /// both sides, while bb8 still replaces a connection whose socket failed.
     async fn connection(&self) -> Result<pool::Connection, Error> {
-        let pooled = self.inner.pool.get().await?;
+        let pooled = self.pool.get().await?;
         Ok(pooled.clone())
     }
 
     fn invocation(&self, command: &str, now: f64, args: &[String]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.inner.script.sha());
-        match &self.inner.namespace_key {
+        cmd.arg(self.script.sha());
+        match &self.namespace_key {
             Some(key) => cmd.arg(1).arg(key),
             None => cmd.arg(0),
         };
@@ -218,17 +247,13 @@ impl Qless {
 
     async fn load(&self, conn: &mut pool::Connection) -> Result<(), Error> {
         let reply = conn
-            .query(
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(self.inner.script.source()),
-            )
+            .query(redis::cmd("SCRIPT").arg("LOAD").arg(self.script.source()))
             .await?;
         let sha: String = redis::from_redis_value(reply).map_err(Error::reply)?;
-        if sha != self.inner.script.sha() {
+        if sha != self.script.sha() {
             return Err(Error::reply(format!(
                 "SCRIPT LOAD returned {sha}, expected {}",
-                self.inner.script.sha()
+                self.script.sha()
             )));
         }
         Ok(())

@@ -2,18 +2,70 @@
 //! plain-text defaults: a malformed body, path or query is always a 4xx
 //! `application/problem+json`.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 use crate::server::AppState;
 
-/// A JSON body (`Content-Type: application/json`).
-#[derive(Debug, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON body (`Content-Type: application/json` or `application/*+json`).
+#[derive(Debug)]
 pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        if !is_json(request.headers()) {
+            return Err(unsupported_media_type());
+        }
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge("the request body is over the size limit".to_owned())
+                } else {
+                    ApiError::BadRequest(rejection.body_text())
+                }
+            })?;
+        // A valid body is decoded directly. Only a refused one is decoded again by
+        // axum, whose path-tracking decoder names the offending field in the message;
+        // tracking the path of every body would cost each request for the rare error.
+        match serde_json::from_slice(&bytes) {
+            Ok(value) => Ok(Json(value)),
+            Err(_) => match axum::Json::<T>::from_bytes(&bytes) {
+                Ok(axum::Json(value)) => Ok(Json(value)),
+                Err(rejection) => Err(rejection.into()),
+            },
+        }
+    }
+}
+
+fn unsupported_media_type() -> ApiError {
+    ApiError::UnsupportedMediaType("expected a body with Content-Type: application/json".to_owned())
+}
+
+/// `application/json`, or any `application/<name>+json`, parameters aside.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    let Some((kind, subtype)) = essence.split_once('/') else {
+        return false;
+    };
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json")
+            || subtype.len() > 5
+                && subtype.is_char_boundary(subtype.len() - 5)
+                && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
+}
 
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
     fn into_response(self) -> axum::response::Response {
@@ -56,9 +108,7 @@ pub struct Query<T>(pub T);
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         match rejection {
-            JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType(
-                "expected a body with Content-Type: application/json".to_owned(),
-            ),
+            JsonRejection::MissingJsonContentType(_) => unsupported_media_type(),
             JsonRejection::JsonDataError(err) => ApiError::BadRequest(err.body_text()),
             JsonRejection::JsonSyntaxError(err) => ApiError::BadRequest(err.body_text()),
             other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -78,5 +128,38 @@ impl From<PathRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_type(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn json_media_types_are_recognised() {
+        for good in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/problem+json",
+            "application/vnd.api+json ; q=1",
+        ] {
+            assert!(is_json(&with_type(good)), "{good}");
+        }
+        for bad in [
+            "text/json",
+            "application/xml",
+            "application/+jsonx",
+            "json",
+            "",
+        ] {
+            assert!(!is_json(&with_type(bad)), "{bad}");
+        }
+        assert!(!is_json(&HeaderMap::new()));
     }
 }

@@ -524,7 +524,8 @@ fn listing(state: QueueJobState) -> Option<Listing> {
 
 /// `prefix` followed by `jid` as one percent-encoded path segment.
 fn location(prefix: &str, jid: &str) -> Result<HeaderValue, ApiError> {
-    let mut path = String::from(prefix);
+    let mut path = String::with_capacity(prefix.len() + 3 * jid.len());
+    path.push_str(prefix);
     for byte in jid.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
             path.push(char::from(byte));

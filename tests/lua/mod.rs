@@ -3,6 +3,7 @@
 mod batch;
 mod config;
 mod events;
+mod grouping;
 mod jobs;
 mod malformed;
 mod namespaces;

@@ -1,5 +1,8 @@
 //! How the gateway calls the script: loading, NOSCRIPT recovery, namespaces, errors.
 
+use std::time::Duration;
+
+use qlessd::core::events::EventBus;
 use qlessd::core::{ConnectOptions, Error, Qless, ScriptCode};
 
 use crate::support::{RedisServer, START, connect};
@@ -47,6 +50,7 @@ async fn a_wrong_redis_url_is_a_one_line_startup_error() {
         pool_size: 2,
         checkout_timeout: std::time::Duration::from_millis(500),
         external: true,
+        group_calls: 1,
     })
     .await
     .unwrap_err();
@@ -64,6 +68,7 @@ async fn a_malformed_redis_url_is_refused_at_startup() {
         pool_size: 2,
         checkout_timeout: std::time::Duration::from_millis(500),
         external: true,
+        group_calls: 1,
     })
     .await
     .unwrap_err();
@@ -101,4 +106,32 @@ async fn a_batch_reloads_the_script_and_runs_every_call_once() {
         let job = qless.get(START, &format!("j{i}")).await.unwrap().unwrap();
         assert_eq!(job.history.len(), 1, "{job:?}");
     }
+}
+
+#[tokio::test]
+async fn the_event_bridge_authenticates_with_the_password_in_the_url() {
+    let redis = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = format!("{}?pass=s3cret", redis.url());
+    let bus = EventBus::start(url.clone(), "ql:".to_owned());
+    let mut events = bus.subscribe();
+    assert!(bus.wait_subscribed(Duration::from_secs(5)).await);
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    redis::cmd("PUBLISH")
+        .arg("ql:log")
+        .arg("{\"event\":\"hello\"}")
+        .query::<i64>(&mut conn)
+        .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .expect("no event within 5s")
+        .unwrap();
+    assert_eq!(event.channel, "log");
+    assert_eq!(event.payload, "{\"event\":\"hello\"}");
+}
+
+#[tokio::test]
+async fn the_event_bridge_does_not_subscribe_with_a_wrong_password() {
+    let redis = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let bus = EventBus::start(format!("{}?pass=wrong", redis.url()), "ql:".to_owned());
+    assert!(!bus.wait_subscribed(Duration::from_millis(500)).await);
 }

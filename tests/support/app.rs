@@ -128,6 +128,7 @@ pub async fn connect(redis: &RedisServer, namespace: Option<&str>) -> Qless {
         pool_size: 4,
         checkout_timeout: Duration::from_secs(5),
         external: false,
+        group_calls: qlessd::core::BATCH_CALLS,
     })
     .await
     .expect("connect to the test redis")

@@ -18,6 +18,11 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a server and waits until its socket accepts connections.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("qlessd-test-")
             .tempdir()
@@ -29,6 +34,7 @@ impl RedisServer {
             .arg(&socket)
             .arg("--dir")
             .arg(dir.path())
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -67,10 +73,13 @@ impl RedisServer {
     fn wait_until_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(mut conn) = self.client().get_connection()
-                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
-            {
-                return;
+            // NOAUTH also means the server is up (it was started with a password).
+            if let Ok(mut conn) = self.client().get_connection() {
+                match redis::cmd("PING").query::<String>(&mut conn) {
+                    Ok(_) => return,
+                    Err(err) if err.code() == Some("NOAUTH") => return,
+                    Err(_) => {}
+                }
             }
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(10));

@@ -1,0 +1,136 @@
+//! Concurrent calls leaving together as one `batch` invocation (`core/group.rs`):
+//! each call keeps its own reply or error, and a call whose caller has gone is not sent.
+
+use std::time::Duration;
+
+use qlessd::core::{Error, PutArgs, Qless, ScriptCode};
+
+use crate::support::{RedisServer, START, connect};
+
+fn job(jid: &str) -> PutArgs {
+    PutArgs {
+        queue: "q".into(),
+        jid: jid.into(),
+        klass: "K".into(),
+        data: "{}".into(),
+        ..Default::default()
+    }
+}
+
+/// `calls` of `cmdstat_evalsha` in INFO commandstats.
+fn evalsha_calls(redis: &RedisServer) -> u64 {
+    let mut conn = redis.client().get_connection().unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Keeps Redis busy for `millis` with a script of its own, on its own connection.
+fn occupy_redis(redis: &RedisServer, millis: u64) -> std::thread::JoinHandle<()> {
+    let client = redis.client();
+    std::thread::spawn(move || {
+        let mut conn = client.get_connection().unwrap();
+        let busy = "local s = redis.call('time') repeat local n = redis.call('time') \
+                    until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])";
+        redis::cmd("EVAL")
+            .arg(busy)
+            .arg(0)
+            .arg(millis * 1000)
+            .query::<()>(&mut conn)
+            .unwrap();
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_share_invocations_and_each_gets_its_own_reply() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let before = evalsha_calls(&redis);
+    // Redis is held up while the calls arrive, so they queue and leave in groups.
+    let busy = occupy_redis(&redis, 200);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let calls = (0..200).map(|i| {
+        let qless = qless.clone();
+        tokio::spawn(async move { qless.put(START, job(&format!("j{i}"))).await })
+    });
+    let replies = futures_util::future::join_all(calls).await;
+    busy.join().unwrap();
+    for (i, reply) in replies.into_iter().enumerate() {
+        assert_eq!(reply.unwrap().unwrap(), format!("j{i}"));
+    }
+    let invocations = evalsha_calls(&redis) - before;
+    assert!(invocations < 20, "200 calls took {invocations} invocations");
+    for i in 0..200 {
+        let stored = qless.get(START, &format!("j{i}")).await.unwrap();
+        let stored = stored.unwrap_or_else(|| panic!("j{i} missing"));
+        assert_eq!(stored.history.len(), 1, "j{i} put more than once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_call_in_a_group_fails_alone_and_writes_nothing() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let busy = occupy_redis(&redis, 150);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let put =
+        |qless: Qless, jid: String| tokio::spawn(async move { qless.put(START, job(&jid)).await });
+    let before = put(qless.clone(), "before".into());
+    let refused = {
+        let qless = qless.clone();
+        tokio::spawn(async move {
+            // An unknown jid to complete: the script refuses it.
+            qless
+                .call(
+                    "complete",
+                    START,
+                    &["nobody".into(), "w".into(), "q".into(), "{}".into()],
+                )
+                .await
+        })
+    };
+    let after = put(qless.clone(), "after".into());
+    busy.join().unwrap();
+    assert_eq!(before.await.unwrap().unwrap(), "before");
+    assert_eq!(after.await.unwrap().unwrap(), "after");
+    match refused.await.unwrap() {
+        Err(Error::Script { code, .. }) => assert_eq!(code, ScriptCode::NotFound),
+        other => panic!("expected a script error, got {other:?}"),
+    }
+    assert!(qless.get(START, "nobody").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_caller_gave_up_before_it_left_is_not_sent() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let busy = occupy_redis(&redis, 300);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Two calls fill both slots in flight (both wait behind the busy script) ...
+    let first = tokio::spawn({
+        let qless = qless.clone();
+        async move { qless.put(START, job("first")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = tokio::spawn({
+        let qless = qless.clone();
+        async move { qless.put(START, job("second")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // ... so this one queues, and its caller stops waiting before a slot frees.
+    let abandoned = tokio::time::timeout(Duration::from_millis(50), qless.put(START, job("gone")));
+    assert!(abandoned.await.is_err(), "the abandoned put answered");
+    busy.join().unwrap();
+    assert_eq!(first.await.unwrap().unwrap(), "first");
+    assert_eq!(second.await.unwrap().unwrap(), "second");
+    // Anything queued behind has left by now: a call made after it is answered.
+    qless.put(START, job("later")).await.unwrap();
+    assert!(qless.get(START, "gone").await.unwrap().is_none());
+    assert!(qless.get(START, "later").await.unwrap().is_some());
+}
