@@ -188,6 +188,11 @@ impl Qless {
     /// in `batch` invocations of up to [`BATCH_CALLS`] calls each, so a batch of jobs
     /// pays the fixed cost of a script invocation once per hundred calls rather than
     /// once per call, and a huge batch still lets other clients in between chunks.
+    ///
+    /// Only when the first invocation fails is the whole call an `Err`. When a later
+    /// one fails (Redis went away mid-batch), the calls already run keep their results
+    /// and every call from the failed invocation on gets its error, so callers can
+    /// tell what was done.
     pub async fn call_many(
         &self,
         now: f64,
@@ -200,12 +205,19 @@ impl Qless {
             for (command, args) in chunk {
                 cmd.arg(*command).arg(args.len()).arg(args);
             }
-            match transport.run(&cmd).await? {
-                Value::Array(replies) if replies.len() == chunk.len() => {
+            let err = match transport.run(&cmd).await {
+                Ok(Value::Array(replies)) if replies.len() == chunk.len() => {
                     results.extend(replies.into_iter().map(value_to_result));
+                    continue;
                 }
-                other => return Err(Error::reply(format!("batch reply {other:?}"))),
+                Ok(other) => Error::reply(format!("batch reply {other:?}")),
+                Err(err) => err,
+            };
+            if results.is_empty() {
+                return Err(err);
             }
+            results.resize(calls.len(), Err(err));
+            break;
         }
         Ok(results)
     }

@@ -165,7 +165,10 @@ async fn put_job(
 /// jobs; the answer lists one outcome per item, in the same order. A jid that appears twice is
 /// put twice (with `if_absent`, the second reports `created: false`). Should the
 /// script still refuse an item, the answer is that item's problem (its detail starts
-/// with the index) and the other items were put.
+/// with the index) and the other items were put. Should Redis become unreachable
+/// part-way through a batch of more than 100 jobs, the answer is a 503 whose detail
+/// names the first item that may not have been put; the items before it were (with
+/// `if_absent` and jids of your own, sending the whole batch again is safe).
 ///
 /// This route accepts bodies up to the batch size limit (16 MiB by default), larger
 /// than the limit of single-request bodies.
@@ -563,6 +566,10 @@ fn at_item(index: usize, err: ApiError) -> ApiError {
         ApiError::Conflict(message) => ApiError::Conflict(at(message)),
         ApiError::LockLost(message) => ApiError::LockLost(at(message)),
         ApiError::Internal(message) => ApiError::Internal(at(message)),
+        ApiError::Unavailable(message) => ApiError::Unavailable(format!(
+            "jobs[{index}] and the items after it may not have been put (the items before \
+             it were): {message}"
+        )),
         other => other,
     }
 }

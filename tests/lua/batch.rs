@@ -234,3 +234,51 @@ async fn calls_whose_statistics_cannot_be_written_answer_with_that_error() {
         "{replies:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lost_mid_batch_keeps_the_results_of_the_calls_already_run() {
+    const JOBS: usize = 5_000;
+    // Redis is killed after a growing delay until the kill lands part-way through.
+    for delay in [5u64, 10, 20, 40, 80, 160, 320] {
+        let redis = RedisServer::start();
+        let qless = crate::support::connect(&redis, None).await;
+        let jobs = (0..JOBS)
+            .map(|i| {
+                let args = qlessd::core::PutArgs {
+                    queue: "q".into(),
+                    jid: format!("j{i}"),
+                    klass: "K".into(),
+                    data: "{}".into(),
+                    ..Default::default()
+                };
+                (args, false)
+            })
+            .collect();
+        let batch = tokio::spawn(async move { qless.put_many(1.0, jobs).await });
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        drop(redis);
+        let Ok(results) = batch.await.unwrap() else {
+            continue; // Killed before the first invocation answered: nothing to keep.
+        };
+        assert_eq!(results.len(), JOBS);
+        let done = results.iter().take_while(|r| r.is_ok()).count();
+        if done == JOBS {
+            continue; // Finished before the kill.
+        }
+        assert_eq!(done % BATCH_CALLS, 0, "{done} calls answered");
+        for (i, result) in results.iter().enumerate().take(done) {
+            assert_eq!(
+                result.as_ref().unwrap().as_deref(),
+                Some(format!("j{i}").as_str())
+            );
+        }
+        for result in &results[done..] {
+            assert!(
+                matches!(result, Err(qlessd::core::Error::Unavailable(_))),
+                "{result:?}"
+            );
+        }
+        return;
+    }
+    panic!("the kill never landed part-way through the batch");
+}
