@@ -132,6 +132,29 @@ local function command(name)
       return Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
     end
 
+  elseif name == 'complete.report' then
+    -- Extension. complete.report(<the arguments of complete>) -> { new state, queue... }:
+    -- complete, also naming each queue (once) where a dependent it released is now
+    -- waiting, so the gateway can hand those jobs to waiting workers at once (release
+    -- publishes nothing). Checks, errors and writes are complete's own.
+    local complete = command('complete')
+    return function(now, A)
+      RELEASED = {}
+      local ok, result = pcall(complete, now, A)
+      local released = RELEASED
+      RELEASED = nil
+      if not ok then error(result, 0) end
+      local reply, seen = { result }, {}
+      for i = 1, #released do
+        local q = released[i]
+        if not seen[q] then
+          seen[q] = true
+          reply[#reply + 1] = q
+        end
+      end
+      return reply
+    end
+
   elseif name == 'heartbeat' then
     -- heartbeat(jid, worker, [data]) -> the new expiry (integer)
     return function(now, A)

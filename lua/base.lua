@@ -34,6 +34,10 @@ local NOWS, NOWF
 -- calls of a batch share `now`, so they share the day bin too. nil otherwise.
 local STATS
 
+-- While a `complete.report` runs: the queues in which its completion made dependents
+-- waiting (Qless.Job.release adds them). nil otherwise.
+local RELEASED
+
 -- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,
 -- Qless.Recurring and Qless.Worker, the class of each other file. A class table is made
 -- only when a call first uses it, from its file's method factory.

@@ -66,6 +66,7 @@ function job_factory(name)
               local score = (tonumber(f[3]) or 0) - now / 10000000000
               redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
               redis.call('hset', dkey, 'state', 'waiting')
+              if RELEASED then RELEASED[#RELEASED + 1] = q end
             end
           end
         end

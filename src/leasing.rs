@@ -6,9 +6,10 @@
 //! job is contended by one request rather than by a thundering herd. The sweeper wakes
 //! every waiter when scheduled jobs, recurring spawns or expired locks fall due, and
 //! each waiter also re-checks on its own every [`RECHECK`] as a safety net for
-//! transitions the script announces with no event: retries and unfails made through
-//! this gateway signal their queue directly, but those made by another process, and
-//! dependents released by a completion, are found by the re-check.
+//! transitions the script announces with no event: retries, unfails and completions
+//! that release dependents made through this gateway signal their queues directly
+//! (completions learn the queues from `complete.report`); those made by another
+//! process are found by the re-check.
 //!
 //! Multi-queue pops plan, in Rust, the order in which queues are tried (ordered,
 //! round-robin, or a weighted lottery) and hand the whole plan to one script call

@@ -80,6 +80,28 @@ impl CompleteArgs {
 }
 
 /// Arguments of `retry`.
+/// What `complete.report` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The job's new state: `complete`, or `waiting` / `scheduled` / `depends` in `next`.
+    pub state: String,
+    /// Queues in which a dependent released by this completion is now waiting.
+    pub released: Vec<String>,
+}
+
+impl Completion {
+    fn from_reply(value: redis::Value) -> Result<Self, Error> {
+        let mut words = reply::strings(value)?.into_iter();
+        let state = words
+            .next()
+            .ok_or_else(|| Error::reply("complete.report answered an empty array"))?;
+        Ok(Completion {
+            state,
+            released: words.collect(),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct RetryArgs {
     pub jid: String,
@@ -199,20 +221,26 @@ impl Qless {
         reply::string(self.call("complete", now, &args.into_args()).await?)
     }
 
-    /// `complete` for many jobs in one pipelined round trip; one result per job.
-    pub async fn complete_many(
+    /// `complete.report`: `complete`, also naming the queues where dependents it
+    /// released are now waiting.
+    pub async fn complete_report(&self, now: f64, args: CompleteArgs) -> Result<Completion, Error> {
+        Completion::from_reply(self.call("complete.report", now, &args.into_args()).await?)
+    }
+
+    /// `complete.report` for many jobs in one round trip; one result per job.
+    pub async fn complete_report_many(
         &self,
         now: f64,
         jobs: Vec<CompleteArgs>,
-    ) -> Result<Vec<Result<String, Error>>, Error> {
+    ) -> Result<Vec<Result<Completion, Error>>, Error> {
         let calls: Vec<(&str, Vec<String>)> = jobs
             .into_iter()
-            .map(|job| ("complete", job.into_args()))
+            .map(|job| ("complete.report", job.into_args()))
             .collect();
         let results = self.call_many(now, &calls).await?;
         Ok(results
             .into_iter()
-            .map(|r| r.and_then(reply::string))
+            .map(|r| r.and_then(Completion::from_reply))
             .collect())
     }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 use redis::{ErrorKind, ServerErrorKind, Value};
 
 pub use error::{Error, ScriptCode};
-pub use jobs::{CompleteArgs, PutArgs, RetryArgs, Tracked};
+pub use jobs::{CompleteArgs, Completion, PutArgs, RetryArgs, Tracked};
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
 pub use script::Script;

@@ -17,7 +17,7 @@ use axum::extract::DefaultBodyLimit;
 
 use super::extract::{BatchJson, Json, Path, Query};
 use super::validate;
-use crate::core::{CompleteArgs, PutArgs, RetryArgs};
+use crate::core::{CompleteArgs, Completion, PutArgs, RetryArgs};
 use crate::error::ApiError;
 use crate::model::wire::RawJson;
 use crate::model::{
@@ -183,10 +183,19 @@ async fn complete_job(
         body.delay,
         body.depends,
     )?;
-    let state_word = state.qless.complete(state.clock.now(), args).await?;
+    let completion = state.qless.complete_report(state.clock.now(), args).await?;
+    wake_for_released(&state, &completion);
     Ok(Json(CompleteJobResponse {
-        state: completion_state(state_word)?,
+        state: completion_state(completion.state)?,
     }))
+}
+
+/// Dependents released by a completion are waiting jobs that no put announced:
+/// long-polling workers of their queues are told here.
+fn wake_for_released(state: &AppState, completion: &Completion) {
+    for queue in &completion.released {
+        state.leasing.job_available(queue);
+    }
 }
 
 /// Checks a completion and turns it into script arguments.
@@ -270,16 +279,22 @@ async fn complete_jobs(
             .map_err(|err| at_item(index, err))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let results = state.qless.complete_many(state.clock.now(), args).await?;
+    let results = state
+        .qless
+        .complete_report_many(state.clock.now(), args)
+        .await?;
     let jobs = jids
         .into_iter()
         .zip(results)
         .map(|(jid, result)| match result.map_err(ApiError::from) {
-            Ok(word) => Ok(CompleteJobsOutcome {
-                jid,
-                state: Some(completion_state(word)?),
-                problem: None,
-            }),
+            Ok(completion) => {
+                wake_for_released(&state, &completion);
+                Ok(CompleteJobsOutcome {
+                    jid,
+                    state: Some(completion_state(completion.state)?),
+                    problem: None,
+                })
+            }
             Err(err) => outcome_problem(err).map(|problem| CompleteJobsOutcome {
                 jid,
                 state: None,

@@ -219,7 +219,8 @@ async fn put_jobs(
 ///
 /// With `wait`, this is a long poll: when nothing is available the request waits
 /// and returns as soon as a job can be leased (a put, a scheduled job falling due, a
-/// recurring spawn, a stalled job's grace period ending), or `[]` after `wait`
+/// recurring spawn, a stalled job's grace period ending, a completion releasing a
+/// dependent, a retry or unfail), or `[]` after `wait`
 /// seconds. Waiting requests are served oldest first, one job goes to one waiter, and
 /// a client that disconnects stops waiting at once.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "queues",

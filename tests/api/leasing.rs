@@ -155,6 +155,38 @@ async fn a_long_poll_wakes_when_failed_jobs_are_unfailed() {
     assert_wakes_waiter(&app, "job-1", unfail, "/v1/failures/boom/unfail").await;
 }
 
+/// `parent` leased to `w1` from queue `p`, and `job-1` in `q` waiting for it.
+async fn child_waiting_on_leased_parent(app: &TestApp) {
+    put(app, "p", "parent").await;
+    let popped = app.post("/v1/queues/p/pop", json!({"worker": "w1"})).await;
+    assert_eq!(jids(&popped.body), ["parent"]);
+    let child = app
+        .post(
+            "/v1/queues/q/jobs",
+            json!({"jid": "job-1", "klass": "K", "depends": ["parent"]}),
+        )
+        .await;
+    assert_eq!(child.status, StatusCode::CREATED, "{}", child.text);
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_when_the_job_a_job_depends_on_completes() {
+    let app = TestApp::start().await;
+    ready(&app).await;
+    child_waiting_on_leased_parent(&app).await;
+    let complete = json!({"worker": "w1", "queue": "p"});
+    assert_wakes_waiter(&app, "job-1", complete, "/v1/jobs/parent/complete").await;
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_when_a_batch_completion_releases_a_dependent() {
+    let app = TestApp::start().await;
+    ready(&app).await;
+    child_waiting_on_leased_parent(&app).await;
+    let complete = json!({"jobs": [{"jid": "parent", "worker": "w1", "queue": "p"}]});
+    assert_wakes_waiter(&app, "job-1", complete, "/v1/jobs/complete").await;
+}
+
 #[tokio::test]
 async fn a_long_poll_returns_an_empty_list_when_the_wait_is_over() {
     let app = TestApp::start().await;
