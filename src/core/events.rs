@@ -31,6 +31,10 @@ pub struct EventBus {
 /// How many events a slow listener may fall behind before it misses some.
 const BUFFER: usize = 4096;
 
+/// After this long without a word from Redis the subscription is pinged, and if the
+/// same time passes again without an answer it is given up and opened anew.
+const QUIET: Duration = Duration::from_secs(15);
+
 impl EventBus {
     /// Starts bridging the channels under `prefix` (`ql:` or `ql:{ns}:`) from the Redis
     /// at `url`; reconnects by itself when the connection drops.
@@ -110,11 +114,42 @@ async fn listen(
     sender: &broadcast::Sender<Arc<Event>>,
     subscribed: &watch::Sender<bool>,
 ) -> std::io::Result<()> {
-    let mut subscription = Subscription::open(url, &format!("{prefix}*")).await?;
+    let subscription = Subscription::open(url, &format!("{prefix}*")).await?;
     let _ = subscribed.send(true);
+    relay(subscription, prefix, sender, QUIET).await
+}
+
+/// Forwards the subscription's messages to the listeners until the connection fails
+/// or stays silent through a ping (`quiet` twice).
+async fn relay(
+    mut subscription: Subscription,
+    prefix: &str,
+    sender: &broadcast::Sender<Arc<Event>>,
+    quiet: Duration,
+) -> std::io::Result<()> {
     let legacy = prefix == "ql:";
+    let mut pinged = false;
     loop {
-        let message = subscription.next_message().await?;
+        let message = match tokio::time::timeout(quiet, subscription.next()).await {
+            Ok(received) => {
+                pinged = false;
+                match received? {
+                    Some(message) => message,
+                    None => continue,
+                }
+            }
+            Err(_) if pinged => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "Redis did not answer a PING on the event subscription",
+                ));
+            }
+            Err(_) => {
+                subscription.ping().await?;
+                pinged = true;
+                continue;
+            }
+        };
         let Some(channel) = message.channel.strip_prefix(prefix.as_bytes()) else {
             continue;
         };
@@ -135,4 +170,77 @@ async fn listen(
 fn into_string(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes)
         .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    const CONFIRM: &[u8] = b"*3\r\n$10\r\npsubscribe\r\n$4\r\nql:*\r\n:1\r\n";
+    const PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$0\r\n\r\n";
+
+    fn pmessage(channel: &str, payload: &str) -> Vec<u8> {
+        format!(
+            "*4\r\n$8\r\npmessage\r\n$4\r\nql:*\r\n${}\r\n{channel}\r\n${}\r\n{payload}\r\n",
+            channel.len(),
+            payload.len()
+        )
+        .into_bytes()
+    }
+
+    /// Reads from the fake server's side until `what` has arrived.
+    async fn expect(server: &mut DuplexStream, what: &[u8]) {
+        let mut seen = Vec::new();
+        while !seen.windows(what.len()).any(|w| w == what) {
+            let mut chunk = [0u8; 256];
+            let n = server.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed before {:?}", String::from_utf8_lossy(what));
+            seen.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// A subscription to a fake Redis: the test plays the server.
+    async fn subscribed() -> (Subscription, DuplexStream) {
+        let (client, mut server) = tokio::io::duplex(4096);
+        let opening = tokio::spawn(Subscription::over(Box::new(client), &[], "ql:*"));
+        expect(&mut server, b"PSUBSCRIBE").await;
+        server.write_all(CONFIRM).await.unwrap();
+        (opening.await.unwrap().unwrap(), server)
+    }
+
+    #[tokio::test]
+    async fn a_quiet_subscription_is_pinged_and_kept_while_redis_answers() {
+        let (subscription, mut server) = subscribed().await;
+        let (sender, mut events) = broadcast::channel(16);
+        let quiet = Duration::from_millis(50);
+        let relaying =
+            tokio::spawn(async move { relay(subscription, "ql:", &sender, quiet).await });
+        // Silent for longer than `quiet`: a PING arrives; answered, the relay goes on.
+        expect(&mut server, b"PING").await;
+        server.write_all(PONG).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        server.write_all(&pmessage("ql:log", "{}")).await.unwrap();
+        let event = events.recv().await.unwrap();
+        assert_eq!(
+            (event.channel.as_str(), event.payload.as_str()),
+            ("log", "{}")
+        );
+        assert!(!relaying.is_finished());
+        relaying.abort();
+    }
+
+    #[tokio::test]
+    async fn a_subscription_that_does_not_answer_a_ping_is_given_up() {
+        let (subscription, mut server) = subscribed().await;
+        let (sender, _events) = broadcast::channel(16);
+        let quiet = Duration::from_millis(50);
+        let started = std::time::Instant::now();
+        let relaying =
+            tokio::spawn(async move { relay(subscription, "ql:", &sender, quiet).await });
+        expect(&mut server, b"PING").await;
+        let err = relaying.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= 2 * quiet, "{:?}", started.elapsed());
+    }
 }

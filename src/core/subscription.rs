@@ -20,7 +20,8 @@ pub struct Message {
     pub payload: Vec<u8>,
 }
 
-trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
+/// A connection to Redis (TCP or Unix socket; an in-memory pipe in tests).
+pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
 
 /// A connection subscribed to one pattern (`PSUBSCRIBE`).
@@ -46,17 +47,26 @@ impl Subscription {
             ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
             _ => return Err(io::Error::other("TLS Redis URLs are not supported")),
         };
+        let settings = info.redis_settings();
+        let mut auth = Vec::new();
+        if let Some(password) = settings.password() {
+            auth.push("AUTH");
+            auth.extend(settings.username());
+            auth.push(password);
+        }
+        Self::over(socket, &auth, pattern).await
+    }
+
+    /// Subscribes to `pattern` over a connected `socket`, first sending `auth` (an AUTH
+    /// command, or nothing).
+    pub async fn over(socket: Box<dyn Socket>, auth: &[&str], pattern: &str) -> io::Result<Self> {
         let mut subscription = Subscription {
             socket,
             buffer: Vec::with_capacity(16 * 1024),
             start: 0,
         };
-        let settings = info.redis_settings();
-        if let Some(password) = settings.password() {
-            let mut auth = vec!["AUTH"];
-            auth.extend(settings.username());
-            auth.push(password);
-            subscription.send(&auth).await?;
+        if !auth.is_empty() {
+            subscription.send(auth).await?;
             if let Frame::Error(err) = subscription.next_frame().await? {
                 return Err(io::Error::other(format!("AUTH: {err}")));
             }
@@ -71,14 +81,17 @@ impl Subscription {
         Ok(subscription)
     }
 
-    /// The next published message. Fails when the connection breaks.
-    pub async fn next_message(&mut self) -> io::Result<Message> {
-        loop {
-            let frame = self.next_frame().await?;
-            if let Some(message) = as_message(frame) {
-                return Ok(message);
-            }
-        }
+    /// What Redis sent next: a published message, or `None` for anything else (the
+    /// answer to a [`ping`](Self::ping), say). Fails when the connection breaks.
+    /// Cancel-safe: bytes already read stay buffered for the next call.
+    pub async fn next(&mut self) -> io::Result<Option<Message>> {
+        Ok(as_message(self.next_frame().await?))
+    }
+
+    /// Asks Redis for an answer (a subscribed connection may PING): a connection that
+    /// died without closing (a vanished host, a dropped route) is otherwise silent.
+    pub async fn ping(&mut self) -> io::Result<()> {
+        self.send(&["PING"]).await
     }
 
     async fn send(&mut self, words: &[&str]) -> io::Result<()> {
