@@ -63,6 +63,11 @@ impl Grouper {
         now: f64,
         args: &[String],
     ) -> Result<Value, Error> {
+        // A `batch` cannot be nested in the batch of a group: it always goes alone.
+        if command == "batch" {
+            let cmd = self.transport.invocation(command, now, args);
+            return self.transport.run(&cmd).await;
+        }
         if self.in_flight.available_permits() == IN_FLIGHT
             && let Ok(_permit) = self.in_flight.clone().try_acquire_owned()
         {

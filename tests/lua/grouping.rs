@@ -134,3 +134,30 @@ async fn a_call_whose_caller_gave_up_before_it_left_is_not_sent() {
     assert!(qless.get(START, "gone").await.unwrap().is_none());
     assert!(qless.get(START, "later").await.unwrap().is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_batch_calls_are_never_nested_in_a_group() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let busy = occupy_redis(&redis, 150);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let calls = (0..4).map(|i| {
+        let qless = qless.clone();
+        tokio::spawn(async move {
+            let args: Vec<String> = ["put", "6", "", "q", &format!("j{i}"), "K", "{}", "0"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            qless.call("batch", START, &args).await
+        })
+    });
+    let replies = futures_util::future::join_all(calls).await;
+    busy.join().unwrap();
+    for (i, reply) in replies.into_iter().enumerate() {
+        let reply = reply.unwrap().unwrap();
+        assert_eq!(
+            reply,
+            redis::Value::Array(vec![redis::Value::BulkString(format!("j{i}").into_bytes())])
+        );
+    }
+}
