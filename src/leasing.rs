@@ -357,6 +357,11 @@ impl Leasing {
     }
 
     fn on_log_event(&self, payload: &str) {
+        // With nobody waiting every event is a no-op: skip reading it. (A request that
+        // starts waiting right after still sees the job: it registers, then pops.)
+        if self.lines.lock().expect("waiters lock").is_empty() {
+            return;
+        }
         // Every put and completion passes through here: read only the three fields
         // that matter, borrowing them from the payload where no escapes need undoing.
         #[derive(serde::Deserialize)]
