@@ -1,9 +1,10 @@
-//! Group commit for script calls. Under load most of Redis's time per call is not the
+//! Group commit for script calls. A good part of Redis's time per call is not the
 //! command but the invocation around it (reading the request, finding the script,
-//! setting up Lua, writing the reply), and most of the gateway's time per call is the
-//! round trip through the connection. So calls that arrive while earlier ones are in
-//! flight wait in a queue and leave together as one `batch` invocation, where each
-//! call still runs exactly as it would alone and gets its own reply or error.
+//! setting up Lua, writing the reply and the events to subscribers): a quarter of the
+//! instructions of a put. So calls that arrive while earlier ones are in flight wait
+//! in a queue and leave together as one `batch` invocation, where each call still runs
+//! exactly as it would alone and gets its own reply or error; the gateway, too, sends
+//! and parses one request and one reply per group instead of per call.
 //!
 //! Nothing waits on purpose: when no call is in flight, a call goes straight to Redis
 //! by itself, so a lone client sees no added latency; groups only form from calls
