@@ -161,3 +161,30 @@ async fn concurrent_batch_calls_are_never_nested_in_a_group() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_calls_stay_in_their_namespace() {
+    let redis = RedisServer::start();
+    let tenant = connect(&redis, Some("tenant")).await;
+    let before = evalsha_calls(&redis);
+    let busy = occupy_redis(&redis, 150);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let calls = (0..20).map(|i| {
+        let tenant = tenant.clone();
+        tokio::spawn(async move { tenant.put(START, job(&format!("j{i}"))).await })
+    });
+    let replies = futures_util::future::join_all(calls).await;
+    busy.join().unwrap();
+    for reply in replies {
+        reply.unwrap().unwrap();
+    }
+    let invocations = evalsha_calls(&redis) - before;
+    assert!(invocations < 20, "20 calls took {invocations} invocations");
+    let mut conn = redis.client().get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(keys.iter().any(|k| k == "ql:{tenant}:j:j7"), "{keys:?}");
+    assert!(
+        keys.iter().all(|k| k.starts_with("ql:{tenant}:")),
+        "a key outside the namespace: {keys:?}"
+    );
+}
