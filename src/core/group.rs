@@ -150,6 +150,15 @@ async fn run_group(
                 let _ = pending.reply.send(Err(err.clone()));
             }
         }
+        Err(Error::Script { .. }) => {
+            // The script refused the batch as a whole, which it does only before any
+            // call ran (a command it does not know, say): each call goes alone, so each
+            // gets its own answer.
+            for pending in group {
+                let cmd = transport.invocation(&pending.command, pending.now, &pending.args);
+                let _ = pending.reply.send(transport.run(&cmd).await);
+            }
+        }
         Err(err) => {
             for pending in group {
                 let _ = pending.reply.send(Err(err.clone()));

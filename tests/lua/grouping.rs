@@ -188,3 +188,45 @@ async fn grouped_calls_stay_in_their_namespace() {
         "a key outside the namespace: {keys:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_command_in_a_group_fails_alone() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let busy = occupy_redis(&redis, 150);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let put = |jid: &'static str| {
+        let qless = qless.clone();
+        tokio::spawn(async move { qless.put(START, job(jid)).await })
+    };
+    let first = put("first");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let second = put("second");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // These three queue behind the two in flight and leave as one group.
+    let before = put("before");
+    let unknown = {
+        let qless = qless.clone();
+        tokio::spawn(async move { qless.call("no.such.command", START, &[]).await })
+    };
+    let after = put("after");
+    busy.join().unwrap();
+    for (task, jid) in [
+        (first, "first"),
+        (second, "second"),
+        (before, "before"),
+        (after, "after"),
+    ] {
+        assert_eq!(task.await.unwrap().unwrap(), jid);
+    }
+    match unknown.await.unwrap() {
+        Err(Error::Script { code, message }) => {
+            assert_eq!(code, ScriptCode::Command);
+            assert!(
+                message.contains("Unknown command no.such.command"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a script error, got {other:?}"),
+    }
+}
