@@ -299,6 +299,35 @@ fn median_figure(figures: &[Figure]) -> Figure {
     }
 }
 
+/// The lifecycle calls the direct phases make, on job `i` of the `bench` queue.
+async fn put_one(q: &Qless, now: f64, i: usize) {
+    q.put(now, put_args("bench", format!("job-{i}"), i))
+        .await
+        .expect("put");
+}
+
+async fn pop_one(q: &Qless, now: f64) {
+    let popped = q.pop(now, "bench", "bench-worker", 1).await.expect("pop");
+    assert_eq!(popped.len(), 1, "pop found nothing");
+}
+
+async fn heartbeat_one(q: &Qless, now: f64, i: usize) {
+    q.heartbeat(now, &format!("job-{i}"), "bench-worker", None)
+        .await
+        .expect("heartbeat");
+}
+
+async fn complete_one(q: &Qless, now: f64, i: usize) {
+    let args = CompleteArgs {
+        jid: format!("job-{i}"),
+        worker: "bench-worker".into(),
+        queue: "bench".into(),
+        data: "{}".into(),
+        ..CompleteArgs::default()
+    };
+    q.complete(now, args).await.expect("complete");
+}
+
 /// Measures each lifecycle command directly against the script.
 async fn direct_run(
     target: &mut Target,
@@ -323,52 +352,25 @@ async fn direct_run(
     let c = clock.clone();
     phase!("put", jobs, move |i| {
         let (q, c) = (q.clone(), c.clone());
-        async move {
-            q.put(c.now(), put_args("bench", format!("job-{i}"), i))
-                .await
-                .expect("put");
-        }
+        async move { put_one(&q, c.now(), i).await }
     });
     let q = target.qless.clone();
     let c = clock.clone();
     phase!("pop", jobs, move |_| {
         let (q, c) = (q.clone(), c.clone());
-        async move {
-            let popped = q
-                .pop(c.now(), "bench", "bench-worker", 1)
-                .await
-                .expect("pop");
-            assert_eq!(popped.len(), 1, "pop found nothing");
-        }
+        async move { pop_one(&q, c.now()).await }
     });
     let q = target.qless.clone();
     let c = clock.clone();
     phase!("heartbeat", jobs, move |i| {
         let (q, c) = (q.clone(), c.clone());
-        async move {
-            q.heartbeat(c.now(), &format!("job-{i}"), "bench-worker", None)
-                .await
-                .expect("heartbeat");
-        }
+        async move { heartbeat_one(&q, c.now(), i).await }
     });
     let q = target.qless.clone();
     let c = clock.clone();
     phase!("complete", jobs, move |i| {
         let (q, c) = (q.clone(), c.clone());
-        async move {
-            q.complete(
-                c.now(),
-                CompleteArgs {
-                    jid: format!("job-{i}"),
-                    worker: "bench-worker".into(),
-                    queue: "bench".into(),
-                    data: "{}".into(),
-                    ..CompleteArgs::default()
-                },
-            )
-            .await
-            .expect("complete");
-        }
+        async move { complete_one(&q, c.now(), i).await }
     });
 
     // Batch pop: 100 jobs per call; the cost is reported per job.
@@ -477,9 +479,7 @@ async fn direct_per_client_run(
     phase!("put", move |q: Qless, i| {
         let c = c.clone();
         async move {
-            q.put(c.now(), put_args("bench", format!("job-{i}"), i))
-                .await
-                .expect("put");
+            put_one(&q, c.now(), i).await;
             q
         }
     });
@@ -487,11 +487,7 @@ async fn direct_per_client_run(
     phase!("pop", move |q: Qless, _| {
         let c = c.clone();
         async move {
-            let popped = q
-                .pop(c.now(), "bench", "bench-worker", 1)
-                .await
-                .expect("pop");
-            assert_eq!(popped.len(), 1, "pop found nothing");
+            pop_one(&q, c.now()).await;
             q
         }
     });
@@ -499,9 +495,7 @@ async fn direct_per_client_run(
     phase!("heartbeat", move |q: Qless, i| {
         let c = c.clone();
         async move {
-            q.heartbeat(c.now(), &format!("job-{i}"), "bench-worker", None)
-                .await
-                .expect("heartbeat");
+            heartbeat_one(&q, c.now(), i).await;
             q
         }
     });
@@ -509,18 +503,7 @@ async fn direct_per_client_run(
     phase!("complete", move |q: Qless, i| {
         let c = c.clone();
         async move {
-            q.complete(
-                c.now(),
-                CompleteArgs {
-                    jid: format!("job-{i}"),
-                    worker: "bench-worker".into(),
-                    queue: "bench".into(),
-                    data: "{}".into(),
-                    ..CompleteArgs::default()
-                },
-            )
-            .await
-            .expect("complete");
+            complete_one(&q, c.now(), i).await;
             q
         }
     });

@@ -144,14 +144,8 @@ local function command(name)
       local released = RELEASED
       RELEASED = nil
       if not ok then error(result, 0) end
-      local reply, seen = { result }, {}
-      for i = 1, #released do
-        local q = released[i]
-        if not seen[q] then
-          seen[q] = true
-          reply[#reply + 1] = q
-        end
-      end
+      local reply = { result }
+      for i = 1, #released do reply[i + 1] = released[i] end
       return reply
     end
 

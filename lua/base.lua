@@ -35,7 +35,8 @@ local NOWS, NOWF
 local STATS
 
 -- While a `complete.report` runs: the queues in which its completion made dependents
--- waiting (Qless.Job.release adds them). nil otherwise.
+-- waiting, in order, each once (Qless.Job.release adds them; a queue is also a key
+-- of the table, to tell). nil otherwise.
 local RELEASED
 
 -- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,

@@ -66,7 +66,10 @@ function job_factory(name)
               local score = (tonumber(f[3]) or 0) - now / 10000000000
               redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
               redis.call('hset', dkey, 'state', 'waiting')
-              if RELEASED then RELEASED[#RELEASED + 1] = q end
+              if RELEASED and not RELEASED[q] then
+                RELEASED[q] = true
+                RELEASED[#RELEASED + 1] = q
+              end
             end
           end
         end

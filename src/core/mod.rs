@@ -1,6 +1,7 @@
 //! The only code that talks to Redis: the compiled-in qless script, the connection
-//! pool, the embedded `redis-server` supervisor, and [`Qless`], whose methods are one
-//! typed function per Lua command (same names as the commands).
+//! pool, the embedded `redis-server` supervisor, the event subscription, and
+//! [`Qless`], whose methods are one typed function per Lua command (same names as the
+//! commands) and whose concurrent calls share invocations (`group.rs`).
 
 mod config;
 pub mod embedded;

@@ -4,7 +4,7 @@
 use qlessd::core::{BATCH_CALLS, Qless};
 use redis::Value;
 
-use super::jobs::{get, pop, put, start, state, strs};
+use super::jobs::{get, job, pop, put, start, state, strs};
 use super::malformed::{seed, snapshot};
 use crate::support::RedisServer;
 
@@ -243,16 +243,7 @@ async fn redis_lost_mid_batch_keeps_the_results_of_the_calls_already_run() {
         let redis = RedisServer::start();
         let qless = crate::support::connect(&redis, None).await;
         let jobs = (0..JOBS)
-            .map(|i| {
-                let args = qlessd::core::PutArgs {
-                    queue: "q".into(),
-                    jid: format!("j{i}"),
-                    klass: "K".into(),
-                    data: "{}".into(),
-                    ..Default::default()
-                };
-                (args, false)
-            })
+            .map(|i| (job("q", &format!("j{i}")), false))
             .collect();
         let batch = tokio::spawn(async move { qless.put_many(1.0, jobs).await });
         tokio::time::sleep(std::time::Duration::from_millis(delay)).await;

@@ -7,14 +7,9 @@ use qlessd::core::{Error, PutArgs, Qless, ScriptCode};
 
 use crate::support::{RedisServer, START, connect};
 
+/// A plain put of `jid` into queue `q`.
 fn job(jid: &str) -> PutArgs {
-    PutArgs {
-        queue: "q".into(),
-        jid: jid.into(),
-        klass: "K".into(),
-        data: "{}".into(),
-        ..Default::default()
-    }
+    super::jobs::job("q", jid)
 }
 
 /// `calls` of `cmdstat_evalsha` in INFO commandstats.
