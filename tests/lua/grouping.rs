@@ -42,22 +42,28 @@ fn occupy_redis(redis: &RedisServer, millis: u64) -> std::thread::JoinHandle<()>
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_calls_share_invocations_and_each_gets_its_own_reply() {
-    let redis = RedisServer::start();
-    let qless = connect(&redis, None).await;
-    let before = evalsha_calls(&redis);
-    // Redis is held up while the calls arrive, so they queue and leave in groups.
-    let busy = occupy_redis(&redis, 200);
+/// Puts jobs `j0`..`j<count>` from concurrent tasks while Redis is held up, so the
+/// calls queue and leave in groups; returns each put's reply, in jid order.
+async fn put_while_busy(redis: &RedisServer, qless: &Qless, count: usize) -> Vec<String> {
+    let busy = occupy_redis(redis, 150);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let calls = (0..200).map(|i| {
+    let calls = (0..count).map(|i| {
         let qless = qless.clone();
         tokio::spawn(async move { qless.put(START, job(&format!("j{i}"))).await })
     });
     let replies = futures_util::future::join_all(calls).await;
     busy.join().unwrap();
+    replies.into_iter().map(|r| r.unwrap().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_share_invocations_and_each_gets_its_own_reply() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let before = evalsha_calls(&redis);
+    let replies = put_while_busy(&redis, &qless, 200).await;
     for (i, reply) in replies.into_iter().enumerate() {
-        assert_eq!(reply.unwrap().unwrap(), format!("j{i}"));
+        assert_eq!(reply, format!("j{i}"));
     }
     let invocations = evalsha_calls(&redis) - before;
     assert!(invocations < 20, "200 calls took {invocations} invocations");
@@ -162,17 +168,7 @@ async fn grouped_calls_stay_in_their_namespace() {
     let redis = RedisServer::start();
     let tenant = connect(&redis, Some("tenant")).await;
     let before = evalsha_calls(&redis);
-    let busy = occupy_redis(&redis, 150);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let calls = (0..20).map(|i| {
-        let tenant = tenant.clone();
-        tokio::spawn(async move { tenant.put(START, job(&format!("j{i}"))).await })
-    });
-    let replies = futures_util::future::join_all(calls).await;
-    busy.join().unwrap();
-    for reply in replies {
-        reply.unwrap().unwrap();
-    }
+    assert_eq!(put_while_busy(&redis, &tenant, 20).await.len(), 20);
     let invocations = evalsha_calls(&redis) - before;
     assert!(invocations < 20, "20 calls took {invocations} invocations");
     let mut conn = redis.client().get_connection().unwrap();
