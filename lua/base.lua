@@ -212,10 +212,44 @@ Qless = setmetatable({ [0] = function(name)
     -- Appends one history entry (JSON array text) and applies the cap: the list keeps
     -- its first entry plus the newest cap-1. RPUSH reports the new length, so the
     -- usual case (under the cap) costs one call. (The hot paths inline this.)
-    return function(jid, entry, cap)
+    -- `legacy` is the job's legacy `history` field as the caller read it (false: read,
+    -- and absent); nil makes this read it. A legacy history is converted first.
+    return function(jid, entry, cap, legacy)
       local key = P .. 'j:' .. jid .. '-history'
+      if legacy == nil then legacy = redis.call('hget', P .. 'j:' .. jid, 'history') end
+      if legacy then Qless.history_legacy(jid, legacy) end
       local n = redis.call('rpush', key, entry)
       if cap > 0 and n > cap then Qless.history_trim(key, n, cap) end
+    end
+
+  elseif name == 'history_legacy' then
+    -- Legacy conversion (spec 2.4). Very old versions kept a job's history in its hash
+    -- field `history`: a JSON list of objects {q, put, popped, worker, failed, done}.
+    -- Given that field's text, appends the entries each object stands for (put with its
+    -- queue, popped with its worker, failed, done; times floored) to the history list,
+    -- then deletes the field. Every reader and writer of a job's history calls this
+    -- first when the field is there, so the conversion happens on first touch.
+    return function(jid, raw)
+      local key = P .. 'j:' .. jid
+      local old = Qless.json_decode(raw)
+      local entries = {}
+      local function add(when, what, extra)
+        if type(when) == 'number' then
+          entries[#entries + 1] = cjson.encode({ math.floor(when), what, extra })
+        end
+      end
+      if type(old) == 'table' then
+        for _, item in ipairs(old) do
+          if type(item) == 'table' then
+            add(item.put, 'put', { q = item.q })
+            add(item.popped, 'popped', { worker = item.worker })
+            add(item.failed, 'failed')
+            add(item.done, 'done')
+          end
+        end
+      end
+      if #entries > 0 then Qless.batch('rpush', key .. '-history', entries) end
+      redis.call('hdel', key, 'history')
     end
 
   elseif name == 'history_trim' then
@@ -343,8 +377,9 @@ Qless = setmetatable({ [0] = function(name)
     -- Appends the job object of jid to `buf`; false if the job does not exist.
     return function(buf, jid)
       local key = P .. 'j:' .. jid
-      local f = Qless.job_fields(key)
+      local f = Qless.job_fields(key, 'history')
       if not f[1] then return false end
+      if f[14] then Qless.history_legacy(jid, f[14]) end
       Qless.job_append(buf, f, redis.call('zscore', P .. 'tracked', jid),
         redis.call('lrange', key .. '-history', '0', '-1'),
         redis.call('smembers', key .. '-dependents'),

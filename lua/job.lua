@@ -82,7 +82,8 @@ function job_factory(name)
     -- -> 'complete' | 'waiting' | 'scheduled' | 'depends'
     return function(now, jid, worker, queue, data, nextq, delay, depends)
       local key = P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'priority')
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'priority',
+        'history')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Complete', 'Job ' .. jid .. ' does not exist')
@@ -102,7 +103,7 @@ function job_factory(name)
         'jobs-history-count')
       local cap = Qless.history_cap(cfg[1])
       local when = NOWF
-      Qless.history_push(jid, '[' .. when .. ',"done"]', cap)
+      Qless.history_push(jid, '[' .. when .. ',"done"]', cap, f[7] or false)
       -- A running job is only in -locks (pop takes it out of -work, and -scheduled jobs
       -- go through -work), so that is the one entry to remove.
       redis.call('zrem', P .. 'q:' .. queue .. '-locks', jid)
@@ -121,7 +122,7 @@ function job_factory(name)
         local enext = cjson.encode(nextq)
         redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"to":' .. enext ..
           ',"event":"advanced","queue":' .. equeue .. '}')
-        Qless.history_push(jid, '[' .. when .. ',"put",{"q":' .. enext .. '}]', cap)
+        Qless.history_push(jid, '[' .. when .. ',"put",{"q":' .. enext .. '}]', cap, false)
         redis.call('zadd', P .. 'queues', 'NX', NOWS, nextq)
         local nkey = P .. 'q:' .. nextq
         local result

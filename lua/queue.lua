@@ -128,7 +128,7 @@ function queue_factory(name)
       local old = {}
       if redis.call('exists', key) == 1 then
         old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
-          'retries', 'tags', 'failure')
+          'retries', 'tags', 'failure', 'history')
       end
       local exists = old[1]
       local ostate, oqueue, oworker = old[2], old[3], old[4]
@@ -181,6 +181,7 @@ function queue_factory(name)
       redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) ..
         ',"event":"put","queue":' .. equeue .. '}')
       -- (The cap only matters once there are two entries: skip reading it before.)
+      if old[9] then Qless.history_legacy(jid, old[9]) end
       local hkey = key .. '-history'
       local hlen = redis.call('rpush', hkey, '[' .. NOWF .. ',"put",{"q":' .. equeue .. '}]')
       if hlen > 1 then
@@ -379,8 +380,9 @@ function queue_factory(name)
               local key = P .. 'j:' .. jid
               local f = call('hmget', key, 'jid', 'klass', 'state', 'queue', 'worker',
                 'priority', 'expires', 'retries', 'remaining', 'data', 'tags', 'failure',
-                'spawned_from_jid', 'time')
+                'spawned_from_jid', 'time', 'history')
               if f[1] then
+                if f[15] then Qless.history_legacy(jid, f[15]) end
                 local hkey = key .. '-history'
                 local n = call('rpush', hkey, popped)
                 if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end

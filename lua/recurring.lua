@@ -46,7 +46,8 @@ function recurring_factory(name)
               'priority', t[3] or '0', 'tags', tags_text, 'state', 'waiting', 'worker', '',
               'expires', '0', 'queue', queue, 'retries', retries, 'remaining', retries,
               'time', string.format('%.20f', score), 'spawned_from_jid', rid)
-            Qless.history_push(child, '[' .. Qless.num(math.floor(score)) .. entry_tail, cap)
+            Qless.history_push(child, '[' .. Qless.num(math.floor(score)) .. entry_tail, cap,
+              false)
             redis.call('zadd', work, Qless.numarg(priority - score / 10000000000), child)
             score = score + interval
             moved = moved + 1

@@ -1091,6 +1091,121 @@ async fn log_appends_an_entry_merged_with_its_data() {
     assert_error(qless.log(7.0, "nope", "m", None).await, "does not exist");
 }
 
+/// A job written by a very old qless: its history in the hash field `history` as a
+/// JSON list of {q, put, popped, worker, failed, done} objects, and no history list.
+fn put_legacy_job(redis: &RedisServer, jid: &str, state: &str) {
+    let legacy = json!([
+        {"q": "old", "put": 10.9, "popped": 20.2, "worker": "w1", "failed": 30.5},
+        {"q": "q", "put": 40.0, "popped": 50.7, "worker": "w2", "done": 60.1},
+        {"q": "q", "put": 70.0}
+    ]);
+    let _: () = redis::cmd("HSET")
+        .arg(format!("ql:j:{jid}"))
+        .arg(&[
+            ("jid", jid),
+            ("klass", "K"),
+            ("data", "{}"),
+            ("priority", "0"),
+            ("tags", "[]"),
+            ("state", state),
+            ("worker", if state == "running" { "w" } else { "" }),
+            ("expires", "0"),
+            ("queue", "q"),
+            ("retries", "5"),
+            ("remaining", "5"),
+            ("time", "70"),
+            ("history", &legacy.to_string()),
+        ])
+        .query(&mut raw(redis))
+        .unwrap();
+}
+
+/// The history the legacy list of `put_legacy_job` stands for.
+fn legacy_entries() -> Vec<Value> {
+    vec![
+        json!({"when": 10, "what": "put", "q": "old"}),
+        json!({"when": 20, "what": "popped", "worker": "w1"}),
+        json!({"when": 30, "what": "failed"}),
+        json!({"when": 40, "what": "put", "q": "q"}),
+        json!({"when": 50, "what": "popped", "worker": "w2"}),
+        json!({"when": 60, "what": "done"}),
+        json!({"when": 70, "what": "put", "q": "q"}),
+    ]
+}
+
+fn legacy_field_is_gone(redis: &RedisServer, jid: &str) -> bool {
+    let field: Option<String> = redis::cmd("HGET")
+        .arg(format!("ql:j:{jid}"))
+        .arg("history")
+        .query(&mut raw(redis))
+        .unwrap();
+    field.is_none()
+}
+
+#[tokio::test]
+async fn get_converts_a_legacy_history_field_into_the_list() {
+    let (redis, qless) = start().await;
+    put_legacy_job(&redis, "a", "waiting");
+    let history = raw_job(&qless, "a").await["history"].clone();
+    assert_eq!(history, Value::Array(legacy_entries()));
+    assert!(legacy_field_is_gone(&redis, "a"));
+    // Converted once: a second read sees the same entries, not twice as many.
+    assert_eq!(raw_job(&qless, "a").await["history"], history);
+}
+
+#[tokio::test]
+async fn appending_to_a_legacy_history_converts_it_first() {
+    let (redis, qless) = start().await;
+    put_legacy_job(&redis, "a", "running");
+    qless.log(80.0, "a", "note", None).await.unwrap();
+    let mut expected = legacy_entries();
+    expected.push(json!({"when": 80, "what": "note"}));
+    assert!(legacy_field_is_gone(&redis, "a"));
+    assert_eq!(
+        raw_job(&qless, "a").await["history"],
+        Value::Array(expected)
+    );
+
+    put_legacy_job(&redis, "b", "running");
+    complete(&qless, 90.0, "b", "w", "q").await;
+    let history = raw_job(&qless, "b").await["history"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 8);
+    assert_eq!(history[0], legacy_entries()[0]);
+    assert_eq!(history[7], json!({"when": 90, "what": "done"}));
+
+    put_legacy_job(&redis, "c", "waiting");
+    put(&qless, 95.0, "q2", "c").await;
+    let history = raw_job(&qless, "c").await["history"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 8);
+    assert_eq!(history[7], json!({"when": 95, "what": "put", "q": "q2"}));
+}
+
+#[tokio::test]
+async fn pop_converts_a_legacy_history_before_its_own_entry() {
+    let (redis, qless) = start().await;
+    put_legacy_job(&redis, "a", "waiting");
+    let _: () = redis::cmd("ZADD")
+        .arg("ql:q:q-work")
+        .arg(0)
+        .arg("a")
+        .query(&mut raw(&redis))
+        .unwrap();
+    let popped = qless.pop(100.0, "q", "w", 1).await.unwrap();
+    assert_eq!(popped.len(), 1);
+    let mut expected: Vec<(i64, String)> = legacy_entries()
+        .iter()
+        .map(|e| {
+            (
+                e["when"].as_i64().unwrap(),
+                e["what"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    expected.push((100, "popped".to_owned()));
+    assert_eq!(history(&popped[0]), expected);
+    assert!(legacy_field_is_gone(&redis, "a"));
+}
+
 // ---- purging completed jobs -----------------------------------------------------------------------
 
 #[tokio::test]
