@@ -557,16 +557,24 @@ local function command(name)
           handlers[sub] = handler
         end
         if not handler then
-          Qless.raise('QL_ARG', 'Batch', 'Unknown command in call ' .. (#calls + 1) .. ': ' ..
+          Qless.raise('QL_ARG', 'Batch', 'Unknown command in call ' .. (#calls / 2 + 1) .. ': ' ..
             tostring(sub))
         end
         if argc == nil or argc < 0 or argc ~= math.floor(argc) or i + 1 + argc > n then
-          Qless.raise('QL_ARG', 'Batch', 'Arg "argc" of call ' .. (#calls + 1) ..
+          Qless.raise('QL_ARG', 'Batch', 'Arg "argc" of call ' .. (#calls / 2 + 1) ..
             ' is not the number of arguments that follow: ' .. tostring(A[i + 1]))
         end
-        local args = { sub, A[2] }
-        for k = 1, argc do args[k + 2] = A[i + 1 + k] end
-        calls[#calls + 1] = { handler, args }
+        -- Built in one constructor, the table is sized once rather than grown key by
+        -- key; unpack has a stack limit, so very long calls are copied one by one.
+        local args
+        if argc <= 1000 then
+          args = { sub, A[2], unpack(A, i + 2, i + 1 + argc) }
+        else
+          args = { sub, A[2] }
+          for k = 1, argc do args[k + 2] = A[i + 1 + k] end
+        end
+        calls[#calls + 1] = handler
+        calls[#calls + 1] = args
         i = i + 2 + argc
       end
       -- Run and wait statistics of the whole batch are written once per (kind, queue)
@@ -577,13 +585,14 @@ local function command(name)
         for k, err in pairs(Qless.stats_flush(now)) do failed[k] = err end
       end
       Qless.stats_defer()
-      for k = 1, #calls do
-        if calls[k][2][1] == 'stats' then
+      for k = 1, #calls / 2 do
+        local handler, args = calls[2 * k - 1], calls[2 * k]
+        if args[1] == 'stats' then
           flush()
           Qless.stats_defer()
         end
         Qless.stats_call(k)
-        local ok, result = pcall(calls[k][1], now, calls[k][2])
+        local ok, result = pcall(handler, now, args)
         if not ok then
           result = { err = error_text(result) }
         elseif result == nil then

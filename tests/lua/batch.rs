@@ -68,6 +68,39 @@ async fn each_call_is_answered_in_order_with_its_own_reply_or_error() {
 }
 
 #[tokio::test]
+async fn calls_of_any_length_keep_their_arguments() {
+    let (_redis, qless) = start().await;
+    put(&qless, 0.0, "q", "a").await;
+    put(&qless, 0.0, "q", "b").await;
+    // 3000 arguments: more than a Lua function can receive at once.
+    let mut jids: Vec<String> = (0..3000).map(|i| format!("missing-{i}")).collect();
+    jids[1234] = "a".to_owned();
+    jids[2999] = "b".to_owned();
+    let long: Vec<&str> = jids.iter().map(String::as_str).collect();
+    let replies = batch(
+        &qless,
+        1.0,
+        &[
+            ("multiget", &["a"]),
+            ("multiget", &long),
+            ("multiget", &["b", "a"]),
+        ],
+    )
+    .await;
+    let jids_of = |reply: &Value| -> Vec<String> {
+        let jobs: serde_json::Value = serde_json::from_str(&text(reply)).unwrap();
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .map(|job| job["jid"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(jids_of(&replies[0]), ["a"]);
+    assert_eq!(jids_of(&replies[1]), ["a", "b"]);
+    assert_eq!(jids_of(&replies[2]), ["b", "a"]);
+}
+
+#[tokio::test]
 async fn a_failing_call_writes_nothing_and_the_calls_around_it_still_run() {
     let (redis, qless) = start().await;
     seed(&qless).await;
