@@ -11,6 +11,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::HeaderName;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceBuilder;
@@ -151,6 +152,15 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Small writes go out at once. Without TCP_NODELAY (Nagle's algorithm), an SSE
+    // event written while the previous one is still unacknowledged waits for that
+    // acknowledgement: a network round trip, or a delayed ACK of tens of milliseconds.
+    // (On loopback acknowledgements are immediate, so local tests cannot tell.)
+    let listener = listener.tap_io(|stream| {
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%err, "could not set TCP_NODELAY on a connection");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
