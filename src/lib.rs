@@ -3,8 +3,10 @@
 //! # Map of the crate
 //!
 //! * [`settings`]: process configuration (flags with `QLESSD_*` environment twins).
-//! * [`server`]: application state, router and tower-http layers, graceful serving,
-//!   and [`server::run`], which starts embedded Redis when no URL is given.
+//! * [`server`]: application state, router, graceful serving, and [`server::run`],
+//!   which starts embedded Redis when no URL is given.
+//! * [`middleware`]: the one layer every request goes through (request id, deadline,
+//!   panic catcher, request span and server-error log).
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
 //! * [`error`]: [`error::ApiError`], rendered as `application/problem+json`.
 //! * [`routes`]: one module per resource; thin handlers.
@@ -20,7 +22,7 @@
 //! # The path of one request
 //!
 //! ```text
-//! HTTP -> tower-http (request id, trace, panic catcher) -> deadline -> body limit
+//! HTTP -> middleware (request id, span, panic catcher, deadline) -> body limit
 //!      -> routes::<resource>::<handler>     extract + validate
 //!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA (reload on NOSCRIPT)
 //!      -> lua: api.lua dispatch -> class files: validate everything, then write
@@ -32,6 +34,7 @@ pub mod clock;
 pub mod core;
 pub mod error;
 pub mod leasing;
+pub mod middleware;
 pub mod model;
 pub mod openapi;
 pub mod routes;

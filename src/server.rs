@@ -1,4 +1,4 @@
-//! Builds the application state and the router with its tower-http layers, and serves
+//! Builds the application state and the router with its request layer, and serves
 //! it with graceful shutdown. The server takes its listener, state and shutdown signal
 //! as arguments, so tests bind port 0 or call the router directly.
 
@@ -7,17 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::HeaderName;
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::extract::DefaultBodyLimit;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower::ServiceBuilder;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::compression::CompressionLayer;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::clock::Clock;
@@ -26,6 +20,7 @@ use crate::core::events::EventBus;
 use crate::core::{ConnectOptions, Qless};
 use crate::error::ApiError;
 use crate::leasing::Leasing;
+use crate::middleware::RequestLayer;
 use crate::settings::Settings;
 use crate::{openapi, routes, sweeper};
 
@@ -115,35 +110,24 @@ impl AppState {
     }
 }
 
-/// The full application: API routes, `/openapi.json`, `/docs`, and the layers.
+/// The full application: API routes, `/openapi.json`, `/docs`, and the layer every
+/// request goes through ([`RequestLayer`]).
 pub fn router(state: AppState) -> Router {
     let (api, _) = routes::router().split_for_parts();
-    let request_id = HeaderName::from_static("x-request-id");
-    let layers = ServiceBuilder::new()
-        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &Request| {
-                let id = request
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-");
-                // Debug level: at the default `info` filter the span costs nothing per
-            // request; `RUST_LOG=qlessd=debug,tower_http=debug` turns request logs on.
-            tracing::debug_span!("request", method = %request.method(), uri = %request.uri(), id)
-            }),
-        )
-        .layer(PropagateRequestIdLayer::new(request_id))
-        .layer(CatchPanicLayer::custom(panic_to_problem))
-        .layer(middleware::from_fn_with_state(state.clone(), deadline));
-    Router::new()
+    let deadline = state.limits.request_timeout;
+    // The documentation is large (the OpenAPI document alone is about 160 KB) and
+    // compresses tenfold; the API's answers are small and stay uncompressed.
+    let docs = Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::document()))
+        .layer(CompressionLayer::new());
+    Router::new()
+        .merge(docs)
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.limits.body_limit))
         .with_state(state)
-        .layer(layers)
+        .layer(RequestLayer::new(deadline))
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish.
@@ -252,23 +236,6 @@ pub async fn shutdown_signal() {
         _ = terminate => {}
     }
     tracing::info!("shutting down: finishing requests in flight");
-}
-
-/// Bounds every request by the configured deadline, answering with a problem.
-async fn deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match tokio::time::timeout(state.limits.request_timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::Unavailable("the request took too long".to_owned()).into_response(),
-    }
-}
-
-fn panic_to_problem(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let what = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_else(|| "unknown panic".to_owned());
-    ApiError::Internal(format!("handler panicked: {what}")).into_response()
 }
 
 async fn not_found() -> ApiError {

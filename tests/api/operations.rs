@@ -73,6 +73,27 @@ async fn every_response_carries_a_request_id() {
 }
 
 #[tokio::test]
+async fn documentation_is_compressed_for_clients_that_accept_gzip_and_api_answers_are_not() {
+    let app = TestApp::start().await;
+    let gzip = |uri: &str| {
+        axum::http::Request::get(uri)
+            .header("accept-encoding", "gzip")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let document = app.send(gzip("/openapi.json")).await;
+    assert_eq!(document.status, StatusCode::OK);
+    assert_eq!(document.headers["content-encoding"], "gzip");
+    let plain = app.get("/openapi.json").await;
+    assert!(!plain.headers.contains_key("content-encoding"));
+    assert!(plain.body["openapi"].is_string(), "{}", plain.text);
+    assert!(document.body.is_null(), "gzip bytes are not JSON");
+    let health = app.send(gzip("/healthz")).await;
+    assert_eq!(health.status, StatusCode::OK);
+    assert!(!health.headers.contains_key("content-encoding"));
+}
+
+#[tokio::test]
 async fn docs_page_is_served_without_external_assets() {
     let app = TestApp::start().await;
     let response = app.get("/docs/").await;
