@@ -112,6 +112,7 @@ impl Target {
             namespace: None,
             pool_size,
             checkout_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
         })
@@ -150,6 +151,7 @@ impl Target {
             namespace: None,
             pool_size: 1,
             checkout_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
         })
@@ -730,6 +732,7 @@ async fn instructions() {
             namespace: None,
             pool_size: 1,
             checkout_timeout: Duration::from_secs(30),
+            response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
         };

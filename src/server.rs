@@ -186,6 +186,7 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
         namespace: settings.namespace.clone(),
         pool_size: settings.pool_size,
         checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
+        response_timeout: settings.request_timeout(),
         external,
         group_calls: settings.group_calls as usize,
     })

@@ -48,6 +48,9 @@ pub struct ConnectOptions {
     pub pool_size: u32,
     /// How long a call waits for a free connection.
     pub checkout_timeout: Duration,
+    /// How long a call waits for Redis's answer (a call Redis ran but answered later
+    /// is reported as unavailable, so this is generous: the request deadline).
+    pub response_timeout: Duration,
     /// Whether Redis is ours (embedded) or someone else's; only the latter gets the
     /// eviction-policy warning, since we configure our own.
     pub external: bool,
@@ -90,7 +93,12 @@ impl Qless {
     /// Connects, checks the server (reachable, recent enough, safe eviction policy)
     /// and loads the script. Fails fast with a one-line message.
     pub async fn connect(options: ConnectOptions) -> Result<Self, Error> {
-        let pool = pool::build(&options.url, options.pool_size, options.checkout_timeout)?;
+        let pool = pool::build(
+            &options.url,
+            options.pool_size,
+            options.checkout_timeout,
+            options.response_timeout,
+        )?;
         let transport = std::sync::Arc::new(Transport {
             pool,
             script: Script::qless(),

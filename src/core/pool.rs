@@ -4,6 +4,13 @@
 //! checkout would cost a PING per request instead. Here a connection that saw a
 //! transport error is flagged, and bb8 drops it when it comes back to the pool.
 //!
+//! Connections wait as long as the caller allows for Redis's answer. redis-rs gives up
+//! after 500 ms by default, which would report a call that Redis ran (a large batch,
+//! or any call queued behind one) as failed: a pop whose leased jobs nobody receives,
+//! a put a client retries into a duplicate. So connections are opened here with the
+//! configured response timeout rather than by bb8-redis's manager, which keeps the
+//! default.
+//!
 //! Calls do not hold a connection: they take a clone of its handle and give the
 //! connection straight back (see `Qless::connection`), so concurrent calls share a
 //! few sockets and redis-rs pipelines them; clones share the broken flag.
@@ -13,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bb8_redis::RedisConnectionManager;
+use redis::AsyncConnectionConfig;
 use redis::aio::{ConnectionLike as _, MultiplexedConnection};
 
 use super::Error;
@@ -57,9 +65,12 @@ impl Connection {
     }
 }
 
-/// bb8 manager wrapping [`RedisConnectionManager`].
+/// bb8 manager: connections opened with our timeouts, validated by
+/// [`RedisConnectionManager`]'s PING.
 pub struct Manager {
     inner: RedisConnectionManager,
+    client: redis::Client,
+    config: AsyncConnectionConfig,
 }
 
 impl bb8::ManageConnection for Manager {
@@ -67,7 +78,10 @@ impl bb8::ManageConnection for Manager {
     type Error = redis::RedisError;
 
     async fn connect(&self) -> Result<Connection, redis::RedisError> {
-        let inner = self.inner.connect().await?;
+        let inner = self
+            .client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await?;
         Ok(Connection {
             inner,
             broken: Arc::new(AtomicBool::new(false)),
@@ -87,14 +101,29 @@ impl bb8::ManageConnection for Manager {
 pub type Pool = bb8::Pool<Manager>;
 
 /// Builds a pool without connecting yet (start-up checks connect explicitly, so a
-/// wrong URL gives one clear error instead of a pool-level timeout).
-pub fn build(url: &str, size: u32, checkout_timeout: Duration) -> Result<Pool, Error> {
-    let inner = RedisConnectionManager::new(url)
-        .map_err(|err| Error::Startup(format!("invalid Redis URL {url:?}: {err}")))?;
+/// wrong URL gives one clear error instead of a pool-level timeout). Calls wait up to
+/// `response_timeout` for Redis's answer.
+pub fn build(
+    url: &str,
+    size: u32,
+    checkout_timeout: Duration,
+    response_timeout: Duration,
+) -> Result<Pool, Error> {
+    let invalid =
+        |err: redis::RedisError| Error::Startup(format!("invalid Redis URL {url:?}: {err}"));
+    let inner = RedisConnectionManager::new(url).map_err(invalid)?;
+    let client = redis::Client::open(url).map_err(invalid)?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(checkout_timeout))
+        .set_response_timeout(Some(response_timeout));
     Ok(bb8::Pool::builder()
         .max_size(size)
         .min_idle(Some(1))
         .test_on_check_out(false)
         .connection_timeout(checkout_timeout)
-        .build_unchecked(Manager { inner }))
+        .build_unchecked(Manager {
+            inner,
+            client,
+            config,
+        }))
 }

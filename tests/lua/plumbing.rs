@@ -49,6 +49,7 @@ async fn a_wrong_redis_url_is_a_one_line_startup_error() {
         namespace: None,
         pool_size: 2,
         checkout_timeout: std::time::Duration::from_millis(500),
+        response_timeout: std::time::Duration::from_secs(60),
         external: true,
         group_calls: 1,
     })
@@ -67,6 +68,7 @@ async fn a_malformed_redis_url_is_refused_at_startup() {
         namespace: None,
         pool_size: 2,
         checkout_timeout: std::time::Duration::from_millis(500),
+        response_timeout: std::time::Duration::from_secs(60),
         external: true,
         group_calls: 1,
     })
@@ -134,4 +136,30 @@ async fn the_event_bridge_does_not_subscribe_with_a_wrong_password() {
     let redis = RedisServer::start_with(&["--requirepass", "s3cret"]);
     let bus = EventBus::start(format!("{}?pass=wrong", redis.url()), "ql:".to_owned());
     assert!(!bus.wait_subscribed(Duration::from_millis(500)).await);
+}
+
+#[tokio::test]
+async fn a_call_redis_answers_late_is_still_answered() {
+    // redis-rs gives up on an answer after 500 ms unless told otherwise; a call that
+    // Redis ran but answered later would be reported as failed.
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let mut admin = redis.client().get_connection().unwrap();
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1200)
+        .arg("ALL")
+        .query::<()>(&mut admin)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let value = qless
+        .call("config.get", START, &["heartbeat".into()])
+        .await
+        .expect("answered after the pause");
+    assert_eq!(value, redis::Value::Int(60));
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "the pause did not hold the call: {:?}",
+        started.elapsed()
+    );
 }

@@ -127,6 +127,7 @@ pub async fn connect(redis: &RedisServer, namespace: Option<&str>) -> Qless {
         namespace: namespace.map(str::to_owned),
         pool_size: 4,
         checkout_timeout: Duration::from_secs(5),
+        response_timeout: Duration::from_secs(60),
         external: false,
         group_calls: qlessd::core::BATCH_CALLS,
     })
