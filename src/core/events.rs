@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 
 use super::subscription::Subscription;
 
@@ -129,24 +130,36 @@ async fn relay(
 ) -> std::io::Result<()> {
     let legacy = prefix == "ql:";
     let mut pinged = false;
+    // One timer for the whole silence check rather than one per message: it fires
+    // `quiet` after it was set, and only then looks at when the last frame came.
+    let mut last_heard = Instant::now();
+    let silence = tokio::time::sleep(quiet);
+    tokio::pin!(silence);
     loop {
-        let message = match tokio::time::timeout(quiet, subscription.next()).await {
-            Ok(received) => {
+        let message = tokio::select! {
+            received = subscription.next() => {
+                last_heard = Instant::now();
                 pinged = false;
                 match received? {
                     Some(message) => message,
                     None => continue,
                 }
             }
-            Err(_) if pinged => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "Redis did not answer a PING on the event subscription",
-                ));
-            }
-            Err(_) => {
+            () = &mut silence => {
+                if last_heard.elapsed() < quiet {
+                    silence.as_mut().reset(last_heard + quiet);
+                    continue;
+                }
+                if pinged {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "Redis did not answer a PING on the event subscription",
+                    ));
+                }
                 subscription.ping().await?;
                 pinged = true;
+                last_heard = Instant::now();
+                silence.as_mut().reset(last_heard + quiet);
                 continue;
             }
         };

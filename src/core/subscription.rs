@@ -85,11 +85,23 @@ impl Subscription {
     /// answer to a [`ping`](Self::ping), say). Fails when the connection breaks.
     /// Cancel-safe: bytes already read stay buffered for the next call.
     pub async fn next(&mut self) -> io::Result<Option<Message>> {
-        Ok(as_message(self.next_frame().await?))
+        loop {
+            let data = &self.buffer[self.start..];
+            // Nearly every frame is a pattern message: read those without building
+            // the general frame tree (four allocations and a copy per message).
+            let parsed = if data.starts_with(PMESSAGE_HEAD) || PMESSAGE_HEAD.starts_with(data) {
+                pattern_message(data)?.map(|(message, used)| (Some(message), used))
+            } else {
+                parse(data)?.map(|(frame, used)| (as_message(frame), used))
+            };
+            if let Some((message, used)) = parsed {
+                self.consume(used);
+                return Ok(message);
+            }
+            self.fill().await?;
+        }
     }
 
-    /// Asks Redis for an answer (a subscribed connection may PING): a connection that
-    /// died without closing (a vanished host, a dropped route) is otherwise silent.
     pub async fn ping(&mut self) -> io::Result<()> {
         self.send(&["PING"]).await
     }
@@ -105,29 +117,97 @@ impl Subscription {
     async fn next_frame(&mut self) -> io::Result<Frame> {
         loop {
             if let Some((frame, used)) = parse(&self.buffer[self.start..])? {
-                self.start += used;
-                if self.start == self.buffer.len() {
-                    self.buffer.clear();
-                    self.start = 0;
-                }
+                self.consume(used);
                 return Ok(frame);
             }
-            // Keep what is unparsed at the front, then read more after it.
-            if self.start > 0 {
-                self.buffer.drain(..self.start);
-                self.start = 0;
-            }
-            if self.socket.read_buf(&mut self.buffer).await? == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "Redis closed the subscription",
-                ));
-            }
+            self.fill().await?;
         }
+    }
+
+    /// Marks `used` bytes of the buffer as read.
+    fn consume(&mut self, used: usize) {
+        self.start += used;
+        if self.start == self.buffer.len() {
+            self.buffer.clear();
+            self.start = 0;
+        }
+    }
+
+    /// Reads more bytes after those not parsed yet (moved to the front first).
+    async fn fill(&mut self) -> io::Result<()> {
+        if self.start > 0 {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+        if self.socket.read_buf(&mut self.buffer).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "Redis closed the subscription",
+            ));
+        }
+        Ok(())
     }
 }
 
-/// The frames a subscribed RESP2 connection receives.
+/// How every pattern message begins: an array of four, the first `pmessage`.
+const PMESSAGE_HEAD: &[u8] = b"*4\r\n$8\r\npmessage\r\n";
+
+/// A pattern message at the start of `data` (which begins with [`PMESSAGE_HEAD`] or
+/// a part of it): the message and the bytes it takes, or `None` while incomplete.
+fn pattern_message(data: &[u8]) -> io::Result<Option<(Message, usize)>> {
+    if data.len() < PMESSAGE_HEAD.len() {
+        return Ok(None);
+    }
+    let mut at = PMESSAGE_HEAD.len();
+    let mut fields = [0..0, 0..0, 0..0];
+    for field in &mut fields {
+        let Some((range, next)) = bulk_at(data, at)? else {
+            return Ok(None);
+        };
+        *field = range;
+        at = next;
+    }
+    let [_pattern, channel, payload] = fields;
+    let message = Message {
+        channel: data[channel].to_vec(),
+        payload: data[payload].to_vec(),
+    };
+    Ok(Some((message, at)))
+}
+
+/// The bulk string starting at `data[at]`: where its bytes are and where the next
+/// frame starts, or `None` while incomplete.
+fn bulk_at(data: &[u8], at: usize) -> io::Result<Option<(std::ops::Range<usize>, usize)>> {
+    let Some(header) = data.get(at..) else {
+        return Ok(None);
+    };
+    let Some(line_end) = header.iter().position(|&byte| byte == b'\r') else {
+        return Ok(None);
+    };
+    let line = &header[..line_end];
+    let length = match line.split_first() {
+        Some((b'$', digits))
+            if (1..=18).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit) =>
+        {
+            digits
+                .iter()
+                .fold(0usize, |n, digit| n * 10 + usize::from(digit - b'0'))
+        }
+        _ => {
+            return Err(protocol(format!(
+                "expected a bulk string in a pattern message, got {:?}",
+                String::from_utf8_lossy(line)
+            )));
+        }
+    };
+    let start = at + line_end + 2;
+    let end = start + length;
+    if data.len() < end + 2 {
+        return Ok(None);
+    }
+    Ok(Some((start..end, end + 2)))
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Frame {
     Simple(Vec<u8>),
@@ -234,6 +314,54 @@ mod tests {
                 payload: b"{\"jid\":\"a\r\nb\"}".to_vec(),
             })
         );
+    }
+
+    #[test]
+    fn the_pattern_message_fast_path_reads_what_the_general_parser_reads() {
+        let (message, used) = pattern_message(PMESSAGE).unwrap().unwrap();
+        assert_eq!(used, PMESSAGE.len());
+        let (frame, _) = parse(PMESSAGE).unwrap().unwrap();
+        assert_eq!(Some(message), as_message(frame));
+        for cut in 0..PMESSAGE.len() {
+            assert!(
+                pattern_message(&PMESSAGE[..cut]).unwrap().is_none(),
+                "cut at {cut}"
+            );
+        }
+        let mut two = PMESSAGE.to_vec();
+        two.extend_from_slice(PMESSAGE);
+        assert_eq!(pattern_message(&two).unwrap().unwrap().1, PMESSAGE.len());
+        let bad = b"*4\r\n$8\r\npmessage\r\n:4\r\n";
+        assert!(pattern_message(bad).is_err());
+    }
+
+    #[tokio::test]
+    async fn messages_split_across_reads_arrive_whole_and_in_order() {
+        use tokio::io::AsyncWriteExt;
+        let (client, mut server) = tokio::io::duplex(64);
+        let mut subscription = Subscription {
+            socket: Box::new(client),
+            buffer: Vec::new(),
+            start: 0,
+        };
+        let confirm = b"*3\r\n$10\r\npsubscribe\r\n$4\r\nql:*\r\n:1\r\n";
+        let mut stream = confirm.to_vec();
+        stream.extend_from_slice(PMESSAGE);
+        stream.extend_from_slice(PMESSAGE);
+        let writer = tokio::spawn(async move {
+            for chunk in stream.chunks(7) {
+                server.write_all(chunk).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            server
+        });
+        assert_eq!(subscription.next().await.unwrap(), None);
+        for _ in 0..2 {
+            let message = subscription.next().await.unwrap().expect("a message");
+            assert_eq!(message.channel, b"ql:log");
+        }
+        drop(writer.await.unwrap());
+        assert!(subscription.next().await.is_err());
     }
 
     #[test]
