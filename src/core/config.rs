@@ -23,7 +23,7 @@ impl Qless {
     /// `config.set`.
     pub async fn config_set(&self, now: f64, option: &str, value: &str) -> Result<(), Error> {
         let args = Args::new().arg(option).arg(value).into_vec();
-        reply::nothing(self.call("config.set", now, &args).await?)
+        reply::nothing(self.call("config.set", now, args).await?)
     }
 
     /// `config.unset`.

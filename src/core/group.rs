@@ -62,24 +62,24 @@ impl Grouper {
         &self,
         command: &str,
         now: f64,
-        args: &[String],
+        args: Vec<String>,
     ) -> Result<Value, Error> {
         // A `batch` cannot be nested in the batch of a group: it always goes alone.
         if command == "batch" {
-            let cmd = self.transport.invocation(command, now, args);
+            let cmd = self.transport.invocation(command, now, &args);
             return self.transport.run(&cmd).await;
         }
         if self.in_flight.available_permits() == IN_FLIGHT
             && let Ok(_permit) = self.in_flight.clone().try_acquire_owned()
         {
-            let cmd = self.transport.invocation(command, now, args);
+            let cmd = self.transport.invocation(command, now, &args);
             return self.transport.run(&cmd).await;
         }
         let (reply, result) = oneshot::channel();
         let pending = Pending {
             command: command.to_owned(),
             now,
-            args: args.to_vec(),
+            args,
             reply,
         };
         if self.queue.send(pending).is_err() {

@@ -136,18 +136,18 @@ impl Qless {
 
     /// `put`: creates or moves a job; returns its jid.
     pub async fn put(&self, now: f64, args: PutArgs) -> Result<String, Error> {
-        reply::string(self.call("put", now, &args.into_args()).await?)
+        reply::string(self.call("put", now, args.into_args()).await?)
     }
 
     /// `requeue`: like `put`, but the job must exist.
     pub async fn requeue(&self, now: f64, args: PutArgs) -> Result<String, Error> {
-        reply::string(self.call("requeue", now, &args.into_args()).await?)
+        reply::string(self.call("requeue", now, args.into_args()).await?)
     }
 
     /// `put.ifabsent`: `put`, unless a job with this jid already exists (checked and
     /// written atomically). Returns the jid when it was created, `None` when it existed.
     pub async fn put_if_absent(&self, now: f64, args: PutArgs) -> Result<Option<String>, Error> {
-        reply::optional_string(self.call("put.ifabsent", now, &args.into_args()).await?)
+        reply::optional_string(self.call("put.ifabsent", now, args.into_args()).await?)
     }
 
     /// `put` (or `put.ifabsent` for jobs flagged `true`) for many jobs in one
@@ -180,7 +180,7 @@ impl Qless {
         count: u32,
     ) -> Result<Vec<Job>, Error> {
         let args = Args::new().arg(queue).arg(worker).arg(count).into_vec();
-        reply::json_vec(self.call("pop", now, &args).await?)
+        reply::json_vec(self.call("pop", now, args).await?)
     }
 
     /// `pop.multi`: leases up to `count` jobs by trying `(queue, max)` pairs in order.
@@ -193,15 +193,15 @@ impl Qless {
     ) -> Result<Vec<Job>, Error> {
         let mut args = Args::new().arg(worker).arg(count);
         for (queue, max) in plan {
-            args = args.arg(queue).arg(max);
+            args = args.arg(queue).arg(*max);
         }
-        reply::json_vec(self.call("pop.multi", now, &args.into_vec()).await?)
+        reply::json_vec(self.call("pop.multi", now, args.into_vec()).await?)
     }
 
     /// `peek`: the next `count` jobs of `queue`, without leasing them.
     pub async fn peek(&self, now: f64, queue: &str, count: u32) -> Result<Vec<Job>, Error> {
         let args = Args::new().arg(queue).arg(count).into_vec();
-        reply::json_vec(self.call("peek", now, &args).await?)
+        reply::json_vec(self.call("peek", now, args).await?)
     }
 
     /// `heartbeat`: renews `worker`'s lock; returns the new expiry (whole seconds).
@@ -213,18 +213,18 @@ impl Qless {
         data: Option<&str>,
     ) -> Result<i64, Error> {
         let args = Args::new().arg(jid).arg(worker).args(data).into_vec();
-        reply::integer(self.call("heartbeat", now, &args).await?)
+        reply::integer(self.call("heartbeat", now, args).await?)
     }
 
     /// `complete`: finishes the job, or moves it to `next`; returns its new state.
     pub async fn complete(&self, now: f64, args: CompleteArgs) -> Result<String, Error> {
-        reply::string(self.call("complete", now, &args.into_args()).await?)
+        reply::string(self.call("complete", now, args.into_args()).await?)
     }
 
     /// `complete.report`: `complete`, also naming the queues where dependents it
     /// released are now waiting.
     pub async fn complete_report(&self, now: f64, args: CompleteArgs) -> Result<Completion, Error> {
-        Completion::from_reply(self.call("complete.report", now, &args.into_args()).await?)
+        Completion::from_reply(self.call("complete.report", now, args.into_args()).await?)
     }
 
     /// `complete.report` for many jobs in one round trip; one result per job.
@@ -284,7 +284,7 @@ impl Qless {
             .arg(message)
             .args(data)
             .into_vec();
-        reply::string(self.call("fail", now, &args).await?)
+        reply::string(self.call("fail", now, args).await?)
     }
 
     /// `retry`: gives the job back, using one retry; returns the retries left
@@ -298,7 +298,7 @@ impl Qless {
         if let (Some(group), Some(message)) = (args.group, args.message) {
             argv = argv.arg(group).arg(message);
         }
-        reply::integer(self.call("retry", now, &argv.into_vec()).await?)
+        reply::integer(self.call("retry", now, argv.into_vec()).await?)
     }
 
     /// `cancel`: deletes the jobs (refused if that would break a dependency).
@@ -314,7 +314,7 @@ impl Qless {
     /// `depends … on`: adds dependencies to a job in the `depends` state.
     pub async fn depends_on(&self, now: f64, jid: &str, on: &[String]) -> Result<(), Error> {
         let args = Args::new().arg(jid).arg("on").args(on).into_vec();
-        reply::nothing(self.call("depends", now, &args).await?)
+        reply::nothing(self.call("depends", now, args).await?)
     }
 
     /// `depends … off`: removes dependencies (`None`: all of them).
@@ -328,13 +328,13 @@ impl Qless {
             Some(jids) => Args::new().arg(jid).arg("off").args(jids),
             None => Args::new().arg(jid).arg("off").arg("all"),
         };
-        reply::nothing(self.call("depends", now, &args.into_vec()).await?)
+        reply::nothing(self.call("depends", now, args.into_vec()).await?)
     }
 
     /// `priority`: sets a job's priority.
     pub async fn priority(&self, now: f64, jid: &str, priority: f64) -> Result<i64, Error> {
         let args = Args::new().arg(jid).arg(priority).into_vec();
-        reply::integer(self.call("priority", now, &args).await?)
+        reply::integer(self.call("priority", now, args).await?)
     }
 
     /// `log`: appends an entry to the job's history.
@@ -346,7 +346,7 @@ impl Qless {
         data: Option<&str>,
     ) -> Result<(), Error> {
         let args = Args::new().arg(jid).arg(message).args(data).into_vec();
-        reply::nothing(self.call("log", now, &args).await?)
+        reply::nothing(self.call("log", now, args).await?)
     }
 
     /// `tag add`: returns the job's tags.
@@ -357,7 +357,7 @@ impl Qless {
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
         let args = Args::new().arg("add").arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("tag", now, &args).await?)
+        reply::json_vec(self.call("tag", now, args).await?)
     }
 
     /// `tag remove`: returns the job's tags.
@@ -368,7 +368,7 @@ impl Qless {
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
         let args = Args::new().arg("remove").arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("tag", now, &args).await?)
+        reply::json_vec(self.call("tag", now, args).await?)
     }
 
     /// `tag get`: jobs carrying `tag`, oldest tagging first.
@@ -385,25 +385,25 @@ impl Qless {
             .arg(offset)
             .arg(count)
             .into_vec();
-        reply::json(self.call("tag", now, &args).await?)
+        reply::json(self.call("tag", now, args).await?)
     }
 
     /// `tag top`: tags used at least twice, most used first.
     pub async fn tag_top(&self, now: f64, offset: u32, count: u32) -> Result<Vec<String>, Error> {
         let args = Args::new().arg("top").arg(offset).arg(count).into_vec();
-        reply::json_vec(self.call("tag", now, &args).await?)
+        reply::json_vec(self.call("tag", now, args).await?)
     }
 
     /// `track track`: starts tracking; true when it was not tracked before.
     pub async fn track(&self, now: f64, jid: &str) -> Result<bool, Error> {
         let args = Args::new().arg("track").arg(jid).into_vec();
-        Ok(reply::json::<i64>(self.call("track", now, &args).await?)? == 1)
+        Ok(reply::json::<i64>(self.call("track", now, args).await?)? == 1)
     }
 
     /// `track untrack`: stops tracking; true when it was tracked.
     pub async fn untrack(&self, now: f64, jid: &str) -> Result<bool, Error> {
         let args = Args::new().arg("untrack").arg(jid).into_vec();
-        Ok(reply::json::<i64>(self.call("track", now, &args).await?)? == 1)
+        Ok(reply::json::<i64>(self.call("track", now, args).await?)? == 1)
     }
 
     /// `track` without arguments: tracked jobs, and tracked jids that are gone.

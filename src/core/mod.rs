@@ -180,13 +180,21 @@ impl Qless {
     /// Runs one script command: `EVALSHA sha <0|1> [ns-key] command now args...`,
     /// loading the script again when Redis answers NOSCRIPT. Concurrent calls may
     /// share one invocation (see `group.rs`); each still gets its own reply.
-    pub async fn call(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
+    ///
+    /// `args` is taken by value where the caller has it to give: a grouped call waits
+    /// in a queue holding its arguments, which would otherwise be copied there.
+    pub async fn call(
+        &self,
+        command: &str,
+        now: f64,
+        args: impl reply::CallArgs,
+    ) -> Result<Value, Error> {
         match &self.inner.grouper {
-            Some(grouper) => grouper.call(command, now, args).await,
+            Some(grouper) => grouper.call(command, now, args.into_vec()).await,
             None => {
                 let transport = &self.inner.transport;
                 transport
-                    .run(&transport.invocation(command, now, args))
+                    .run(&transport.invocation(command, now, args.as_slice()))
                     .await
             }
         }

@@ -61,7 +61,7 @@ impl Qless {
             .arg(offset)
             .arg(count)
             .into_vec();
-        reply::strings(self.call("jobs", now, &args).await?)
+        reply::strings(self.call("jobs", now, args).await?)
     }
 
     /// `jobs.waiting`: a page of waiting jids in pop order (no side effects, unlike
@@ -74,7 +74,7 @@ impl Qless {
         count: u32,
     ) -> Result<Vec<String>, Error> {
         let args = Args::new().arg(queue).arg(offset).arg(count).into_vec();
-        reply::strings(self.call("jobs.waiting", now, &args).await?)
+        reply::strings(self.call("jobs.waiting", now, args).await?)
     }
 
     /// `jobs complete`: a page of completed jids, newest first.
@@ -89,7 +89,7 @@ impl Qless {
             .arg(offset)
             .arg(count)
             .into_vec();
-        reply::strings(self.call("jobs", now, &args).await?)
+        reply::strings(self.call("jobs", now, args).await?)
     }
 
     /// `pause`: paused queues pop nothing.
@@ -123,7 +123,7 @@ impl Qless {
         limit: u32,
     ) -> Result<JidPage, Error> {
         let args = Args::new().arg(group).arg(start).arg(limit).into_vec();
-        reply::json(self.call("failed", now, &args).await?)
+        reply::json(self.call("failed", now, args).await?)
     }
 
     /// `unfail`: moves the oldest `count` jobs of a group back to `queue`.
@@ -135,19 +135,19 @@ impl Qless {
         count: u32,
     ) -> Result<i64, Error> {
         let args = Args::new().arg(queue).arg(group).arg(count).into_vec();
-        reply::integer(self.call("unfail", now, &args).await?)
+        reply::integer(self.call("unfail", now, args).await?)
     }
 
     /// `stats`: wait/run statistics for the day containing `date`.
     pub async fn stats(&self, now: f64, queue: &str, date: f64) -> Result<QueueStats, Error> {
         let args = Args::new().arg(queue).arg(date).into_vec();
-        reply::json(self.call("stats", now, &args).await?)
+        reply::json(self.call("stats", now, args).await?)
     }
 
     /// `sweep`: promotes due jobs, spawns due recurring children and notifies
     /// expired locks on every queue, without leasing anything.
     pub async fn sweep(&self, now: f64, limit: u32) -> Result<SweepReport, Error> {
         let args = Args::new().arg(limit).into_vec();
-        reply::json(self.call("sweep", now, &args).await?)
+        reply::json(self.call("sweep", now, args).await?)
     }
 }

@@ -64,7 +64,7 @@ impl Qless {
             .option("retries", args.retries)
             .option("backlog", args.backlog)
             .into_vec();
-        reply::string(self.call("recur", now, &argv).await?)
+        reply::string(self.call("recur", now, argv).await?)
     }
 
     /// `recur.get`: the template, or `None`.
@@ -89,7 +89,7 @@ impl Qless {
             .option("queue", update.queue)
             .option("backlog", update.backlog)
             .into_vec();
-        reply::nothing(self.call("recur.update", now, &argv).await?)
+        reply::nothing(self.call("recur.update", now, argv).await?)
     }
 
     /// `recur.tag`: returns the template's tags.
@@ -100,7 +100,7 @@ impl Qless {
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
         let args = Args::new().arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("recur.tag", now, &args).await?)
+        reply::json_vec(self.call("recur.tag", now, args).await?)
     }
 
     /// `recur.untag`: returns the template's tags.
@@ -111,7 +111,7 @@ impl Qless {
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
         let args = Args::new().arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("recur.untag", now, &args).await?)
+        reply::json_vec(self.call("recur.untag", now, args).await?)
     }
 
     /// `unrecur`: deletes the template (children already spawned stay).

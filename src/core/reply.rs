@@ -15,19 +15,19 @@ impl Args {
     }
 
     /// Appends one argument.
-    pub fn arg(mut self, value: impl ToString) -> Self {
-        self.0.push(value.to_string());
+    pub fn arg(mut self, value: impl IntoArg) -> Self {
+        self.0.push(value.into_arg());
         self
     }
 
     /// Appends every item.
-    pub fn args<T: ToString>(mut self, values: impl IntoIterator<Item = T>) -> Self {
-        self.0.extend(values.into_iter().map(|v| v.to_string()));
+    pub fn args<T: IntoArg>(mut self, values: impl IntoIterator<Item = T>) -> Self {
+        self.0.extend(values.into_iter().map(IntoArg::into_arg));
         self
     }
 
     /// Appends `name value` when the option is set.
-    pub fn option(self, name: &str, value: Option<impl ToString>) -> Self {
+    pub fn option(self, name: &str, value: Option<impl IntoArg>) -> Self {
         match value {
             Some(value) => self.arg(name).arg(value),
             None => self,
@@ -38,6 +38,98 @@ impl Args {
         self.0
     }
 }
+
+/// The arguments of one call, owned or borrowed: owned ones move into the call's
+/// queue entry, borrowed ones are copied there (and neither when sent at once).
+pub trait CallArgs {
+    /// The arguments, borrowed.
+    fn as_slice(&self) -> &[String];
+    /// The arguments, owned.
+    fn into_vec(self) -> Vec<String>;
+}
+
+impl CallArgs for Vec<String> {
+    fn as_slice(&self) -> &[String] {
+        self
+    }
+    fn into_vec(self) -> Vec<String> {
+        self
+    }
+}
+
+impl CallArgs for &Vec<String> {
+    fn as_slice(&self) -> &[String] {
+        self
+    }
+    fn into_vec(self) -> Vec<String> {
+        self.clone()
+    }
+}
+
+impl CallArgs for &[String] {
+    fn as_slice(&self) -> &[String] {
+        self
+    }
+    fn into_vec(self) -> Vec<String> {
+        self.to_vec()
+    }
+}
+
+impl<const N: usize> CallArgs for [String; N] {
+    fn as_slice(&self) -> &[String] {
+        self
+    }
+    fn into_vec(self) -> Vec<String> {
+        self.into()
+    }
+}
+
+impl<const N: usize> CallArgs for &[String; N] {
+    fn as_slice(&self) -> &[String] {
+        *self
+    }
+    fn into_vec(self) -> Vec<String> {
+        self.to_vec()
+    }
+}
+
+/// A value as the text of a script argument. Owned strings move in as they are: a
+/// job's data can be large, and `ToString` would copy it.
+pub trait IntoArg {
+    /// The argument's text.
+    fn into_arg(self) -> String;
+}
+
+impl IntoArg for String {
+    fn into_arg(self) -> String {
+        self
+    }
+}
+
+impl IntoArg for &String {
+    fn into_arg(self) -> String {
+        self.clone()
+    }
+}
+
+impl IntoArg for &str {
+    fn into_arg(self) -> String {
+        self.to_owned()
+    }
+}
+
+/// Numbers in their `Display` form (floats without a trailing `.0`).
+macro_rules! number_args {
+    ($($number:ty),*) => {$(
+        impl IntoArg for $number {
+            fn into_arg(self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+
+number_args!(f64, i64, u64, u32, i32, usize);
 
 /// JSON text of a list of strings.
 pub fn json_list(items: &[String]) -> String {

@@ -13,7 +13,7 @@ impl Qless {
     /// `workers W`: the jobs one worker holds (empty lists for an unknown worker).
     pub async fn worker(&self, now: f64, worker: &str) -> Result<WorkerJobs, Error> {
         let args = Args::new().arg(worker).into_vec();
-        reply::json(self.call("workers", now, &args).await?)
+        reply::json(self.call("workers", now, args).await?)
     }
 
     /// `worker.deregister`: forgets workers (their job sets stay).
