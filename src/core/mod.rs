@@ -25,6 +25,7 @@ pub use error::{Error, ScriptCode};
 pub use jobs::{CompleteArgs, Completion, PutArgs, RetryArgs, Tracked};
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
+pub use reply::CallArgs;
 pub use script::Script;
 
 /// The oldest Redis the script is known to run on.
@@ -183,12 +184,7 @@ impl Qless {
     ///
     /// `args` is taken by value where the caller has it to give: a grouped call waits
     /// in a queue holding its arguments, which would otherwise be copied there.
-    pub async fn call(
-        &self,
-        command: &str,
-        now: f64,
-        args: impl reply::CallArgs,
-    ) -> Result<Value, Error> {
+    pub async fn call(&self, command: &str, now: f64, args: impl CallArgs) -> Result<Value, Error> {
         match &self.inner.grouper {
             Some(grouper) => grouper.call(command, now, args.into_vec()).await,
             None => {
