@@ -301,33 +301,112 @@ fn median_figure(figures: &[Figure]) -> Figure {
     }
 }
 
-/// The lifecycle calls the direct phases make, on job `i` of the `bench` queue.
-async fn put_one(q: &Qless, now: f64, i: usize) {
-    q.put(now, put_args("bench", format!("job-{i}"), i))
+/// The lifecycle calls the direct phases make, on job `i` (jid `<queue>-<i>`) of
+/// `queue`.
+async fn put_one(q: &Qless, now: f64, queue: &str, i: usize) {
+    q.put(now, put_args(queue, format!("{queue}-{i}"), i))
         .await
         .expect("put");
 }
 
-async fn pop_one(q: &Qless, now: f64) {
-    let popped = q.pop(now, "bench", "bench-worker", 1).await.expect("pop");
+async fn pop_one(q: &Qless, now: f64, queue: &str) {
+    let popped = q.pop(now, queue, "bench-worker", 1).await.expect("pop");
     assert_eq!(popped.len(), 1, "pop found nothing");
 }
 
-async fn heartbeat_one(q: &Qless, now: f64, i: usize) {
-    q.heartbeat(now, &format!("job-{i}"), "bench-worker", None)
+async fn heartbeat_one(q: &Qless, now: f64, queue: &str, i: usize) {
+    q.heartbeat(now, &format!("{queue}-{i}"), "bench-worker", None)
         .await
         .expect("heartbeat");
 }
 
-async fn complete_one(q: &Qless, now: f64, i: usize) {
+async fn complete_one(q: &Qless, now: f64, queue: &str, i: usize) {
     let args = CompleteArgs {
-        jid: format!("job-{i}"),
+        jid: format!("{queue}-{i}"),
         worker: "bench-worker".into(),
-        queue: "bench".into(),
+        queue: queue.into(),
         data: "{}".into(),
         ..CompleteArgs::default()
     };
     q.complete(now, args).await.expect("complete");
+}
+
+/// The four lifecycle commands the HTTP comparison measures, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Put,
+    Pop,
+    Heartbeat,
+    Complete,
+}
+
+impl Step {
+    const ALL: [Step; 4] = [Step::Put, Step::Pop, Step::Heartbeat, Step::Complete];
+
+    fn name(self) -> &'static str {
+        match self {
+            Step::Put => "put",
+            Step::Pop => "pop",
+            Step::Heartbeat => "heartbeat",
+            Step::Complete => "complete",
+        }
+    }
+
+    /// Makes call `i` of this step directly, on `queue`.
+    async fn call(self, q: &Qless, queue: &str, i: usize) {
+        let now = Clock::system().now();
+        match self {
+            Step::Put => put_one(q, now, queue, i).await,
+            Step::Pop => pop_one(q, now, queue).await,
+            Step::Heartbeat => heartbeat_one(q, now, queue, i).await,
+            Step::Complete => complete_one(q, now, queue, i).await,
+        }
+    }
+
+    /// Makes request `i` of this step over HTTP, on the `bench` queue.
+    async fn request(self, mut c: HttpConnection, i: usize) -> HttpConnection {
+        match self {
+            Step::Put => {
+                let body = job_body(&format!("job-{i}"), i);
+                c.expect_ok("POST", "/v1/queues/bench/jobs", body.as_bytes())
+                    .await;
+            }
+            Step::Pop => {
+                let popped = c
+                    .expect_ok(
+                        "POST",
+                        "/v1/queues/bench/pop",
+                        br#"{"worker":"bench-worker"}"#,
+                    )
+                    .await;
+                assert!(popped.body.starts_with(b"[{"), "pop found nothing");
+            }
+            Step::Heartbeat => {
+                let path = format!("/v1/jobs/job-{i}/heartbeat");
+                c.expect_ok("POST", &path, br#"{"worker":"bench-worker"}"#)
+                    .await;
+            }
+            Step::Complete => {
+                let path = format!("/v1/jobs/job-{i}/complete");
+                c.expect_ok(
+                    "POST",
+                    &path,
+                    br#"{"worker":"bench-worker","queue":"bench"}"#,
+                )
+                .await;
+            }
+        }
+        c
+    }
+}
+
+/// Runs `total` calls of `step` on `queue`, one task per handle; calls per second.
+async fn drive_step(handles: &[Qless], step: Step, queue: &'static str, total: usize) -> f64 {
+    drive_each(handles.to_vec(), total, move |q: Qless, i| async move {
+        step.call(&q, queue, i).await;
+        q
+    })
+    .await
 }
 
 /// Measures each lifecycle command directly against the script.
@@ -354,25 +433,25 @@ async fn direct_run(
     let c = clock.clone();
     phase!("put", jobs, move |i| {
         let (q, c) = (q.clone(), c.clone());
-        async move { put_one(&q, c.now(), i).await }
+        async move { put_one(&q, c.now(), "bench", i).await }
     });
     let q = target.qless.clone();
     let c = clock.clone();
     phase!("pop", jobs, move |_| {
         let (q, c) = (q.clone(), c.clone());
-        async move { pop_one(&q, c.now()).await }
+        async move { pop_one(&q, c.now(), "bench").await }
     });
     let q = target.qless.clone();
     let c = clock.clone();
     phase!("heartbeat", jobs, move |i| {
         let (q, c) = (q.clone(), c.clone());
-        async move { heartbeat_one(&q, c.now(), i).await }
+        async move { heartbeat_one(&q, c.now(), "bench", i).await }
     });
     let q = target.qless.clone();
     let c = clock.clone();
     phase!("complete", jobs, move |i| {
         let (q, c) = (q.clone(), c.clone());
-        async move { complete_one(&q, c.now(), i).await }
+        async move { complete_one(&q, c.now(), "bench", i).await }
     });
 
     // Batch pop: 100 jobs per call; the cost is reported per job.
@@ -446,69 +525,6 @@ async fn direct_run(
             usec: usec * 3.0,
         },
     );
-    figures
-}
-
-/// The lifecycle commands called directly the way HTTP clients call the gateway: each
-/// of `clients` concurrent clients on its own Redis connection (50 workers each holding
-/// a connection), rather than all of them pipelined over shared sockets.
-async fn direct_per_client_run(
-    target: &mut Target,
-    jobs: usize,
-    clients: usize,
-) -> HashMap<&'static str, Figure> {
-    let clock = Clock::system();
-    let mut handles = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        handles.push(target.client_handle().await);
-    }
-    let mut figures = HashMap::new();
-    target.flush().await;
-
-    macro_rules! phase {
-        ($name:literal, $body:expr) => {{
-            let per_second = drive_each(handles.clone(), jobs, $body).await;
-            figures.insert(
-                $name,
-                Figure {
-                    per_second,
-                    usec: f64::NAN,
-                },
-            );
-        }};
-    }
-    let c = clock.clone();
-    phase!("put", move |q: Qless, i| {
-        let c = c.clone();
-        async move {
-            put_one(&q, c.now(), i).await;
-            q
-        }
-    });
-    let c = clock.clone();
-    phase!("pop", move |q: Qless, _| {
-        let c = c.clone();
-        async move {
-            pop_one(&q, c.now()).await;
-            q
-        }
-    });
-    let c = clock.clone();
-    phase!("heartbeat", move |q: Qless, i| {
-        let c = c.clone();
-        async move {
-            heartbeat_one(&q, c.now(), i).await;
-            q
-        }
-    });
-    let c = clock.clone();
-    phase!("complete", move |q: Qless, i| {
-        let c = c.clone();
-        async move {
-            complete_one(&q, c.now(), i).await;
-            q
-        }
-    });
     figures
 }
 
@@ -979,79 +995,74 @@ struct HttpFigure {
     cpu: [f64; 3],
 }
 
-/// Measures the lifecycle over HTTP at concurrency 50, next to direct calls made in
-/// the same run, and batch puts.
+impl HttpFigure {
+    /// A phase with no direct counterpart.
+    fn alone(per_second: f64, cpu: [f64; 3]) -> Self {
+        HttpFigure {
+            per_second,
+            direct: f64::NAN,
+            pipelined: f64::NAN,
+            cpu,
+        }
+    }
+}
+
+/// Measures the lifecycle over HTTP at concurrency 50 next to the same calls made
+/// directly, and batch puts.
+///
+/// The three ways of calling take turns command by command (direct with all clients
+/// pipelined over shared connections, direct with one connection per client, then
+/// HTTP), each on a queue of its own in one Redis. On a shared machine whose speed
+/// drifts by a factor of two within minutes, only figures measured side by side can be
+/// divided by one another. The gateway is started for its phase and stopped after it,
+/// so the events of the direct calls cost it nothing while they are measured.
 async fn http_run(jobs: usize) -> HashMap<&'static str, HttpFigure> {
     const CONCURRENCY: usize = 50;
     let mut figures = HashMap::new();
-    let mut target = Target::start(64).await;
-    let pipelined = direct_run(&mut target, jobs, CONCURRENCY).await;
-    let direct = direct_per_client_run(&mut target, jobs, CONCURRENCY).await;
-    target.flush().await;
-    let gateway = Gateway::start(&target).await;
-    // Reassigned for the bare server at the end (the macro reads these bindings).
-    let (mut addr, mut gateway_pid, redis_pid) = (gateway.addr, gateway.pid(), target.redis.pid());
+    let target = Target::start(64).await;
+    let redis_pid = target.redis.pid();
+    let shared = vec![target.qless.clone(); CONCURRENCY];
+    let mut own = Vec::with_capacity(CONCURRENCY);
+    for _ in 0..CONCURRENCY {
+        own.push(target.client_handle().await);
+    }
 
-    macro_rules! phase {
-        ($name:literal, $total:expr, $body:expr) => {{
-            let before = CpuSample::take(gateway_pid, redis_pid);
-            let per_second = drive_http(addr, $total, CONCURRENCY, $body).await;
-            let cpu = before.per_request(&CpuSample::take(gateway_pid, redis_pid), $total);
-            let rate = |figures: &HashMap<&str, Figure>| {
-                figures.get($name).map(|f| f.per_second).unwrap_or(f64::NAN)
-            };
-            figures.insert(
-                $name,
-                HttpFigure {
-                    per_second,
-                    direct: rate(&direct),
-                    pipelined: rate(&pipelined),
-                    cpu,
-                },
-            );
+    // Runs `$total` requests of `$body` against `$server`; requests per second and CPU.
+    macro_rules! measure {
+        ($server:expr, $total:expr, $body:expr) => {{
+            let before = CpuSample::take($server.pid(), redis_pid);
+            let per_second = drive_http($server.addr, $total, CONCURRENCY, $body).await;
+            let cpu = before.per_request(&CpuSample::take($server.pid(), redis_pid), $total);
+            (per_second, cpu)
         }};
     }
-    phase!("put", jobs, |mut c, i| async move {
-        let body = job_body(&format!("job-{i}"), i);
-        c.expect_ok("POST", "/v1/queues/bench/jobs", body.as_bytes())
-            .await;
-        c
-    });
+
+    for step in Step::ALL {
+        let pipelined = drive_step(&shared, step, "pipelined", jobs).await;
+        let direct = drive_step(&own, step, "direct", jobs).await;
+        let gateway = Gateway::start(&target).await;
+        let (per_second, cpu) = measure!(gateway, jobs, move |c, i| step.request(c, i));
+        figures.insert(
+            step.name(),
+            HttpFigure {
+                per_second,
+                direct,
+                pipelined,
+                cpu,
+            },
+        );
+    }
+
+    let gateway = Gateway::start(&target).await;
     // The HTTP stack alone (no Redis): the ceiling the gateway works under here.
-    phase!("healthz", jobs, |mut c, _| async move {
+    let (per_second, cpu) = measure!(gateway, jobs, |mut c, _| async move {
         c.expect_ok("GET", "/healthz", b"").await;
         c
     });
-    phase!("pop", jobs, |mut c, _| async move {
-        let popped = c
-            .expect_ok(
-                "POST",
-                "/v1/queues/bench/pop",
-                br#"{"worker":"bench-worker"}"#,
-            )
-            .await;
-        assert!(popped.body.starts_with(b"[{"), "pop found nothing");
-        c
-    });
-    phase!("heartbeat", jobs, |mut c, i| async move {
-        let path = format!("/v1/jobs/job-{i}/heartbeat");
-        c.expect_ok("POST", &path, br#"{"worker":"bench-worker"}"#)
-            .await;
-        c
-    });
-    phase!("complete", jobs, |mut c, i| async move {
-        let path = format!("/v1/jobs/job-{i}/complete");
-        c.expect_ok(
-            "POST",
-            &path,
-            br#"{"worker":"bench-worker","queue":"bench"}"#,
-        )
-        .await;
-        c
-    });
+    figures.insert("healthz", HttpFigure::alone(per_second, cpu));
     // Batch put: 100 jobs per request; figures per job.
     let batches = jobs / 100;
-    phase!("batch put", batches, |mut c, b| async move {
+    let (per_second, cpu) = measure!(gateway, batches, |mut c, b| async move {
         let items: Vec<String> = (0..100)
             .map(|k| job_body(&format!("batch-{b}-{k}"), b * 100 + k))
             .collect();
@@ -1060,24 +1071,31 @@ async fn http_run(jobs: usize) -> HashMap<&'static str, HttpFigure> {
             .await;
         c
     });
-    if let Some(figure) = figures.get_mut("batch put") {
-        figure.per_second *= 100.0;
-        figure.cpu = figure.cpu.map(|usec| usec / 100.0);
-    }
-    // The floor under any gateway: a bare axum handler making the same EVALSHA.
+    figures.insert(
+        "batch put",
+        HttpFigure::alone(per_second * 100.0, cpu.map(|usec| usec / 100.0)),
+    );
     drop(gateway);
-    target.flush().await;
+
+    // The floor under any gateway: a bare axum handler making the same EVALSHA, next
+    // to direct puts measured just before it.
+    let pipelined = drive_step(&shared, Step::Put, "pipelined-again", jobs).await;
+    let direct = drive_step(&own, Step::Put, "direct-again", jobs).await;
     let bare = Gateway::start_bare(&target).await;
-    (addr, gateway_pid) = (bare.addr, bare.pid());
-    let gateway_put = figures.remove("put").expect("put measured");
-    phase!("put", jobs, |mut c, i| async move {
-        let body = job_body(&format!("job-{i}"), i);
+    let (per_second, cpu) = measure!(bare, jobs, |mut c, i| async move {
+        let body = job_body(&format!("bare-{i}"), i);
         c.expect_ok("POST", "/put", body.as_bytes()).await;
         c
     });
-    let bare_put = figures.remove("put").expect("bare put measured");
-    figures.insert("put", gateway_put);
-    figures.insert("bare put", bare_put);
+    figures.insert(
+        "bare put",
+        HttpFigure {
+            per_second,
+            direct,
+            pipelined,
+            cpu,
+        },
+    );
     figures
 }
 
