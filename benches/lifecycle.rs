@@ -8,6 +8,7 @@
 //! cargo bench --bench lifecycle -- direct memory   # some sections: memory, direct,
 //!                                                  # http, worker
 //! cargo bench --bench lifecycle -- --jobs 5000 --runs 1
+//! cargo bench --bench lifecycle -- instructions gateway-instructions   # valgrind
 //! ```
 //!
 //! Redis-side cost per call is `usec_per_call` of `cmdstat_evalsha` from
@@ -703,6 +704,9 @@ async fn main() {
     if options.wants("instructions") {
         instructions().await;
     }
+    if options.wants("gateway-instructions") {
+        gateway_instructions().await;
+    }
 }
 
 /// Instructions redis-server executes per call (valgrind's callgrind), the one figure
@@ -761,36 +765,9 @@ async fn instructions() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let pid = redis.id().to_string();
-    let control = |what: &str| {
-        let status = Command::new("callgrind_control")
-            .args([what, &pid])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("callgrind_control");
-        assert!(status.success(), "callgrind_control {what} failed");
-    };
-    // Counts since the last zeroing, from the newest dump's `summary:` line.
-    let dumped = || -> f64 {
-        let newest = std::fs::read_dir(dir.path())
-            .expect("dump dir")
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|path| path.to_string_lossy().contains("callgrind.out"))
-            .max_by_key(|path| {
-                path.extension()
-                    .and_then(|e| e.to_str()?.parse::<u32>().ok())
-                    .unwrap_or(0)
-            })
-            .expect("a callgrind dump");
-        std::fs::read_to_string(newest)
-            .expect("dump")
-            .lines()
-            .find_map(|line| line.strip_prefix("summary:"))
-            .and_then(|n| n.trim().parse().ok())
-            .expect("summary line")
-    };
+    let pid = redis.id();
+    let control = |what: &str| callgrind_control(pid, what);
+    let dumped = || callgrind_total(dir.path());
     let now = 1_700_000_000.0;
     let mut rows = Vec::new();
     macro_rules! measure {
@@ -846,6 +823,97 @@ async fn instructions() {
     }
 }
 
+/// Runs `callgrind_control <what> <pid>` (`-z` zeroes the counts, `-d` dumps them).
+fn callgrind_control(pid: u32, what: &str) {
+    let status = Command::new("callgrind_control")
+        .args([what, &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("callgrind_control");
+    assert!(status.success(), "callgrind_control {what} failed");
+}
+
+/// Instructions counted since the last zeroing: the `summary:` line of the newest
+/// `callgrind.out*` dump in `dir`.
+fn callgrind_total(dir: &std::path::Path) -> f64 {
+    let newest = std::fs::read_dir(dir)
+        .expect("dump dir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.to_string_lossy().contains("callgrind.out"))
+        .max_by_key(|path| {
+            path.extension()
+                .and_then(|e| e.to_str()?.parse::<u32>().ok())
+                .unwrap_or(0)
+        })
+        .expect("a callgrind dump");
+    std::fs::read_to_string(newest)
+        .expect("dump")
+        .lines()
+        .find_map(|line| line.strip_prefix("summary:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("summary line")
+}
+
+/// Instructions the gateway process executes per request in user space (callgrind),
+/// for the HTTP stack alone and for each lifecycle command, with 50 keep-alive
+/// connections. Unlike its CPU time, neighbours cannot move this count; the way
+/// concurrent calls happen to be grouped can, by a few per cent. Opt-in
+/// (`-- gateway-instructions`): it needs valgrind.
+async fn gateway_instructions() {
+    const REQUESTS: usize = 4000;
+    println!(
+        "\n== instructions per request inside the qlessd process (callgrind, user space), \
+         {REQUESTS} requests each, 50 connections =="
+    );
+    let target = Target::start(4).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let addr = free_addr();
+    let mut command = Command::new("valgrind");
+    command
+        .arg("--tool=callgrind")
+        .arg(format!(
+            "--callgrind-out-file={}",
+            dir.path().join("callgrind.out").display()
+        ))
+        .arg(qlessd_binary())
+        .arg("--redis-url")
+        .arg(target.url())
+        .arg("--listen")
+        .arg(addr.to_string());
+    let gateway = Gateway::spawn(command, addr, "/readyz").await;
+    let pid = gateway.pid();
+    let mut rows = Vec::new();
+    // Warms the connections and the allocator up, then counts `REQUESTS` requests.
+    macro_rules! count {
+        ($label:expr, $body:expr) => {{
+            drive_http(addr, 200, 50, $body).await;
+            callgrind_control(pid, "-z");
+            drive_http(addr, REQUESTS, 50, $body).await;
+            callgrind_control(pid, "-d");
+            rows.push(($label, callgrind_total(dir.path()) / REQUESTS as f64));
+        }};
+    }
+    count!("GET /healthz", |mut c: HttpConnection, _| async move {
+        c.expect_ok("GET", "/healthz", b"").await;
+        c
+    });
+    // The lifecycle on jobs `job-<i>` (the warm-up's and the counted ones alike).
+    for step in Step::ALL {
+        let offset = Arc::new(AtomicUsize::new(0));
+        let body = move |c: HttpConnection, _| {
+            let i = offset.fetch_add(1, Ordering::Relaxed);
+            step.request(c, i)
+        };
+        count!(step.name(), body.clone());
+    }
+    drop(gateway);
+    for (label, count) in rows {
+        println!("{label:<28} {:>10.0} instructions", count);
+    }
+}
+
 /// The `qlessd` binary serving in front of `target`, as users run it: its own process,
 /// so its CPU time is measured apart from the load client's and Redis's.
 struct Gateway {
@@ -856,7 +924,7 @@ struct Gateway {
 impl Gateway {
     async fn start(target: &Target) -> Self {
         let addr = free_addr();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_qlessd"));
+        let mut command = Command::new(qlessd_binary());
         if let Ok(threads) = std::env::var("BENCH_GATEWAY_THREADS") {
             command.env("TOKIO_WORKER_THREADS", threads);
         }
@@ -890,7 +958,8 @@ impl Gateway {
             .spawn()
             .expect("start the server");
         let gateway = Gateway { addr, child };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Generous: a server under valgrind takes seconds to start.
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if tokio::net::TcpStream::connect(addr).await.is_ok() {
                 let mut conn = HttpConnection::connect(addr).await;
@@ -920,6 +989,12 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The gateway binary: this build's, or another one named by `BENCH_QLESSD` (to
+/// compare two versions on the same load).
+fn qlessd_binary() -> String {
+    std::env::var("BENCH_QLESSD").unwrap_or_else(|_| env!("CARGO_BIN_EXE_qlessd").to_owned())
 }
 
 fn free_addr() -> SocketAddr {
