@@ -158,6 +158,7 @@ async fn relay(
                 }
                 subscription.ping().await?;
                 pinged = true;
+                // The answer gets `quiet` from now, however long the silence was.
                 last_heard = Instant::now();
                 silence.as_mut().reset(last_heard + quiet);
                 continue;

@@ -102,6 +102,8 @@ impl Subscription {
         }
     }
 
+    /// Asks Redis for an answer (a subscribed connection may PING): a connection that
+    /// died without closing (a vanished host, a dropped route) is otherwise silent.
     pub async fn ping(&mut self) -> io::Result<()> {
         self.send(&["PING"]).await
     }
@@ -208,6 +210,7 @@ fn bulk_at(data: &[u8], at: usize) -> io::Result<Option<(std::ops::Range<usize>,
     Ok(Some((start..end, end + 2)))
 }
 
+/// The frames a subscribed RESP2 connection receives.
 #[derive(Debug, PartialEq, Eq)]
 enum Frame {
     Simple(Vec<u8>),
