@@ -11,6 +11,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::ServiceBuilder;
 use tower_http::compression::CompressionLayer;
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -121,14 +122,19 @@ pub fn router(state: AppState) -> Router {
     let docs = Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::document()))
         .layer(CompressionLayer::new());
-    Router::new()
+    let routes = Router::new()
         .merge(docs)
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(state.limits.body_limit))
-        .with_state(state)
+        .with_state(state.clone());
+    // The request layer and the body limit wrap the router once, not route by route
+    // (`Router::layer`): a layer applied to the router boxes and clones every route's
+    // service and future again on each request, a few hundred instructions a layer.
+    let layers = ServiceBuilder::new()
         .layer(RequestLayer::new(deadline))
+        .layer(DefaultBodyLimit::max(state.limits.body_limit));
+    Router::new().fallback_service(layers.service(routes))
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish.

@@ -43,7 +43,8 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
-    /// Maximum number of pooled Redis connections (each one is pipelined).
+    /// Maximum number of pooled Redis connections for readiness checks and loading the
+    /// script. (Script calls share one pipelined connection of their own.)
     #[arg(long, env = "QLESSD_POOL_SIZE", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pool_size: u32,
@@ -56,7 +57,8 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub group_calls: u32,
 
-    /// How long a request waits for a free Redis connection before a 503 (milliseconds).
+    /// How long a request waits for a Redis connection (a free pooled one, or a new
+    /// one for script calls) before a 503 (milliseconds).
     #[arg(long, env = "QLESSD_POOL_TIMEOUT_MS", default_value_t = 2000)]
     pub pool_timeout_ms: u64,
 

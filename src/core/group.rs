@@ -1,88 +1,151 @@
-//! Group commit for script calls. A good part of Redis's time per call is not the
-//! command but the invocation around it (reading the request, finding the script,
-//! setting up Lua, writing the reply and the events to subscribers): a quarter of the
-//! instructions of a put. So calls that arrive while earlier ones are in flight wait
-//! in a queue and leave together as one `batch` invocation, where each call still runs
-//! exactly as it would alone and gets its own reply or error; the gateway, too, sends
-//! and parses one request and one reply per group instead of per call.
+//! Script calls on a pipelined connection of their own, with group commit.
 //!
-//! Nothing waits on purpose: when no call is in flight, a call goes straight to Redis
-//! by itself, so a lone client sees no added latency; groups only form from calls
-//! that would have queued behind Redis anyway. A call whose caller has gone (a client
-//! that disconnected, a request past its deadline) before its group leaves is not sent,
-//! so an abandoned pop leases nothing.
+//! A good part of Redis's time per call is not the command but the invocation around
+//! it (reading the request, finding the script, setting up Lua, writing the reply and
+//! the events to subscribers): a quarter of the instructions of a put. So calls that
+//! arrive while earlier ones are in flight wait in a queue and leave together as one
+//! `batch` invocation, where each call still runs exactly as it would alone and gets
+//! its own reply or error; the gateway, too, sends and parses one request and one
+//! reply per group instead of per call.
+//!
+//! Nothing waits on purpose: when fewer than [`IN_FLIGHT`] invocations are out, a
+//! call goes straight to Redis, so a lone client sees no added latency; groups only
+//! form from calls that would have queued behind Redis anyway. A call whose caller has
+//! gone (a client that disconnected, a request past its deadline) before it leaves is
+//! not sent, so an abandoned pop leases nothing.
+//!
+//! One task owns the connection: it forms the groups, writes them, and hands each
+//! reply (Redis answers in order) to its callers, so a call costs one hop into the
+//! task and one back. The task opens the connection when there is something to send,
+//! and after a failure opens a new one for the next call; the calls that were in
+//! flight on a failed connection get `Unavailable`, since whether Redis ran them is
+//! unknown. A connection that stays silent past the response timeout with calls in
+//! flight is given up the same way. An invocation answered NOSCRIPT (Redis lost its
+//! scripts, after a restart say) ran nothing: the script is loaded again on the same
+//! connection and the invocation sent once more.
 
+use std::collections::VecDeque;
+use std::future::pending;
+use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
-use redis::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use redis::{ServerErrorKind, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
-use super::{Error, Transport, value_to_result};
+use super::resp::{self, Reader, Socket};
+use super::{Error, Script, format_now, value_to_result};
 
-/// Groups in flight at once: one being run by Redis while the next is on its way, so
-/// Redis never idles for a round trip while calls are waiting.
+/// Invocations in flight at once when grouping: one being run by Redis while the next
+/// is on its way, so Redis never idles for a round trip while calls are waiting.
 const IN_FLIGHT: usize = 2;
 
-/// One queued call and where its result goes.
-struct Pending {
-    command: String,
-    now: f64,
-    args: Vec<String>,
-    reply: oneshot::Sender<Result<Value, Error>>,
+/// Where the calls go and how long to wait for Redis.
+pub(super) struct Target {
+    pub url: String,
+    pub script: Script,
+    /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
+    pub namespace_key: Option<String>,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
 }
 
-/// The caller's side of the grouping: cheap to share, one per [`super::Qless`].
+type Reply = oneshot::Sender<Result<Value, Error>>;
+
+/// One script call and where its result goes.
+struct Call {
+    command: &'static str,
+    now: f64,
+    args: Vec<String>,
+    reply: Reply,
+}
+
+/// What callers hand the connection task.
+enum Work {
+    /// A script call, which may share a `batch` invocation with others.
+    Call(Call),
+    /// A ready-made invocation, sent by itself (a chunk of `Qless::call_many`).
+    Alone { request: Vec<u8>, reply: Reply },
+}
+
+/// The callers' side: cheap to share, one per [`super::Qless`].
 pub(super) struct Grouper {
-    queue: mpsc::UnboundedSender<Pending>,
-    in_flight: Arc<Semaphore>,
-    transport: Arc<Transport>,
+    queue: mpsc::UnboundedSender<Work>,
+    target: Arc<Target>,
 }
 
 impl Grouper {
-    /// Starts the task that forms groups of at most `max_calls` calls (must be called
-    /// inside a tokio runtime). The task ends when the grouper is dropped.
-    pub(super) fn start(transport: Arc<Transport>, max_calls: usize) -> Self {
+    /// Starts the connection task, which forms groups of at most `max_calls` calls
+    /// (1: every call alone, any number in flight). Must be called inside a tokio
+    /// runtime; the task ends when the grouper is dropped.
+    pub(super) fn start(target: Target, max_calls: usize) -> Self {
         let (queue, waiting) = mpsc::unbounded_channel();
-        let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
-        tokio::spawn(form_groups(
-            transport.clone(),
-            waiting,
-            in_flight.clone(),
-            max_calls.max(1),
-        ));
-        Grouper {
-            queue,
-            in_flight,
-            transport,
-        }
+        let target = Arc::new(target);
+        let max_calls = max_calls.max(1);
+        let in_flight = if max_calls == 1 {
+            usize::MAX
+        } else {
+            IN_FLIGHT
+        };
+        tokio::spawn(
+            Driver {
+                target: target.clone(),
+                waiting,
+                held: None,
+                max_calls,
+                in_flight_limit: in_flight,
+                link: None,
+                out: Vec::with_capacity(16 * 1024),
+            }
+            .run(),
+        );
+        Grouper { queue, target }
     }
 
     /// Runs one script call, alone when Redis is idle, grouped with others otherwise.
     pub(super) async fn call(
         &self,
-        command: &str,
+        command: &'static str,
         now: f64,
         args: Vec<String>,
     ) -> Result<Value, Error> {
-        // A `batch` cannot be nested in the batch of a group: it always goes alone.
-        if command == "batch" {
-            let cmd = self.transport.invocation(command, now, &args);
-            return self.transport.run(&cmd).await;
-        }
-        if self.in_flight.available_permits() == IN_FLIGHT
-            && let Ok(_permit) = self.in_flight.clone().try_acquire_owned()
-        {
-            let cmd = self.transport.invocation(command, now, &args);
-            return self.transport.run(&cmd).await;
-        }
         let (reply, result) = oneshot::channel();
-        let pending = Pending {
-            command: command.to_owned(),
-            now,
-            args,
-            reply,
-        };
-        if self.queue.send(pending).is_err() {
+        self.submit(
+            Work::Call(Call {
+                command,
+                now,
+                args,
+                reply,
+            }),
+            result,
+        )
+        .await
+    }
+
+    /// Runs one `batch` invocation of `calls` by itself; its reply is one result per
+    /// call.
+    pub(super) async fn batch(
+        &self,
+        now: f64,
+        calls: &[(&str, Vec<String>)],
+    ) -> Result<Value, Error> {
+        let mut request = Vec::new();
+        let calls = calls
+            .iter()
+            .map(|(command, args)| (*command, args.as_slice()));
+        put_batch(&mut request, &self.target, &format_now(now), calls);
+        let (reply, result) = oneshot::channel();
+        self.submit(Work::Alone { request, reply }, result).await
+    }
+
+    async fn submit(
+        &self,
+        work: Work,
+        result: oneshot::Receiver<Result<Value, Error>>,
+    ) -> Result<Value, Error> {
+        if self.queue.send(work).is_err() {
             return Err(Error::Unavailable("the server is shutting down".to_owned()));
         }
         result
@@ -91,78 +154,368 @@ impl Grouper {
     }
 }
 
-/// Waits for a call, then for a free slot, then takes every call queued meanwhile (up
-/// to `max_calls`) and sends them off as one group.
-async fn form_groups(
-    transport: Arc<Transport>,
-    mut waiting: mpsc::UnboundedReceiver<Pending>,
-    in_flight: Arc<Semaphore>,
+/// An invocation written to Redis and not answered yet.
+struct InFlight {
+    sent: Sent,
+    at: Instant,
+    /// Already sent a second time (after NOSCRIPT, or alone after its group was
+    /// refused): not sent a third.
+    retried: bool,
+}
+
+enum Sent {
+    One(Call),
+    Group(Vec<Call>),
+    Alone {
+        request: Vec<u8>,
+        reply: Reply,
+    },
+    /// `SCRIPT LOAD`, written before invocations that met NOSCRIPT.
+    Load,
+}
+
+/// An open connection and what was sent on it, in order.
+struct Link {
+    socket: Box<dyn Socket>,
+    reader: Reader,
+    in_flight: VecDeque<InFlight>,
+}
+
+/// The connection task.
+struct Driver {
+    target: Arc<Target>,
+    waiting: mpsc::UnboundedReceiver<Work>,
+    /// Work taken from the queue that could not join the group sent before it.
+    held: Option<Work>,
     max_calls: usize,
-) {
-    while let Some(first) = waiting.recv().await {
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            return;
-        };
-        let mut group = Vec::with_capacity(max_calls.min(64));
-        group.push(first);
-        while group.len() < max_calls {
-            match waiting.try_recv() {
-                Ok(pending) => group.push(pending),
-                Err(_) => break,
+    in_flight_limit: usize,
+    link: Option<Link>,
+    /// The outgoing bytes, reused.
+    out: Vec<u8>,
+}
+
+impl Driver {
+    async fn run(mut self) {
+        // One timer for the response timeout, checked when it fires rather than reset
+        // for every invocation.
+        let deadline = tokio::time::sleep(self.target.response_timeout);
+        tokio::pin!(deadline);
+        loop {
+            let in_flight = self.link.as_ref().map_or(0, |link| link.in_flight.len());
+            let can_send = in_flight < self.in_flight_limit;
+            tokio::select! {
+                biased;
+                read = readable(self.link.as_mut()) => match read {
+                    Ok(()) => self.answer().await,
+                    Err(err) => self.drop_link(&format!("the Redis connection failed: {err}")),
+                },
+                work = next_work(&mut self.held, &mut self.waiting), if can_send => {
+                    let Some(work) = work else { return };
+                    let was_idle = in_flight == 0;
+                    self.send(work).await;
+                    if was_idle {
+                        deadline.as_mut().reset(Instant::now() + self.target.response_timeout);
+                    }
+                }
+                () = &mut deadline, if in_flight > 0 => {
+                    let oldest = self.link.as_ref().and_then(|link| link.in_flight.front());
+                    match oldest.map(|call| call.at + self.target.response_timeout) {
+                        Some(due) if due > Instant::now() => deadline.as_mut().reset(due),
+                        Some(_) => self.drop_link(&format!(
+                            "Redis did not answer within {}s",
+                            self.target.response_timeout.as_secs_f64()
+                        )),
+                        None => {}
+                    }
+                }
             }
         }
-        tokio::spawn(run_group(transport.clone(), group, permit));
+    }
+
+    /// Sends `first` with whatever queued calls can join it.
+    async fn send(&mut self, first: Work) {
+        let sent = match first {
+            Work::Alone { request, reply } => Sent::Alone { request, reply },
+            Work::Call(call) if call.command == "batch" || self.max_calls == 1 => Sent::One(call),
+            Work::Call(call) => {
+                let mut calls = vec![call];
+                while calls.len() < self.max_calls {
+                    match self.waiting.try_recv() {
+                        // A `batch` cannot be nested in the batch of a group.
+                        Ok(Work::Call(call)) if call.command != "batch" => calls.push(call),
+                        Ok(other) => {
+                            self.held = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                calls.retain(|call| !call.reply.is_closed());
+                match calls.len() {
+                    0 => return,
+                    1 => Sent::One(calls.pop().expect("one call")),
+                    _ => Sent::Group(calls),
+                }
+            }
+        };
+        if let Sent::One(call) = &sent
+            && call.reply.is_closed()
+        {
+            return;
+        }
+        if self.link.is_none() {
+            match connect(&self.target).await {
+                Ok(link) => self.link = Some(link),
+                Err(err) => {
+                    let err = Error::Unavailable(format!("cannot reach Redis: {err}"));
+                    fail(sent, &err);
+                    return;
+                }
+            }
+        }
+        self.write(vec![(sent, false)]).await;
+    }
+
+    /// Encodes and writes `items` (with `SCRIPT LOAD` first when one is a retry after
+    /// NOSCRIPT), then records them as in flight.
+    async fn write(&mut self, items: Vec<(Sent, bool)>) {
+        let Some(link) = self.link.as_mut() else {
+            let err = Error::Unavailable("the Redis connection failed".to_owned());
+            items.into_iter().for_each(|(sent, _)| fail(sent, &err));
+            return;
+        };
+        self.out.clear();
+        let now = Instant::now();
+        let mut recorded = Vec::with_capacity(items.len() + 1);
+        let mut loading = false;
+        for (sent, retried) in items {
+            if retried && !loading {
+                loading = true;
+                resp::put_command(
+                    &mut self.out,
+                    &["SCRIPT", "LOAD", self.target.script.source()],
+                );
+                recorded.push(InFlight {
+                    sent: Sent::Load,
+                    at: now,
+                    retried: true,
+                });
+            }
+            encode(&mut self.out, &self.target, &sent);
+            recorded.push(InFlight {
+                sent,
+                at: now,
+                retried,
+            });
+        }
+        link.in_flight.extend(recorded);
+        if let Err(err) = link.socket.write_all(&self.out).await {
+            self.drop_link(&format!("writing to Redis failed: {err}"));
+        }
+    }
+
+    /// Hands out every complete reply read so far; resends what must be resent.
+    async fn answer(&mut self) {
+        let mut resend = Vec::new();
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        loop {
+            let value = match link.reader.parsed() {
+                Ok(Some(value)) => value,
+                Ok(None) => break,
+                Err(err) => {
+                    self.drop_link(&format!("unreadable reply from Redis: {err}"));
+                    return;
+                }
+            };
+            let Some(call) = link.in_flight.pop_front() else {
+                self.drop_link("Redis sent a reply nobody asked for");
+                return;
+            };
+            deliver(call, value, &mut resend);
+        }
+        if !resend.is_empty() {
+            self.write(resend).await;
+        }
+    }
+
+    /// Gives up the connection, failing everything in flight on it.
+    fn drop_link(&mut self, why: &str) {
+        if let Some(link) = self.link.take() {
+            // An idle connection closing (Redis restarting, or stopping as qlessd shuts
+            // down) loses nothing: the next call opens another.
+            if link.in_flight.is_empty() {
+                tracing::debug!(why, "dropping the idle script connection");
+            } else {
+                tracing::warn!(
+                    why,
+                    in_flight = link.in_flight.len(),
+                    "dropping the script connection"
+                );
+            }
+            let err = Error::Unavailable(why.to_owned());
+            for call in link.in_flight {
+                fail(call.sent, &err);
+            }
+        }
     }
 }
 
-/// Sends one group: a single call as itself, several as one `batch` invocation whose
-/// `now` is the latest of theirs (each was read from the clock before queueing, so the
-/// latest is still no later than the moment the group runs).
-async fn run_group(
-    transport: Arc<Transport>,
-    mut group: Vec<Pending>,
-    _permit: OwnedSemaphorePermit,
-) {
-    group.retain(|pending| !pending.reply.is_closed());
-    if group.len() <= 1 {
-        if let Some(pending) = group.pop() {
-            let cmd = transport.invocation(&pending.command, pending.now, &pending.args);
-            let _ = pending.reply.send(transport.run(&cmd).await);
-        }
-        return;
+/// Opens a connection for script calls (authenticated, on the URL's database).
+async fn connect(target: &Target) -> io::Result<Link> {
+    let (mut socket, setup) = resp::open(&target.url, true, target.connect_timeout).await?;
+    let mut reader = Reader::new();
+    tokio::time::timeout(
+        target.connect_timeout,
+        resp::handshake(&mut socket, &mut reader, &setup),
+    )
+    .await
+    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer to AUTH/SELECT"))??;
+    Ok(Link {
+        socket,
+        reader,
+        in_flight: VecDeque::new(),
+    })
+}
+
+/// Resolves when more bytes were read on the connection (never without one).
+async fn readable(link: Option<&mut Link>) -> io::Result<()> {
+    match link {
+        Some(link) => link.reader.fill(&mut link.socket).await,
+        None => pending().await,
     }
-    let now = group.iter().map(|p| p.now).fold(f64::MIN, f64::max);
-    let mut cmd = transport.invocation("batch", now, &[]);
-    for pending in &group {
-        cmd.arg(&pending.command)
-            .arg(pending.args.len())
-            .arg(&pending.args);
+}
+
+/// The held work, or the next queued call. Cancel-safe.
+async fn next_work(
+    held: &mut Option<Work>,
+    waiting: &mut mpsc::UnboundedReceiver<Work>,
+) -> Option<Work> {
+    match held.take() {
+        Some(work) => Some(work),
+        None => waiting.recv().await,
     }
-    match transport.run(&cmd).await {
-        Ok(Value::Array(replies)) if replies.len() == group.len() => {
-            for (pending, reply) in group.into_iter().zip(replies) {
-                let _ = pending.reply.send(value_to_result(reply));
+}
+
+/// Hands `value`, the reply to `call`, to its callers; what must go again (after
+/// NOSCRIPT, or the calls of a group refused as a whole) is added to `resend`.
+fn deliver(call: InFlight, value: Value, resend: &mut Vec<(Sent, bool)>) {
+    let no_script =
+        matches!(&value, Value::ServerError(err) if err.kind() == Some(ServerErrorKind::NoScript));
+    match call.sent {
+        Sent::Load => {
+            if let Value::ServerError(err) = &value {
+                tracing::warn!(%err, "loading the script again failed");
             }
         }
-        Ok(other) => {
-            let err = Error::reply(format!("batch reply {other:?}"));
-            for pending in group {
-                let _ = pending.reply.send(Err(err.clone()));
-            }
+        sent if no_script && !call.retried => resend.push((sent, true)),
+        Sent::One(one) => {
+            let _ = one.reply.send(value_to_result(value));
         }
-        Err(Error::Script { .. }) => {
+        Sent::Alone { reply, .. } => {
+            let _ = reply.send(value_to_result(value));
+        }
+        Sent::Group(calls) => match value {
+            Value::Array(replies) if replies.len() == calls.len() => {
+                for (call, reply) in calls.into_iter().zip(replies) {
+                    let _ = call.reply.send(value_to_result(reply));
+                }
+            }
             // The script refused the batch as a whole, which it does only before any
             // call ran (a command it does not know, say): each call goes alone, so each
             // gets its own answer.
-            for pending in group {
-                let cmd = transport.invocation(&pending.command, pending.now, &pending.args);
-                let _ = pending.reply.send(transport.run(&cmd).await);
+            Value::ServerError(_) if !call.retried => {
+                resend.extend(calls.into_iter().map(|call| (Sent::One(call), false)));
+            }
+            other => {
+                let err = match value_to_result(other) {
+                    Err(err) => err,
+                    Ok(other) => Error::reply(format!("batch reply {other:?}")),
+                };
+                for call in calls {
+                    let _ = call.reply.send(Err(err.clone()));
+                }
+            }
+        },
+    }
+}
+
+/// Gives every caller behind `sent` the error `err`.
+fn fail(sent: Sent, err: &Error) {
+    match sent {
+        Sent::One(call) => {
+            let _ = call.reply.send(Err(err.clone()));
+        }
+        Sent::Group(calls) => {
+            for call in calls {
+                let _ = call.reply.send(Err(err.clone()));
             }
         }
-        Err(err) => {
-            for pending in group {
-                let _ = pending.reply.send(Err(err.clone()));
+        Sent::Alone { reply, .. } => {
+            let _ = reply.send(Err(err.clone()));
+        }
+        Sent::Load => {}
+    }
+}
+
+/// Appends the invocation `sent` stands for.
+fn encode(out: &mut Vec<u8>, target: &Target, sent: &Sent) {
+    match sent {
+        Sent::One(call) => {
+            put_head(
+                out,
+                target,
+                call.command,
+                &format_now(call.now),
+                call.args.len(),
+            );
+            for arg in &call.args {
+                resp::put_bulk(out, arg.as_bytes());
             }
+        }
+        Sent::Group(calls) => {
+            let now = calls.iter().map(|call| call.now).fold(f64::MIN, f64::max);
+            let calls = calls
+                .iter()
+                .map(|call| (call.command, call.args.as_slice()));
+            put_batch(out, target, &format_now(now), calls);
+        }
+        Sent::Alone { request, .. } => out.extend_from_slice(request),
+        Sent::Load => {}
+    }
+}
+
+/// Appends `EVALSHA sha <numkeys> [namespace key] <command> <now>`, announcing `more`
+/// arguments still to be appended.
+fn put_head(out: &mut Vec<u8>, target: &Target, command: &str, now: &str, more: usize) {
+    let keys = usize::from(target.namespace_key.is_some());
+    resp::put_array(out, 5 + keys + more);
+    resp::put_bulk(out, b"EVALSHA");
+    resp::put_bulk(out, target.script.sha().as_bytes());
+    resp::put_bulk_number(out, keys);
+    if let Some(key) = &target.namespace_key {
+        resp::put_bulk(out, key.as_bytes());
+    }
+    resp::put_bulk(out, command.as_bytes());
+    resp::put_bulk(out, now.as_bytes());
+}
+
+/// Appends one `batch` invocation of `calls`: `batch now (command argc args...)...`,
+/// where each call keeps its own reply or error.
+fn put_batch<'a>(
+    out: &mut Vec<u8>,
+    target: &Target,
+    now: &str,
+    calls: impl Iterator<Item = (&'a str, &'a [String])> + Clone,
+) {
+    let more = calls.clone().map(|(_, args)| 2 + args.len()).sum();
+    put_head(out, target, "batch", now, more);
+    for (command, args) in calls {
+        resp::put_bulk(out, command.as_bytes());
+        resp::put_bulk_number(out, args.len());
+        for arg in args {
+            resp::put_bulk(out, arg.as_bytes());
         }
     }
 }

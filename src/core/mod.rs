@@ -1,7 +1,8 @@
 //! The only code that talks to Redis: the compiled-in qless script, the connection
 //! pool, the embedded `redis-server` supervisor, the event subscription, and
 //! [`Qless`], whose methods are one typed function per Lua command (same names as the
-//! commands) and whose concurrent calls share invocations (`group.rs`).
+//! commands) and whose concurrent calls share a connection and invocations
+//! (`group.rs`, over the hand-written RESP of `resp.rs`).
 
 mod config;
 pub mod embedded;
@@ -13,13 +14,14 @@ pub mod pool;
 pub mod queues;
 pub mod recurring;
 mod reply;
+mod resp;
 pub mod script;
 mod subscription;
 mod workers;
 
 use std::time::Duration;
 
-use redis::{ErrorKind, ServerErrorKind, Value};
+use redis::Value;
 
 pub use error::{Error, ScriptCode};
 pub use jobs::{CompleteArgs, Completion, PutArgs, RetryArgs, Tracked};
@@ -45,9 +47,10 @@ pub struct ConnectOptions {
     pub url: String,
     /// `None`: the plain `ql:` prefix. `Some(ns)`: keys under `ql:{ns}:`.
     pub namespace: Option<String>,
-    /// Maximum pooled connections.
+    /// Maximum pooled connections (readiness checks, script loading).
     pub pool_size: u32,
-    /// How long a call waits for a free connection.
+    /// How long a call waits for a free pooled connection, or for a new connection
+    /// for script calls to open.
     pub checkout_timeout: Duration,
     /// How long a call waits for Redis's answer (a call Redis ran but answered later
     /// is reported as unavailable, so this is generous: the request deadline).
@@ -67,13 +70,14 @@ pub struct Qless {
 }
 
 struct Inner {
-    transport: std::sync::Arc<Transport>,
-    /// Present when concurrent calls are grouped.
-    grouper: Option<group::Grouper>,
+    /// Script calls: a connection of their own, shared by concurrent calls.
+    calls: group::Grouper,
+    /// Everything else: start-up checks, readiness, loading the script.
+    transport: Transport,
     url: String,
 }
 
-/// How an invocation reaches Redis: the pool, the script and the namespace key.
+/// The pooled redis-rs connections, the script and the namespace key.
 struct Transport {
     pool: pool::Pool,
     script: Script,
@@ -100,11 +104,11 @@ impl Qless {
             options.checkout_timeout,
             options.response_timeout,
         )?;
-        let transport = std::sync::Arc::new(Transport {
+        let transport = Transport {
             pool,
             script: Script::qless(),
             namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
-        });
+        };
         let checks = async {
             let mut conn = transport.pool.get().await?;
             let info = conn.query(redis::cmd("INFO").arg("server")).await?;
@@ -115,14 +119,22 @@ impl Qless {
             transport.load(&mut conn).await
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, checks).await {
-            Ok(Ok(())) => Ok(Qless {
-                inner: std::sync::Arc::new(Inner {
-                    grouper: (options.group_calls > 1)
-                        .then(|| group::Grouper::start(transport.clone(), options.group_calls)),
-                    transport,
+            Ok(Ok(())) => {
+                let target = group::Target {
                     url: options.url.clone(),
-                }),
-            }),
+                    script: transport.script.clone(),
+                    namespace_key: transport.namespace_key.clone(),
+                    connect_timeout: options.checkout_timeout,
+                    response_timeout: options.response_timeout,
+                };
+                Ok(Qless {
+                    inner: std::sync::Arc::new(Inner {
+                        calls: group::Grouper::start(target, options.group_calls),
+                        transport,
+                        url: options.url.clone(),
+                    }),
+                })
+            }
             Ok(Err(Error::Unavailable(why))) | Ok(Err(Error::Redis(why))) => Err(Error::Startup(
                 format!("cannot use Redis at {}: {why}", options.url),
             )),
@@ -184,16 +196,13 @@ impl Qless {
     ///
     /// `args` is taken by value where the caller has it to give: a grouped call waits
     /// in a queue holding its arguments, which would otherwise be copied there.
-    pub async fn call(&self, command: &str, now: f64, args: impl CallArgs) -> Result<Value, Error> {
-        match &self.inner.grouper {
-            Some(grouper) => grouper.call(command, now, args.into_vec()).await,
-            None => {
-                let transport = &self.inner.transport;
-                transport
-                    .run(&transport.invocation(command, now, args.as_slice()))
-                    .await
-            }
-        }
+    pub async fn call(
+        &self,
+        command: &'static str,
+        now: f64,
+        args: impl CallArgs,
+    ) -> Result<Value, Error> {
+        self.inner.calls.call(command, now, args.into_vec()).await
     }
 
     /// Runs several script commands, returning one result per command: a failing
@@ -211,14 +220,9 @@ impl Qless {
         now: f64,
         calls: &[(&str, Vec<String>)],
     ) -> Result<Vec<Result<Value, Error>>, Error> {
-        let transport = &self.inner.transport;
         let mut results = Vec::with_capacity(calls.len());
         for chunk in calls.chunks(BATCH_CALLS) {
-            let mut cmd = transport.invocation("batch", now, &[]);
-            for (command, args) in chunk {
-                cmd.arg(*command).arg(args.len()).arg(args);
-            }
-            let err = match transport.run(&cmd).await {
+            let err = match self.inner.calls.batch(now, chunk).await {
                 Ok(Value::Array(replies)) if replies.len() == chunk.len() => {
                     results.extend(replies.into_iter().map(value_to_result));
                     continue;
@@ -237,39 +241,6 @@ impl Qless {
 }
 
 impl Transport {
-    /// Sends one invocation, loading the script again when Redis answers NOSCRIPT
-    /// (which means the invocation ran nothing).
-    async fn run(&self, cmd: &redis::Cmd) -> Result<Value, Error> {
-        let mut conn = self.connection().await?;
-        match conn.query(cmd).await {
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.load(&mut conn).await?;
-                Ok(conn.query(cmd).await?)
-            }
-            other => Ok(other?),
-        }
-    }
-
-    /// A connection for one call. The pooled connection goes back at once and the
-    /// call uses a clone of its handle: redis-rs pipelines concurrent calls over one
-    /// socket, so a few connections serve many requests with fewer system calls on
-    /// both sides, while bb8 still replaces a connection whose socket failed.
-    async fn connection(&self) -> Result<pool::Connection, Error> {
-        let pooled = self.pool.get().await?;
-        Ok(pooled.clone())
-    }
-
-    fn invocation(&self, command: &str, now: f64, args: &[String]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.sha());
-        match &self.namespace_key {
-            Some(key) => cmd.arg(1).arg(key),
-            None => cmd.arg(0),
-        };
-        cmd.arg(command).arg(format_now(now)).arg(args);
-        cmd
-    }
-
     async fn load(&self, conn: &mut pool::Connection) -> Result<(), Error> {
         let reply = conn
             .query(redis::cmd("SCRIPT").arg("LOAD").arg(self.script.source()))
@@ -288,8 +259,26 @@ impl Transport {
 /// `now` as the script receives it: seconds with millisecond precision, without
 /// trailing zeros (logical test times stay short: `1`, `2.5`).
 pub fn format_now(now: f64) -> String {
-    let text = format!("{now:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    let millis = (now * 1000.0).round();
+    // Every call formats the time: whole milliseconds are written with integer
+    // arithmetic, which costs a tenth of float formatting.
+    if !(0.0..1e15).contains(&millis) {
+        let text = format!("{now:.3}");
+        return text.trim_end_matches('0').trim_end_matches('.').to_owned();
+    }
+    let millis = millis as u64;
+    let mut text = (millis / 1000).to_string();
+    let mut fraction = millis % 1000;
+    if fraction != 0 {
+        text.push('.');
+        let mut digits = 3;
+        while fraction.is_multiple_of(10) {
+            fraction /= 10;
+            digits -= 1;
+        }
+        text.push_str(&format!("{fraction:0digits$}"));
+    }
+    text
 }
 
 fn value_to_result(value: Value) -> Result<Value, Error> {
@@ -346,6 +335,19 @@ mod tests {
         assert_eq!(format_now(0.0), "0");
         assert_eq!(format_now(12.5), "12.5");
         assert_eq!(format_now(1_700_000_000.123), "1700000000.123");
+        assert_eq!(format_now(1_700_000_000.05), "1700000000.05");
+        assert_eq!(format_now(7.0004), "7");
+        assert_eq!(format_now(7.0096), "7.01");
+        assert_eq!(format_now(0.001), "0.001");
+        for millis in (0..100_000u64).step_by(7) {
+            let now = 1_763_800_000.0 + millis as f64 / 1000.0;
+            let text = format!("{now:.3}");
+            assert_eq!(
+                format_now(now),
+                text.trim_end_matches('0').trim_end_matches('.'),
+                "{now}"
+            );
+        }
     }
 
     #[test]

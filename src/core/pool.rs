@@ -1,22 +1,16 @@
-//! The Redis connection pool: bb8 over bb8-redis's multiplexed connections, with one
-//! addition. bb8-redis never reports a multiplexed connection as broken, so after a
-//! Redis restart every pooled connection would keep failing; testing each one on
+//! The Redis connection pool for everything but script calls (start-up checks,
+//! readiness, loading the script): bb8 over bb8-redis's multiplexed connections, with
+//! one addition. bb8-redis never reports a multiplexed connection as broken, so after
+//! a Redis restart every pooled connection would keep failing; testing each one on
 //! checkout would cost a PING per request instead. Here a connection that saw a
 //! transport error is flagged, and bb8 drops it when it comes back to the pool.
 //!
 //! Connections wait as long as the caller allows for Redis's answer. redis-rs gives up
-//! after 500 ms by default, which would report a call that Redis ran (a large batch,
-//! or any call queued behind one) as failed: a pop whose leased jobs nobody receives,
-//! a put a client retries into a duplicate. So connections are opened here with the
-//! configured response timeout rather than by bb8-redis's manager, which keeps the
+//! after 500 ms by default, which would report a slow but successful command (loading
+//! the script into a busy Redis, say) as failed. So connections are opened here with
+//! the configured response timeout rather than by bb8-redis's manager, which keeps the
 //! default.
-//!
-//! Calls do not hold a connection: they take a clone of its handle and give the
-//! connection straight back (see `Qless::connection`), so concurrent calls share a
-//! few sockets and redis-rs pipelines them; clones share the broken flag.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bb8_redis::RedisConnectionManager;
@@ -25,12 +19,10 @@ use redis::aio::{ConnectionLike as _, MultiplexedConnection};
 
 use super::Error;
 
-/// A pooled connection that remembers whether its socket failed. Clones share the
-/// socket (redis-rs pipelines concurrent requests over it) and the broken flag.
-#[derive(Clone)]
+/// A pooled connection that remembers whether its socket failed.
 pub struct Connection {
     inner: MultiplexedConnection,
-    broken: Arc<AtomicBool>,
+    broken: bool,
 }
 
 impl Connection {
@@ -45,21 +37,7 @@ impl Connection {
         if let Err(err) = &result
             && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
         {
-            self.broken.store(true, Ordering::Release);
-        }
-        result
-    }
-
-    /// Sends a pipeline, flagging the connection when the transport fails.
-    pub async fn query_pipeline(
-        &mut self,
-        pipe: &redis::Pipeline,
-    ) -> Result<Vec<redis::Value>, redis::RedisError> {
-        let result = pipe.query_async(&mut self.inner).await;
-        if let Err(err) = &result
-            && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
-        {
-            self.broken.store(true, Ordering::Release);
+            self.broken = true;
         }
         result
     }
@@ -84,7 +62,7 @@ impl bb8::ManageConnection for Manager {
             .await?;
         Ok(Connection {
             inner,
-            broken: Arc::new(AtomicBool::new(false)),
+            broken: false,
         })
     }
 
@@ -93,7 +71,7 @@ impl bb8::ManageConnection for Manager {
     }
 
     fn has_broken(&self, conn: &mut Connection) -> bool {
-        conn.broken.load(Ordering::Acquire)
+        conn.broken
     }
 }
 

@@ -2,14 +2,19 @@
 //! the socket. Every write command of the script publishes at least one event, so this
 //! connection parses one message per put, pop or completion; redis-rs's general
 //! reply parser and pub/sub machinery cost several times more CPU per message than
-//! the whole rest of the bridge. A subscribed connection only ever receives a few
-//! frame shapes (arrays of bulk strings and integers), which this reads directly.
-//! Addresses and credentials still come from redis-rs's URL parsing.
+//! the whole rest of the bridge. Pattern messages, nearly all that arrives, are read
+//! in place; anything else goes through the general parser of `resp.rs`.
 
 use std::io;
+use std::time::Duration;
 
-use redis::ConnectionAddr;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use redis::Value;
+use tokio::io::AsyncWriteExt;
+
+use super::resp::{self, Reader, Socket, protocol};
+
+/// How long opening the subscription may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A message published on a channel matching the subscription's pattern.
 #[derive(Debug, PartialEq, Eq)]
@@ -20,62 +25,39 @@ pub struct Message {
     pub payload: Vec<u8>,
 }
 
-/// A connection to Redis (TCP or Unix socket; an in-memory pipe in tests).
-pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
-
 /// A connection subscribed to one pattern (`PSUBSCRIBE`).
 pub struct Subscription {
     socket: Box<dyn Socket>,
-    buffer: Vec<u8>,
-    /// Where unparsed data starts in `buffer`.
-    start: usize,
+    reader: Reader,
 }
 
 impl Subscription {
     /// Connects to the Redis at `url`, authenticates as the URL says and subscribes to
     /// `pattern`. Returns once Redis has confirmed the subscription.
     pub async fn open(url: &str, pattern: &str) -> io::Result<Self> {
-        let client = redis::Client::open(url).map_err(io::Error::other)?;
-        let info = client.get_connection_info();
-        let socket: Box<dyn Socket> = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-                stream.set_nodelay(true)?;
-                Box::new(stream)
-            }
-            ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-            _ => return Err(io::Error::other("TLS Redis URLs are not supported")),
-        };
-        let settings = info.redis_settings();
-        let mut auth = Vec::new();
-        if let Some(password) = settings.password() {
-            auth.push("AUTH");
-            auth.extend(settings.username());
-            auth.push(password);
-        }
-        Self::over(socket, &auth, pattern).await
+        let (socket, setup) = resp::open(url, false, CONNECT_TIMEOUT).await?;
+        Self::over(socket, &setup, pattern).await
     }
 
-    /// Subscribes to `pattern` over a connected `socket`, first sending `auth` (an AUTH
-    /// command, or nothing).
-    pub async fn over(socket: Box<dyn Socket>, auth: &[&str], pattern: &str) -> io::Result<Self> {
-        let mut subscription = Subscription {
-            socket,
-            buffer: Vec::with_capacity(16 * 1024),
-            start: 0,
-        };
-        if !auth.is_empty() {
-            subscription.send(auth).await?;
-            if let Frame::Error(err) = subscription.next_frame().await? {
-                return Err(io::Error::other(format!("AUTH: {err}")));
-            }
-        }
+    /// Subscribes to `pattern` over a connected `socket`, first sending the `setup`
+    /// commands (AUTH, or nothing).
+    pub async fn over(
+        mut socket: Box<dyn Socket>,
+        setup: &[Vec<String>],
+        pattern: &str,
+    ) -> io::Result<Self> {
+        let mut reader = Reader::new();
+        resp::handshake(&mut socket, &mut reader, setup).await?;
+        let mut subscription = Subscription { socket, reader };
         subscription.send(&["PSUBSCRIBE", pattern]).await?;
-        match subscription.next_frame().await? {
-            Frame::Array(items) if matches!(items.first(), Some(Frame::Bulk(Some(kind))) if kind == b"psubscribe") =>
+        match subscription
+            .reader
+            .next_value(&mut subscription.socket)
+            .await?
+        {
+            Value::Array(items) if matches!(items.first(), Some(Value::BulkString(kind)) if kind == b"psubscribe") =>
                 {}
-            Frame::Error(err) => return Err(io::Error::other(format!("PSUBSCRIBE: {err}"))),
+            Value::ServerError(err) => return Err(io::Error::other(format!("PSUBSCRIBE: {err}"))),
             other => return Err(protocol(format!("unexpected PSUBSCRIBE reply {other:?}"))),
         }
         Ok(subscription)
@@ -86,19 +68,19 @@ impl Subscription {
     /// Cancel-safe: bytes already read stay buffered for the next call.
     pub async fn next(&mut self) -> io::Result<Option<Message>> {
         loop {
-            let data = &self.buffer[self.start..];
+            let data = self.reader.pending();
             // Nearly every frame is a pattern message: read those without building
-            // the general frame tree (four allocations and a copy per message).
+            // the general value tree (four allocations and a copy per message).
             let parsed = if data.starts_with(PMESSAGE_HEAD) || PMESSAGE_HEAD.starts_with(data) {
                 pattern_message(data)?.map(|(message, used)| (Some(message), used))
             } else {
-                parse(data)?.map(|(frame, used)| (as_message(frame), used))
+                resp::parse(data)?.map(|(value, used)| (as_message(value), used))
             };
             if let Some((message, used)) = parsed {
-                self.consume(used);
+                self.reader.consume(used);
                 return Ok(message);
             }
-            self.fill().await?;
+            self.reader.fill(&mut self.socket).await?;
         }
     }
 
@@ -109,45 +91,9 @@ impl Subscription {
     }
 
     async fn send(&mut self, words: &[&str]) -> io::Result<()> {
-        let mut request = format!("*{}\r\n", words.len());
-        for word in words {
-            request.push_str(&format!("${}\r\n{word}\r\n", word.len()));
-        }
-        self.socket.write_all(request.as_bytes()).await
-    }
-
-    async fn next_frame(&mut self) -> io::Result<Frame> {
-        loop {
-            if let Some((frame, used)) = parse(&self.buffer[self.start..])? {
-                self.consume(used);
-                return Ok(frame);
-            }
-            self.fill().await?;
-        }
-    }
-
-    /// Marks `used` bytes of the buffer as read.
-    fn consume(&mut self, used: usize) {
-        self.start += used;
-        if self.start == self.buffer.len() {
-            self.buffer.clear();
-            self.start = 0;
-        }
-    }
-
-    /// Reads more bytes after those not parsed yet (moved to the front first).
-    async fn fill(&mut self) -> io::Result<()> {
-        if self.start > 0 {
-            self.buffer.drain(..self.start);
-            self.start = 0;
-        }
-        if self.socket.read_buf(&mut self.buffer).await? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "Redis closed the subscription",
-            ));
-        }
-        Ok(())
+        let mut request = Vec::new();
+        resp::put_command(&mut request, words);
+        self.socket.write_all(&request).await
     }
 }
 
@@ -210,97 +156,27 @@ fn bulk_at(data: &[u8], at: usize) -> io::Result<Option<(std::ops::Range<usize>,
     Ok(Some((start..end, end + 2)))
 }
 
-/// The frames a subscribed RESP2 connection receives.
-#[derive(Debug, PartialEq, Eq)]
-enum Frame {
-    Simple(Vec<u8>),
-    Error(String),
-    Integer(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Vec<Frame>),
-}
-
 /// `pmessage <pattern> <channel> <payload>` as a [`Message`]; anything else (the
-/// confirmations of subscribe commands) is `None`.
-fn as_message(frame: Frame) -> Option<Message> {
-    let Frame::Array(items) = frame else {
+/// confirmations of subscribe commands, the answer to a PING) is `None`.
+fn as_message(value: Value) -> Option<Message> {
+    let Value::Array(items) = value else {
         return None;
     };
     let mut items = items.into_iter();
     match (items.next(), items.next(), items.next(), items.next()) {
         (
-            Some(Frame::Bulk(Some(kind))),
+            Some(Value::BulkString(kind)),
             Some(_pattern),
-            Some(Frame::Bulk(Some(channel))),
-            Some(Frame::Bulk(Some(payload))),
+            Some(Value::BulkString(channel)),
+            Some(Value::BulkString(payload)),
         ) if kind == b"pmessage" => Some(Message { channel, payload }),
         _ => None,
     }
 }
 
-fn protocol(what: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what)
-}
-
-/// Parses one frame from the front of `data`: `None` when more bytes are needed,
-/// otherwise the frame and how many bytes it took.
-fn parse(data: &[u8]) -> io::Result<Option<(Frame, usize)>> {
-    let Some(end) = data.windows(2).position(|pair| pair == b"\r\n") else {
-        return Ok(None);
-    };
-    let Some((&kind, line)) = data[..end].split_first() else {
-        return Err(protocol("empty line".to_owned()));
-    };
-    let after_line = end + 2;
-    let number = || -> io::Result<i64> {
-        std::str::from_utf8(line)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .ok_or_else(|| protocol(format!("bad length {:?}", String::from_utf8_lossy(line))))
-    };
-    match kind {
-        b'+' => Ok(Some((Frame::Simple(line.to_vec()), after_line))),
-        b'-' => Ok(Some((
-            Frame::Error(String::from_utf8_lossy(line).into_owned()),
-            after_line,
-        ))),
-        b':' => Ok(Some((Frame::Integer(number()?), after_line))),
-        b'$' => {
-            let length = number()?;
-            if length < 0 {
-                return Ok(Some((Frame::Bulk(None), after_line)));
-            }
-            let length = length as usize;
-            if data.len() < after_line + length + 2 {
-                return Ok(None);
-            }
-            let body = data[after_line..after_line + length].to_vec();
-            Ok(Some((Frame::Bulk(Some(body)), after_line + length + 2)))
-        }
-        b'*' => {
-            let count = number()?;
-            let mut items = Vec::with_capacity(count.clamp(0, 8) as usize);
-            let mut used = after_line;
-            for _ in 0..count.max(0) {
-                match parse(&data[used..])? {
-                    Some((item, taken)) => {
-                        items.push(item);
-                        used += taken;
-                    }
-                    None => return Ok(None),
-                }
-            }
-            Ok(Some((Frame::Array(items), used)))
-        }
-        other => Err(protocol(format!(
-            "unknown frame type {:?}",
-            char::from(other)
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::resp::parse;
     use super::*;
 
     const PMESSAGE: &[u8] =
@@ -344,8 +220,7 @@ mod tests {
         let (client, mut server) = tokio::io::duplex(64);
         let mut subscription = Subscription {
             socket: Box::new(client),
-            buffer: Vec::new(),
-            start: 0,
+            reader: Reader::new(),
         };
         let confirm = b"*3\r\n$10\r\npsubscribe\r\n$4\r\nql:*\r\n:1\r\n";
         let mut stream = confirm.to_vec();
@@ -368,13 +243,6 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_cut_anywhere_waits_for_more_bytes() {
-        for cut in 0..PMESSAGE.len() {
-            assert!(parse(&PMESSAGE[..cut]).unwrap().is_none(), "cut at {cut}");
-        }
-    }
-
-    #[test]
     fn confirmations_and_errors_are_not_messages() {
         let confirm = b"*3\r\n$10\r\npsubscribe\r\n$4\r\nql:*\r\n:1\r\n";
         let (frame, used) = parse(confirm).unwrap().unwrap();
@@ -383,15 +251,7 @@ mod tests {
         let (frame, _) = parse(b"-NOAUTH Authentication required.\r\n")
             .unwrap()
             .unwrap();
-        assert_eq!(
-            frame,
-            Frame::Error("NOAUTH Authentication required.".into())
-        );
-    }
-
-    #[test]
-    fn garbage_is_a_protocol_error() {
-        assert!(parse(b"?what\r\n").is_err());
-        assert!(parse(b"$abc\r\n").is_err());
+        assert!(matches!(frame, Value::ServerError(_)));
+        assert_eq!(as_message(frame), None);
     }
 }

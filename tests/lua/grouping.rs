@@ -221,3 +221,23 @@ async fn an_unknown_command_in_a_group_fails_alone() {
         other => panic!("expected a script error, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_that_meet_noscript_are_sent_again_and_each_call_runs_once() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    let mut conn = redis.client().get_connection().unwrap();
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut conn)
+        .unwrap();
+    let replies = put_while_busy(&redis, &qless, 100).await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        assert_eq!(reply, format!("j{i}"));
+    }
+    for i in 0..100 {
+        let stored = qless.get(START, &format!("j{i}")).await.unwrap();
+        let stored = stored.unwrap_or_else(|| panic!("j{i} missing"));
+        assert_eq!(stored.history.len(), 1, "j{i} put more than once");
+    }
+}

@@ -163,3 +163,94 @@ async fn a_call_redis_answers_late_is_still_answered() {
         started.elapsed()
     );
 }
+
+/// Options for a handle on `url` with a short response timeout.
+fn options(url: String, response_timeout: Duration) -> ConnectOptions {
+    ConnectOptions {
+        url,
+        namespace: None,
+        pool_size: 2,
+        checkout_timeout: Duration::from_secs(2),
+        response_timeout,
+        external: false,
+        group_calls: qlessd::core::BATCH_CALLS,
+    }
+}
+
+#[tokio::test]
+async fn script_calls_authenticate_and_use_the_database_named_in_the_url() {
+    let redis = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = format!("{}?pass=s3cret&db=3", redis.url());
+    let qless = Qless::connect(options(url, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    qless
+        .put(START, super::jobs::job("q", "in-db-3"))
+        .await
+        .unwrap();
+    let client = |db: u8| {
+        let url = format!("{}?pass=s3cret&db={db}", redis.url());
+        redis::Client::open(url).unwrap().get_connection().unwrap()
+    };
+    let exists = |db: u8| -> bool {
+        redis::cmd("EXISTS")
+            .arg("ql:j:in-db-3")
+            .query(&mut client(db))
+            .unwrap()
+    };
+    assert!(exists(3), "the job is in database 3");
+    assert!(!exists(0), "and not in database 0");
+}
+
+#[tokio::test]
+async fn a_call_unanswered_past_the_response_timeout_fails_and_the_next_one_works() {
+    let redis = RedisServer::start();
+    let qless = Qless::connect(options(redis.url(), Duration::from_millis(300)))
+        .await
+        .unwrap();
+    let mut admin = redis.client().get_connection().unwrap();
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("ALL")
+        .query::<()>(&mut admin)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = qless
+        .call("config.get", START, &["heartbeat".into()])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "gave up only after {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let value = qless
+        .call("config.get", START, &["heartbeat".into()])
+        .await
+        .expect("a new connection after the pause");
+    assert_eq!(value, redis::Value::Int(60));
+}
+
+#[tokio::test]
+async fn calls_go_on_over_a_new_connection_after_redis_drops_the_old_one() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    qless.put(START, super::jobs::job("q", "a")).await.unwrap();
+    let mut admin = redis.client().get_connection().unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut admin)
+        .unwrap();
+    assert!(killed >= 1, "the script connection was dropped");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    qless.put(START, super::jobs::job("q", "b")).await.unwrap();
+    let job = qless.get(START, "b").await.unwrap().expect("b stored");
+    assert_eq!(job.queue, "q");
+}

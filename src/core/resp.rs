@@ -1,0 +1,380 @@
+//! RESP2 by hand for qlessd's two busy connections: the script calls of `group.rs`
+//! and the event subscription of `subscription.rs`. Commands are encoded straight
+//! into the outgoing buffer and replies parsed straight into redis-rs [`Value`]s, so
+//! the rest of `core` decodes them as it would redis-rs's own; redis-rs's general
+//! connection (a driver task, a parser built from combinators) cost the gateway more
+//! instructions per request than its whole script-call logic. Addresses and
+//! credentials still come from redis-rs's URL parsing. Everything else (start-up
+//! checks, readiness, script loading) uses the redis-rs pool.
+
+use std::io;
+use std::time::Duration;
+
+use redis::{ConnectionAddr, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// A connection to Redis (TCP or Unix socket; an in-memory pipe in tests).
+pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
+
+/// Opens a socket to the Redis at `url` within `timeout` and returns it with the
+/// commands that must go first on it: AUTH when the URL has a password, and SELECT
+/// when `select_db` and the URL names a database other than 0 (pub/sub ignores
+/// databases, script calls do not).
+pub async fn open(
+    url: &str,
+    select_db: bool,
+    timeout: Duration,
+) -> io::Result<(Box<dyn Socket>, Vec<Vec<String>>)> {
+    let client = redis::Client::open(url).map_err(io::Error::other)?;
+    let info = client.get_connection_info();
+    let connect = async {
+        let socket: Box<dyn Socket> = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                stream.set_nodelay(true)?;
+                Box::new(stream)
+            }
+            ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+            _ => return Err(io::Error::other("TLS Redis URLs are not supported")),
+        };
+        Ok(socket)
+    };
+    let socket = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no connection to Redis within {}s", timeout.as_secs_f64()),
+        )
+    })??;
+    let settings = info.redis_settings();
+    let mut setup = Vec::new();
+    if let Some(password) = settings.password() {
+        let mut auth = vec!["AUTH".to_owned()];
+        auth.extend(settings.username().map(str::to_owned));
+        auth.push(password.to_owned());
+        setup.push(auth);
+    }
+    if select_db && settings.db() != 0 {
+        setup.push(vec!["SELECT".to_owned(), settings.db().to_string()]);
+    }
+    Ok((socket, setup))
+}
+
+/// Sends each of `commands` and reads its answer, failing on the first error reply.
+pub async fn handshake(
+    socket: &mut Box<dyn Socket>,
+    reader: &mut Reader,
+    commands: &[Vec<String>],
+) -> io::Result<()> {
+    for command in commands {
+        let mut request = Vec::new();
+        put_command(&mut request, command);
+        socket.write_all(&request).await?;
+        if let Value::ServerError(err) = reader.next_value(socket).await? {
+            return Err(io::Error::other(format!("{}: {err}", command[0])));
+        }
+    }
+    Ok(())
+}
+
+/// Appends a command of plain words.
+pub fn put_command<T: AsRef<[u8]>>(buffer: &mut Vec<u8>, words: &[T]) {
+    put_array(buffer, words.len());
+    for word in words {
+        put_bulk(buffer, word.as_ref());
+    }
+}
+
+/// Appends the header of an array of `count` items.
+pub fn put_array(buffer: &mut Vec<u8>, count: usize) {
+    buffer.push(b'*');
+    put_decimal(buffer, count);
+    buffer.extend_from_slice(b"\r\n");
+}
+
+/// Appends one bulk string.
+pub fn put_bulk(buffer: &mut Vec<u8>, bytes: &[u8]) {
+    buffer.push(b'$');
+    put_decimal(buffer, bytes.len());
+    buffer.extend_from_slice(b"\r\n");
+    buffer.extend_from_slice(bytes);
+    buffer.extend_from_slice(b"\r\n");
+}
+
+/// Appends a number as a bulk string.
+pub fn put_bulk_number(buffer: &mut Vec<u8>, number: usize) {
+    let mut digits = [0u8; 20];
+    put_bulk(buffer, decimal(&mut digits, number));
+}
+
+fn put_decimal(buffer: &mut Vec<u8>, number: usize) {
+    let mut digits = [0u8; 20];
+    buffer.extend_from_slice(decimal(&mut digits, number));
+}
+
+/// `number` in decimal, written at the end of `digits`.
+fn decimal(digits: &mut [u8; 20], mut number: usize) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    &digits[at..]
+}
+
+/// Bytes read from a connection and not parsed yet.
+#[derive(Debug, Default)]
+pub struct Reader {
+    buffer: Vec<u8>,
+    /// Where unparsed data starts in `buffer`.
+    start: usize,
+}
+
+impl Reader {
+    pub fn new() -> Self {
+        Reader {
+            buffer: Vec::with_capacity(16 * 1024),
+            start: 0,
+        }
+    }
+
+    /// The bytes not parsed yet.
+    pub fn pending(&self) -> &[u8] {
+        &self.buffer[self.start..]
+    }
+
+    /// Marks `used` bytes of [`pending`](Self::pending) as parsed.
+    pub fn consume(&mut self, used: usize) {
+        self.start += used;
+        if self.start == self.buffer.len() {
+            self.buffer.clear();
+            self.start = 0;
+        }
+    }
+
+    /// The next whole reply already read, if any.
+    pub fn parsed(&mut self) -> io::Result<Option<Value>> {
+        match parse(self.pending())? {
+            Some((value, used)) => {
+                self.consume(used);
+                Ok(Some(value))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Reads more bytes from `socket` after those not parsed yet. Cancel-safe: a read
+    /// that did not complete took nothing.
+    pub async fn fill<S: AsyncRead + Unpin + ?Sized>(&mut self, socket: &mut S) -> io::Result<()> {
+        if self.start > 0 {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+        if self.buffer.capacity() - self.buffer.len() < 4096 {
+            self.buffer.reserve(16 * 1024);
+        }
+        if socket.read_buf(&mut self.buffer).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "Redis closed the connection",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads until one whole reply is in, and returns it.
+    pub async fn next_value<S: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        socket: &mut S,
+    ) -> io::Result<Value> {
+        loop {
+            if let Some(value) = self.parsed()? {
+                return Ok(value);
+            }
+            self.fill(socket).await?;
+        }
+    }
+}
+
+pub fn protocol(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// The line at the front of `data` (without its CRLF) and where the next one starts,
+/// or `None` while incomplete.
+fn line(data: &[u8]) -> Option<(&[u8], usize)> {
+    let end = data.iter().position(|&byte| byte == b'\r')?;
+    (data.len() > end + 1).then(|| (&data[..end], end + 2))
+}
+
+/// A length or integer line.
+fn number(line: &[u8]) -> io::Result<i64> {
+    let (negative, digits) = match line.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, line),
+    };
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(protocol(format!(
+            "bad number {:?}",
+            String::from_utf8_lossy(line)
+        )));
+    }
+    let value = digits
+        .iter()
+        .fold(0i64, |n, digit| n * 10 + i64::from(digit - b'0'));
+    Ok(if negative { -value } else { value })
+}
+
+/// Parses one reply from the front of `data`: `None` when more bytes are needed,
+/// otherwise the value (as redis-rs would have made it) and how many bytes it took.
+pub fn parse(data: &[u8]) -> io::Result<Option<(Value, usize)>> {
+    let Some((&kind, rest)) = data.split_first() else {
+        return Ok(None);
+    };
+    let Some((text, used)) = line(rest) else {
+        return Ok(None);
+    };
+    let after_line = 1 + used;
+    let value = match kind {
+        b'+' if text == b"OK" => Value::Okay,
+        b'+' => Value::SimpleString(String::from_utf8_lossy(text).into_owned()),
+        // Error replies are rare: redis-rs builds them, so they carry its error kinds.
+        b'-' => redis::parse_redis_value(&data[..after_line])
+            .map_err(|err| protocol(format!("error reply: {err}")))?,
+        b':' => Value::Int(number(text)?),
+        b'$' => {
+            let Ok(length) = usize::try_from(number(text)?) else {
+                return Ok(Some((Value::Nil, after_line)));
+            };
+            let end = after_line + length;
+            if data.len() < end + 2 {
+                return Ok(None);
+            }
+            if &data[end..end + 2] != b"\r\n" {
+                return Err(protocol("a bulk string without its CRLF".to_owned()));
+            }
+            return Ok(Some((
+                Value::BulkString(data[after_line..end].to_vec()),
+                end + 2,
+            )));
+        }
+        b'*' => {
+            let Ok(count) = usize::try_from(number(text)?) else {
+                return Ok(Some((Value::Nil, after_line)));
+            };
+            // Each item takes at least three bytes: a count beyond that is not
+            // trusted for the allocation before the items have arrived.
+            let mut items = Vec::with_capacity(count.min(data.len() / 3));
+            let mut at = after_line;
+            for _ in 0..count {
+                match parse(&data[at..])? {
+                    Some((item, used)) => {
+                        items.push(item);
+                        at += used;
+                    }
+                    None => return Ok(None),
+                }
+            }
+            return Ok(Some((Value::Array(items), at)));
+        }
+        other => {
+            return Err(protocol(format!(
+                "unknown reply type {:?}",
+                char::from(other)
+            )));
+        }
+    };
+    Ok(Some((value, after_line)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(data: &[u8]) -> Value {
+        let (value, used) = parse(data).unwrap().expect("a whole reply");
+        assert_eq!(used, data.len(), "all of {data:?} used");
+        value
+    }
+
+    #[test]
+    fn replies_parse_as_redis_rs_parses_them() {
+        let cases: [&[u8]; 9] = [
+            b"+OK\r\n",
+            b"+PONG\r\n",
+            b":-42\r\n",
+            b"$5\r\nhe\r\no\r\n",
+            b"$0\r\n\r\n",
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b"*0\r\n",
+            b"*3\r\n$1\r\na\r\n*1\r\n:1\r\n-QL_ARG Put(): bad\r\n",
+        ];
+        for case in cases {
+            assert_eq!(
+                parsed(case),
+                redis::parse_redis_value(case).unwrap(),
+                "{case:?}"
+            );
+        }
+        let Value::ServerError(err) = parsed(b"-NOSCRIPT No matching script.\r\n") else {
+            panic!("an error value");
+        };
+        assert_eq!(err.kind(), Some(redis::ServerErrorKind::NoScript));
+    }
+
+    #[test]
+    fn a_reply_cut_anywhere_waits_for_more_bytes() {
+        let whole: &[u8] = b"*2\r\n$12\r\nhello\r\nworld\r\n*1\r\n:7\r\n";
+        for cut in 0..whole.len() {
+            assert!(parse(&whole[..cut]).unwrap().is_none(), "cut at {cut}");
+        }
+        let mut two = whole.to_vec();
+        two.extend_from_slice(b"+OK\r\n");
+        assert_eq!(parse(&two).unwrap().unwrap().1, whole.len());
+    }
+
+    #[test]
+    fn garbage_is_a_protocol_error() {
+        assert!(parse(b"?what\r\n").is_err());
+        assert!(parse(b"$abc\r\n").is_err());
+        assert!(parse(b":\r\n").is_err());
+        assert!(parse(b"$1\r\nabc\r\n").is_err());
+    }
+
+    #[test]
+    fn commands_are_encoded_as_arrays_of_bulk_strings() {
+        let mut buffer = Vec::new();
+        put_command(&mut buffer, &["SET", "k", ""]);
+        put_bulk_number(&mut buffer, 1205);
+        put_array(&mut buffer, 0);
+        assert_eq!(
+            buffer,
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$4\r\n1205\r\n*0\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn replies_split_across_reads_arrive_whole() {
+        let (mut client, mut server) = tokio::io::duplex(64);
+        let writer = tokio::spawn(async move {
+            for chunk in b"*2\r\n$3\r\nabc\r\n:5\r\n+OK\r\n".chunks(3) {
+                server.write_all(chunk).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut reader = Reader::new();
+        let first = reader.next_value(&mut client).await.unwrap();
+        assert_eq!(
+            first,
+            Value::Array(vec![Value::BulkString(b"abc".to_vec()), Value::Int(5)])
+        );
+        assert_eq!(reader.next_value(&mut client).await.unwrap(), Value::Okay);
+        writer.await.unwrap();
+        assert!(reader.next_value(&mut client).await.is_err());
+    }
+}
