@@ -62,17 +62,17 @@ struct Call {
     reply: Reply,
 }
 
-/// What callers hand the connection task.
-enum Work {
-    /// A script call, which may share a `batch` invocation with others.
-    Call(Call),
-    /// A ready-made invocation, sent by itself (a chunk of `Qless::call_many`).
-    Alone { request: Vec<u8>, reply: Reply },
+/// A ready-made invocation, sent by itself (a chunk of `Qless::call_many`). It is
+/// already a group of calls, so it neither waits for a free slot nor takes one.
+struct Alone {
+    request: Vec<u8>,
+    reply: Reply,
 }
 
 /// The callers' side: cheap to share, one per [`super::Qless`].
 pub(super) struct Grouper {
-    queue: mpsc::UnboundedSender<Work>,
+    calls: mpsc::UnboundedSender<Call>,
+    alone: mpsc::UnboundedSender<Alone>,
     target: Arc<Target>,
 }
 
@@ -81,7 +81,8 @@ impl Grouper {
     /// (1: every call alone, any number in flight). Must be called inside a tokio
     /// runtime; the task ends when the grouper is dropped.
     pub(super) fn start(target: Target, max_calls: usize) -> Self {
-        let (queue, waiting) = mpsc::unbounded_channel();
+        let (calls, waiting) = mpsc::unbounded_channel();
+        let (alone, alone_waiting) = mpsc::unbounded_channel();
         let target = Arc::new(target);
         let max_calls = max_calls.max(1);
         let in_flight = if max_calls == 1 {
@@ -93,6 +94,7 @@ impl Grouper {
             Driver {
                 target: target.clone(),
                 waiting,
+                alone: alone_waiting,
                 held: None,
                 max_calls,
                 in_flight_limit: in_flight,
@@ -101,7 +103,11 @@ impl Grouper {
             }
             .run(),
         );
-        Grouper { queue, target }
+        Grouper {
+            calls,
+            alone,
+            target,
+        }
     }
 
     /// Runs one script call, alone when Redis is idle, grouped with others otherwise.
@@ -112,16 +118,14 @@ impl Grouper {
         args: Vec<String>,
     ) -> Result<Value, Error> {
         let (reply, result) = oneshot::channel();
-        self.submit(
-            Work::Call(Call {
-                command,
-                now,
-                args,
-                reply,
-            }),
-            result,
-        )
-        .await
+        let call = Call {
+            command,
+            now,
+            args,
+            reply,
+        };
+        let sent = self.calls.send(call).is_ok();
+        answer(sent, result).await
     }
 
     /// Runs one `batch` invocation of `calls` by itself; its reply is one result per
@@ -137,21 +141,22 @@ impl Grouper {
             .map(|(command, args)| (*command, args.as_slice()));
         put_batch(&mut request, &self.target, &format_now(now), calls);
         let (reply, result) = oneshot::channel();
-        self.submit(Work::Alone { request, reply }, result).await
+        let sent = self.alone.send(Alone { request, reply }).is_ok();
+        answer(sent, result).await
     }
+}
 
-    async fn submit(
-        &self,
-        work: Work,
-        result: oneshot::Receiver<Result<Value, Error>>,
-    ) -> Result<Value, Error> {
-        if self.queue.send(work).is_err() {
-            return Err(Error::Unavailable("the server is shutting down".to_owned()));
-        }
-        result
-            .await
-            .unwrap_or_else(|_| Err(Error::Unavailable("the call was dropped".to_owned())))
+/// The result of a call handed to the connection task (`sent`), or why there is none.
+async fn answer(
+    sent: bool,
+    result: oneshot::Receiver<Result<Value, Error>>,
+) -> Result<Value, Error> {
+    if !sent {
+        return Err(Error::Unavailable("the server is shutting down".to_owned()));
     }
+    result
+        .await
+        .unwrap_or_else(|_| Err(Error::Unavailable("the call was dropped".to_owned())))
 }
 
 /// An invocation written to Redis and not answered yet.
@@ -174,19 +179,30 @@ enum Sent {
     Load,
 }
 
+impl Sent {
+    /// Whether this counts against the invocations in flight that grouping allows.
+    fn takes_slot(&self) -> bool {
+        matches!(self, Sent::One(_) | Sent::Group(_))
+    }
+}
+
 /// An open connection and what was sent on it, in order.
 struct Link {
     socket: Box<dyn Socket>,
     reader: Reader,
     in_flight: VecDeque<InFlight>,
+    /// How many of `in_flight` are calls or groups of calls (the rest: `Alone`
+    /// invocations and script loads, which take no slot).
+    slots_taken: usize,
 }
 
 /// The connection task.
 struct Driver {
     target: Arc<Target>,
-    waiting: mpsc::UnboundedReceiver<Work>,
-    /// Work taken from the queue that could not join the group sent before it.
-    held: Option<Work>,
+    waiting: mpsc::UnboundedReceiver<Call>,
+    alone: mpsc::UnboundedReceiver<Alone>,
+    /// A call taken from the queue that could not join the group sent before it.
+    held: Option<Call>,
     max_calls: usize,
     in_flight_limit: usize,
     link: Option<Link>,
@@ -201,19 +217,28 @@ impl Driver {
         let deadline = tokio::time::sleep(self.target.response_timeout);
         tokio::pin!(deadline);
         loop {
-            let in_flight = self.link.as_ref().map_or(0, |link| link.in_flight.len());
-            let can_send = in_flight < self.in_flight_limit;
+            let (in_flight, slots_taken) = self
+                .link
+                .as_ref()
+                .map_or((0, 0), |link| (link.in_flight.len(), link.slots_taken));
+            let can_send = slots_taken < self.in_flight_limit;
             tokio::select! {
                 biased;
                 read = readable(self.link.as_mut()) => match read {
                     Ok(()) => self.answer().await,
                     Err(err) => self.drop_link(&format!("the Redis connection failed: {err}")),
                 },
-                work = next_work(&mut self.held, &mut self.waiting), if can_send => {
-                    let Some(work) = work else { return };
-                    let was_idle = in_flight == 0;
-                    self.send(work).await;
-                    if was_idle {
+                call = next_call(&mut self.held, &mut self.waiting), if can_send => {
+                    let Some(call) = call else { return };
+                    self.send(call).await;
+                    if in_flight == 0 {
+                        deadline.as_mut().reset(Instant::now() + self.target.response_timeout);
+                    }
+                }
+                alone = self.alone.recv() => {
+                    let Some(Alone { request, reply }) = alone else { return };
+                    self.send_sent(Sent::Alone { request, reply }).await;
+                    if in_flight == 0 {
                         deadline.as_mut().reset(Instant::now() + self.target.response_timeout);
                     }
                 }
@@ -233,16 +258,15 @@ impl Driver {
     }
 
     /// Sends `first` with whatever queued calls can join it.
-    async fn send(&mut self, first: Work) {
+    async fn send(&mut self, first: Call) {
         let sent = match first {
-            Work::Alone { request, reply } => Sent::Alone { request, reply },
-            Work::Call(call) if call.command == "batch" || self.max_calls == 1 => Sent::One(call),
-            Work::Call(call) => {
+            call if call.command == "batch" || self.max_calls == 1 => Sent::One(call),
+            call => {
                 let mut calls = vec![call];
                 while calls.len() < self.max_calls {
                     match self.waiting.try_recv() {
                         // A `batch` cannot be nested in the batch of a group.
-                        Ok(Work::Call(call)) if call.command != "batch" => calls.push(call),
+                        Ok(call) if call.command != "batch" => calls.push(call),
                         Ok(other) => {
                             self.held = Some(other);
                             break;
@@ -263,6 +287,11 @@ impl Driver {
         {
             return;
         }
+        self.send_sent(sent).await;
+    }
+
+    /// Sends `sent` (opening a connection first when there is none).
+    async fn send_sent(&mut self, sent: Sent) {
         if self.link.is_none() {
             match connect(&self.target).await {
                 Ok(link) => self.link = Some(link),
@@ -308,6 +337,10 @@ impl Driver {
                 retried,
             });
         }
+        link.slots_taken += recorded
+            .iter()
+            .filter(|call| call.sent.takes_slot())
+            .count();
         link.in_flight.extend(recorded);
         if let Err(err) = link.socket.write_all(&self.out).await {
             self.drop_link(&format!("writing to Redis failed: {err}"));
@@ -333,6 +366,9 @@ impl Driver {
                 self.drop_link("Redis sent a reply nobody asked for");
                 return;
             };
+            if call.sent.takes_slot() {
+                link.slots_taken -= 1;
+            }
             deliver(call, value, &mut resend);
         }
         if !resend.is_empty() {
@@ -376,6 +412,7 @@ async fn connect(target: &Target) -> io::Result<Link> {
         socket,
         reader,
         in_flight: VecDeque::new(),
+        slots_taken: 0,
     })
 }
 
@@ -387,11 +424,11 @@ async fn readable(link: Option<&mut Link>) -> io::Result<()> {
     }
 }
 
-/// The held work, or the next queued call. Cancel-safe.
-async fn next_work(
-    held: &mut Option<Work>,
-    waiting: &mut mpsc::UnboundedReceiver<Work>,
-) -> Option<Work> {
+/// The held call, or the next queued one. Cancel-safe.
+async fn next_call(
+    held: &mut Option<Call>,
+    waiting: &mut mpsc::UnboundedReceiver<Call>,
+) -> Option<Call> {
     match held.take() {
         Some(work) => Some(work),
         None => waiting.recv().await,
