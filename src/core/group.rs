@@ -342,8 +342,16 @@ impl Driver {
             .filter(|call| call.sent.takes_slot())
             .count();
         link.in_flight.extend(recorded);
-        if let Err(err) = link.socket.write_all(&self.out).await {
-            self.drop_link(&format!("writing to Redis failed: {err}"));
+        // A write completes at once unless Redis stopped reading (hung, or a huge
+        // batch against a full socket buffer): then it is bounded like an answer.
+        let timeout = self.target.response_timeout;
+        match tokio::time::timeout(timeout, link.socket.write_all(&self.out)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => self.drop_link(&format!("writing to Redis failed: {err}")),
+            Err(_) => self.drop_link(&format!(
+                "Redis took no data for {}s",
+                timeout.as_secs_f64()
+            )),
         }
     }
 

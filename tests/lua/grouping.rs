@@ -67,7 +67,12 @@ async fn concurrent_calls_share_invocations_and_each_gets_its_own_reply() {
     }
     let invocations = evalsha_calls(&redis) - before;
     assert!(invocations < 20, "200 calls took {invocations} invocations");
-    for i in 0..200 {
+    assert_each_put_once(&qless, 200).await;
+}
+
+/// Jobs `j0`..`j<count>` exist, each put exactly once (one history entry).
+async fn assert_each_put_once(qless: &Qless, count: usize) {
+    for i in 0..count {
         let stored = qless.get(START, &format!("j{i}")).await.unwrap();
         let stored = stored.unwrap_or_else(|| panic!("j{i} missing"));
         assert_eq!(stored.history.len(), 1, "j{i} put more than once");
@@ -226,18 +231,10 @@ async fn an_unknown_command_in_a_group_fails_alone() {
 async fn groups_that_meet_noscript_are_sent_again_and_each_call_runs_once() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let mut conn = redis.client().get_connection().unwrap();
-    redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query::<()>(&mut conn)
-        .unwrap();
+    redis.forget_scripts();
     let replies = put_while_busy(&redis, &qless, 100).await;
     for (i, reply) in replies.into_iter().enumerate() {
         assert_eq!(reply, format!("j{i}"));
     }
-    for i in 0..100 {
-        let stored = qless.get(START, &format!("j{i}")).await.unwrap();
-        let stored = stored.unwrap_or_else(|| panic!("j{i} missing"));
-        assert_eq!(stored.history.len(), 1, "j{i} put more than once");
-    }
+    assert_each_put_once(&qless, 100).await;
 }

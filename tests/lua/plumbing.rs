@@ -11,11 +11,7 @@ use crate::support::{RedisServer, START, connect};
 async fn the_script_is_reloaded_transparently_after_redis_forgets_it() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let mut conn = redis.client().get_connection().unwrap();
-    redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query::<()>(&mut conn)
-        .unwrap();
+    redis.forget_scripts();
     let value = qless
         .call("config.get", START, &["heartbeat".into()])
         .await
@@ -81,11 +77,7 @@ async fn a_malformed_redis_url_is_refused_at_startup() {
 async fn a_batch_reloads_the_script_and_runs_every_call_once() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let mut conn = redis.client().get_connection().unwrap();
-    redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query::<()>(&mut conn)
-        .unwrap();
+    redis.forget_scripts();
     let jobs = (0..3)
         .map(|i| {
             let args = qlessd::core::PutArgs {
@@ -144,13 +136,7 @@ async fn a_call_redis_answers_late_is_still_answered() {
     // Redis ran but answered later would be reported as failed.
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let mut admin = redis.client().get_connection().unwrap();
-    redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1200)
-        .arg("ALL")
-        .query::<()>(&mut admin)
-        .unwrap();
+    pause_clients(&redis, 1200);
     let started = std::time::Instant::now();
     let value = qless
         .call("config.get", START, &["heartbeat".into()])
@@ -162,6 +148,17 @@ async fn a_call_redis_answers_late_is_still_answered() {
         "the pause did not hold the call: {:?}",
         started.elapsed()
     );
+}
+
+/// Holds every client's commands for `millis` (CLIENT PAUSE).
+fn pause_clients(redis: &RedisServer, millis: u64) {
+    let mut admin = redis.client().get_connection().unwrap();
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(millis)
+        .arg("ALL")
+        .query::<()>(&mut admin)
+        .unwrap();
 }
 
 /// Options for a handle on `url` with a short response timeout.
@@ -208,13 +205,7 @@ async fn a_call_unanswered_past_the_response_timeout_fails_and_the_next_one_work
     let qless = Qless::connect(options(redis.url(), Duration::from_millis(300)))
         .await
         .unwrap();
-    let mut admin = redis.client().get_connection().unwrap();
-    redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1000)
-        .arg("ALL")
-        .query::<()>(&mut admin)
-        .unwrap();
+    pause_clients(&redis, 1000);
     let started = std::time::Instant::now();
     let err = qless
         .call("config.get", START, &["heartbeat".into()])

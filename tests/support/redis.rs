@@ -65,6 +65,16 @@ impl RedisServer {
         &self.socket
     }
 
+    /// Empties Redis's script cache (as a restart does): the next call meets NOSCRIPT.
+    #[allow(dead_code)]
+    pub fn forget_scripts(&self) {
+        let mut conn = self.client().get_connection().expect("connection");
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query::<()>(&mut conn)
+            .expect("SCRIPT FLUSH");
+    }
+
     /// A plain client, for assertions on raw keys.
     pub fn client(&self) -> redis::Client {
         redis::Client::open(self.url()).expect("client")
