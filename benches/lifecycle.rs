@@ -1052,6 +1052,15 @@ where
     drive_each(connections, total, call).await
 }
 
+/// Seconds since the epoch to the microsecond, for latencies (the server's clock,
+/// `Clock::system`, keeps milliseconds only).
+fn precise_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs_f64()
+}
+
 fn job_body(jid: &str, i: usize) -> String {
     format!(
         r#"{{"jid":"{jid}","klass":"bench.Job","data":{}}}"#,
@@ -1322,7 +1331,7 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
                 if popped.is_empty() {
                     continue;
                 }
-                let now = Clock::system().now();
+                let now = precise_now();
                 {
                     let mut latencies = latencies.lock().expect("latencies");
                     for job in &popped {
@@ -1361,7 +1370,7 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
         jobs / PRODUCER_BATCH,
         PRODUCERS,
         |mut c, b| async move {
-            let put_at = Clock::system().now();
+            let put_at = precise_now();
             let items: Vec<_> = (0..PRODUCER_BATCH)
                 .map(|k| {
                     serde_json::json!({"jid": format!("flood-{b}-{k}"), "klass": "bench.Job",
@@ -1400,7 +1409,7 @@ async fn worker_run(jobs: usize) -> (f64, Vec<f64>) {
     let before = done.load(Ordering::Relaxed);
     let mut producer = HttpConnection::connect(addr).await;
     for i in 0..2000 {
-        let put_at = Clock::system().now();
+        let put_at = precise_now();
         let body = serde_json::json!({"jid": format!("paced-{i}"), "klass": "bench.Job",
             "data": {"put_at": put_at}})
         .to_string();

@@ -11,8 +11,9 @@
 //! * [`error`]: [`error::ApiError`], rendered as `application/problem+json`.
 //! * [`routes`]: one module per resource; thin handlers.
 //! * [`core`]: the only code touching Redis: the Lua script (`lua/`, joined at compile
-//!   time), the pool, the embedded `redis-server` supervisor, one typed function per
-//!   Lua command.
+//!   time), the connection script calls share (pipelined, group commit), the pool for
+//!   the rest, the embedded `redis-server` supervisor, one typed function per Lua
+//!   command.
 //! * [`model`]: request and response types (serde + utoipa).
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
@@ -24,7 +25,8 @@
 //! ```text
 //! HTTP -> middleware (request id, span, panic catcher, deadline) -> body limit
 //!      -> routes::<resource>::<handler>     extract + validate
-//!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA (reload on NOSCRIPT)
+//!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA, alone or grouped
+//!                                           with concurrent calls (reload on NOSCRIPT)
 //!      -> lua: api.lua dispatch -> class files: validate everything, then write
 //!      <- reply, or a "CODE Command(): message" error reply
 //!      <- core::Error -> ApiError -> problem+json with the right status

@@ -43,7 +43,8 @@ pub const BATCH_CALLS: usize = 100;
 /// Options for [`Qless::connect`].
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
-    /// A redis-rs URL (`redis://`, `rediss://`, `unix://`).
+    /// A Redis URL (`redis://` or `unix://`, with the password and database in it as
+    /// redis-rs reads them; TLS is not supported).
     pub url: String,
     /// `None`: the plain `ql:` prefix. `Some(ns)`: keys under `ql:{ns}:`.
     pub namespace: Option<String>,
