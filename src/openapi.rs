@@ -14,11 +14,15 @@ use crate::routes;
             Every error is an `application/problem+json` document with a stable `code`.",
         license(name = "MIT"),
     ),
-    components(responses(
-        crate::model::PayloadTooLarge,
-        crate::model::UnsupportedMediaType,
-        crate::model::Unavailable,
-    )),
+    components(
+        responses(
+            crate::model::PayloadTooLarge,
+            crate::model::UnsupportedMediaType,
+            crate::model::Unavailable,
+        ),
+        // Referenced by parameters and fields that keep a plain `String` type.
+        schemas(crate::model::Name, crate::model::Text),
+    ),
     tags(
         (name = "queues", description = "Queues: counts, putting jobs, leasing (pop), \
             peeking, listings by state, pausing, statistics"),

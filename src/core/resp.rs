@@ -217,16 +217,19 @@ fn number(line: &[u8]) -> io::Result<i64> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, line),
     };
-    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(protocol(format!(
-            "bad number {:?}",
-            String::from_utf8_lossy(line)
-        )));
+    let bad = || protocol(format!("bad number {:?}", String::from_utf8_lossy(line)));
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
     }
-    let value = digits
-        .iter()
-        .fold(0i64, |n, digit| n * 10 + i64::from(digit - b'0'));
-    Ok(if negative { -value } else { value })
+    // Accumulated negatively, so that i64::MIN (whose magnitude i64 cannot hold) reads.
+    let value = digits.iter().try_fold(0i64, |n, digit| {
+        n.checked_mul(10)?.checked_sub(i64::from(digit - b'0'))
+    });
+    match (value, negative) {
+        (Some(value), true) => Ok(value),
+        (Some(value), false) => value.checked_neg().ok_or_else(bad),
+        (None, _) => Err(bad()),
+    }
 }
 
 /// Parses one reply from the front of `data`: `None` when more bytes are needed,
@@ -321,6 +324,14 @@ mod tests {
                 "{case:?}"
             );
         }
+        for extreme in [i64::MIN, i64::MAX, 0] {
+            assert_eq!(
+                parsed(format!(":{extreme}\r\n").as_bytes()),
+                Value::Int(extreme)
+            );
+        }
+        assert!(parse(b":9223372036854775808\r\n").is_err());
+        assert!(parse(b":-9223372036854775809\r\n").is_err());
         let Value::ServerError(err) = parsed(b"-NOSCRIPT No matching script.\r\n") else {
             panic!("an error value");
         };

@@ -27,9 +27,11 @@ pub struct RecurringJobUpdate {
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,
     /// Class of the children spawned from now on.
+    #[schema(value_type = Option<crate::model::Text>)]
     pub klass: Option<String>,
     /// Queue the children are put in from now on; the template moves there, keeping its
     /// next spawn time.
+    #[schema(value_type = Option<crate::model::Name>)]
     pub queue: Option<String>,
     /// Catch up at most this many missed intervals (0: all of them).
     #[schema(minimum = 0)]
@@ -42,6 +44,7 @@ pub struct RecurringJobUpdate {
 #[schema(example = json!({"tags": ["nightly", "billing"]}))]
 pub struct RecurringTagsChange {
     /// At least one tag.
+    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
     pub tags: Vec<String>,
 }
 
@@ -73,6 +76,7 @@ pub struct FailureGroups(pub BTreeMap<String, i64>);
 #[schema(example = json!({"queue": "emails", "count": 10}))]
 pub struct UnfailRequest {
     /// Queue the jobs are put in (waiting, with their full retry budget).
+    #[schema(value_type = crate::model::Name)]
     pub queue: String,
     /// How many jobs to move, oldest failure first (default 25, between 1 and 1000).
     #[serde(default = "default_unfail_count")]

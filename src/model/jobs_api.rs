@@ -14,6 +14,7 @@ use super::job::Job;
 #[schema(example = json!({"worker": "worker-1", "data": {"progress": 40}}))]
 pub struct HeartbeatJobRequest {
     /// The worker holding the job.
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// Replaces the job's data when present (any JSON value); absent keeps it.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -36,8 +37,10 @@ pub struct HeartbeatJobResponse {
     "data": {"to": "a@example.com", "sent": true}, "next": "audit", "delay": 30}))]
 pub struct CompleteJobRequest {
     /// The worker holding the job.
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// The queue the job runs in (a safety check: it must match).
+    #[schema(value_type = crate::model::Name)]
     pub queue: String,
     /// The job's data from now on (any JSON value). It replaces the stored data;
     /// absent keeps the data the job has.
@@ -46,12 +49,14 @@ pub struct CompleteJobRequest {
     pub data: Option<crate::model::wire::RawJson>,
     /// Move the job on to this queue instead of finishing it.
     #[serde(default)]
+    #[schema(value_type = Option<crate::model::Name>)]
     pub next: Option<String>,
     /// With `next`: seconds before it becomes waiting there.
     #[serde(default)]
     pub delay: Option<f64>,
     /// With `next`: jobs it waits for there (unknown or completed jids are ignored).
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
 }
 
@@ -84,8 +89,10 @@ pub struct CompleteJobResponse {
     "message": "connection timed out after 30 s"}))]
 pub struct FailJobRequest {
     /// The worker holding the job.
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// The failure group: a kind of failure, listed under `/v1/failures`.
+    #[schema(value_type = crate::model::Name)]
     pub group: String,
     /// What went wrong, for humans (a stack trace, ...).
     pub message: String,
@@ -113,8 +120,10 @@ pub struct FailJobResponse {
     "group": "smtp.timeout", "message": "connection timed out after 30 s"}))]
 pub struct RetryJobRequest {
     /// The worker holding the job.
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// The queue to put the job back in.
+    #[schema(value_type = crate::model::Name)]
     pub queue: String,
     /// Seconds before it becomes waiting again (default 0).
     #[serde(default)]
@@ -122,6 +131,7 @@ pub struct RetryJobRequest {
     /// With `message`: the failure recorded now, and the job's failure group should
     /// this retry exhaust its retries.
     #[serde(default)]
+    #[schema(value_type = Option<crate::model::Name>)]
     pub group: Option<String>,
     /// With `group`: the failure message.
     #[serde(default)]
@@ -144,8 +154,10 @@ pub struct RetryJobResponse {
     "delay": 0}))]
 pub struct RequeueJobRequest {
     /// The queue to move the job to.
+    #[schema(value_type = crate::model::Name)]
     pub queue: String,
     /// The class (handler name) a worker runs it with.
+    #[schema(value_type = crate::model::Text)]
     pub klass: String,
     /// The payload (any JSON value); absent stores `{}`.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -156,12 +168,14 @@ pub struct RequeueJobRequest {
     pub priority: Option<f64>,
     /// Absent: the job keeps its tags.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub tags: Option<Vec<String>>,
     /// Retry budget. Absent: the job keeps its budget.
     #[serde(default)]
     pub retries: Option<i64>,
     /// Jobs to wait for. Absent or empty: the job keeps its dependencies.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
     /// Seconds before it becomes waiting (default 0).
     #[serde(default)]
@@ -183,6 +197,7 @@ pub struct RequeueJobResponse {
     "0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
 pub struct CancelJobsRequest {
     /// The jobs to cancel (1 to 1000).
+    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
     pub jids: Vec<String>,
 }
 
@@ -218,6 +233,7 @@ pub struct JobPriorityResponse {
 #[schema(example = json!({"add": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
 pub struct AddJobDependenciesRequest {
     /// Jobs to wait for (1 to 1000; unknown or completed jids are ignored).
+    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
     pub add: Vec<String>,
 }
 
@@ -228,6 +244,7 @@ pub struct AddJobDependenciesRequest {
 pub struct RemoveJobDependenciesRequest {
     /// Dependencies to drop (1 to 1000).
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>, min_items = 1, max_items = 1000)]
     pub remove: Option<Vec<String>>,
     /// `true`: drop every dependency.
     #[serde(default)]
@@ -240,6 +257,7 @@ pub struct RemoveJobDependenciesRequest {
 #[schema(example = json!({"tags": ["signup", "vip"]}))]
 pub struct JobTagsRequest {
     /// Tags to add or remove (1 to 1000).
+    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
     pub tags: Vec<String>,
 }
 
@@ -274,6 +292,7 @@ pub struct TrackedJobsResponse {
 #[schema(example = json!({"message": "resized", "data": {"width": 640}}))]
 pub struct LogJobEventRequest {
     /// The entry's `what`.
+    #[schema(value_type = crate::model::Text)]
     pub message: String,
     /// Keys merged into the entry (`when` and `what` cannot be overridden).
     #[serde(default)]

@@ -26,6 +26,7 @@ pub enum PopStrategy {
 #[serde(deny_unknown_fields)]
 pub struct PopQueue {
     /// Queue name.
+    #[schema(value_type = crate::model::Name)]
     pub name: String,
     /// Relative weight for `weighted` (default 1, must be > 0).
     #[serde(default = "one")]
@@ -44,6 +45,7 @@ fn one() -> f64 {
                            {"name": "default", "weight": 3}, {"name": "bulk", "weight": 1}]}))]
 pub struct MultiPopRequest {
     /// The worker that will hold the leases.
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// The queues to serve (1 to 64, distinct).
     pub queues: Vec<PopQueue>,
@@ -68,10 +70,13 @@ fn one_job() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct CompleteJobsItem {
     /// The job.
+    #[schema(value_type = crate::model::Name)]
     pub jid: String,
     /// The worker holding the job.
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// The queue the job runs in.
+    #[schema(value_type = crate::model::Name)]
     pub queue: String,
     /// The job's data from now on; absent keeps the job's data.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -79,12 +84,14 @@ pub struct CompleteJobsItem {
     pub data: Option<crate::model::wire::RawJson>,
     /// Move the job on to this queue instead of finishing it.
     #[serde(default)]
+    #[schema(value_type = Option<crate::model::Name>)]
     pub next: Option<String>,
     /// With `next`: seconds before it becomes waiting there.
     #[serde(default)]
     pub delay: Option<f64>,
     /// With `next`: jobs it waits for there.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
 }
 
@@ -124,8 +131,10 @@ pub struct CompleteJobsResponse {
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatJobsItem {
     /// The job.
+    #[schema(value_type = crate::model::Name)]
     pub jid: String,
     /// The worker holding it.
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// Replaces the job's data when present.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -169,10 +178,13 @@ pub struct HeartbeatJobsResponse {
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Only events about this queue (`queue`, or `to` for `advanced`).
+    #[param(value_type = Option<crate::model::Name>)]
     pub queue: Option<String>,
     /// Only events about this job.
+    #[param(value_type = Option<crate::model::Name>)]
     pub jid: Option<String>,
     /// Only events naming this worker (`lock_lost`, `canceled`, `failed`).
+    #[param(value_type = Option<crate::model::Name>)]
     pub worker: Option<String>,
     /// Only these event types, comma-separated (e.g. `lock_lost,canceled`).
     pub events: Option<String>,

@@ -11,6 +11,7 @@ mod problem;
 mod queue;
 mod queues_api;
 mod recurring;
+mod text;
 pub mod wire;
 mod worker;
 
@@ -23,4 +24,5 @@ pub use problem::{Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMedi
 pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
 pub use queues_api::*;
 pub use recurring::RecurringJob;
+pub use text::{Name, Text};
 pub use worker::{WorkerJobs, WorkerSummary};

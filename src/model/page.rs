@@ -9,9 +9,11 @@ use utoipa::IntoParams;
 pub struct PageQuery {
     /// Index of the first item (default 0).
     #[serde(default)]
+    #[param(value_type = u64, maximum = 4294967295_u64)]
     pub offset: u32,
     /// Items per page (default 25, at most 1000).
     #[serde(default = "default_count")]
+    #[param(minimum = 1, maximum = 1000)]
     pub count: u32,
 }
 

@@ -15,8 +15,10 @@ pub struct PutJobRequest {
     /// The job id. Absent: a new one is generated (a UUID v4 as 32 lowercase hex
     /// digits). Putting an existing jid moves and resets that job, unless `if_absent`.
     #[serde(default)]
+    #[schema(value_type = Option<crate::model::Name>)]
     pub jid: Option<String>,
     /// The class (handler name) a worker runs the job with; not empty.
+    #[schema(value_type = crate::model::Text)]
     pub klass: String,
     /// The payload: any JSON value, returned as given. Absent: `{}`.
     #[serde(default = "crate::model::wire::empty_object")]
@@ -27,6 +29,7 @@ pub struct PutJobRequest {
     pub priority: Option<f64>,
     /// Tags (names). Absent: kept from an existing job with this jid, else none.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>)]
     pub tags: Option<Vec<String>>,
     /// Retry budget (a whole number, at least 0). Absent: kept from an existing job
     /// with this jid, else 5.
@@ -35,6 +38,7 @@ pub struct PutJobRequest {
     /// Jids this job waits for. Jobs that do not exist or are complete are ignored.
     /// Absent or empty: an existing job keeps its dependencies.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>)]
     pub depends: Option<Vec<String>>,
     /// Seconds before the job becomes waiting (at least 0, default 0).
     #[serde(default)]
@@ -81,6 +85,7 @@ pub struct PutJobsResponse {
 #[schema(example = json!({"worker": "worker-1", "count": 5}))]
 pub struct PopJobsRequest {
     /// The worker that will hold the leases (a name).
+    #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// Most jobs to lease, 1 to 1000 (default 1).
     #[serde(default = "one")]
@@ -137,6 +142,7 @@ pub struct QueueJobsQuery {
     pub state: QueueJobState,
     /// Index of the first jid (default 0).
     #[serde(default)]
+    #[param(value_type = u64, maximum = 4294967295_u64)]
     pub offset: u32,
     /// Jids per page, 1 to 1000 (default 25).
     #[serde(default = "twenty_five")]
@@ -179,8 +185,10 @@ pub struct CreateRecurringJobRequest {
     /// (a UUID v4 as 32 lowercase hex digits). An existing template with this jid is
     /// replaced.
     #[serde(default)]
+    #[schema(value_type = Option<crate::model::Name>)]
     pub jid: Option<String>,
     /// Class of the spawned jobs; not empty.
+    #[schema(value_type = crate::model::Text)]
     pub klass: String,
     /// Payload of the spawned jobs: any JSON value. Absent: `{}`.
     #[serde(default = "crate::model::wire::empty_object")]
@@ -196,6 +204,7 @@ pub struct CreateRecurringJobRequest {
     pub priority: Option<f64>,
     /// Tags of the children (default none).
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>)]
     pub tags: Option<Vec<String>>,
     /// Retry budget of the children (a whole number, at least 0; default 0).
     #[serde(default)]

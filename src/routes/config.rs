@@ -77,7 +77,7 @@ async fn get_config(State(state): State<AppState>) -> Result<Json<ConfigOptions>
 /// option is the text stored (a boolean set with `PUT` reads back as `"true"`).
 #[utoipa::path(get, path = "/v1/config/{option}", tag = "config",
     operation_id = "get_config_option",
-    params(("option" = String, Path, description = "Option name, e.g. `heartbeat` or \
+    params(("option" = crate::model::Name, Path, description = "Option name, e.g. `heartbeat` or \
         `emails-max-concurrency`")),
     responses(
         (status = 200, description = "The option's effective value", body = ConfigOption),
@@ -114,7 +114,7 @@ async fn get_config_option(
 /// reads the option.
 #[utoipa::path(put, path = "/v1/config/{option}", tag = "config",
     operation_id = "set_config_option",
-    params(("option" = String, Path, description = "Option name")),
+    params(("option" = crate::model::Name, Path, description = "Option name")),
     request_body = ConfigOptionValue,
     responses(
         (status = 204, description = "The option is stored"),
@@ -149,7 +149,7 @@ async fn set_config_option(
 /// unsetting an option that is not stored is also a 204.
 #[utoipa::path(delete, path = "/v1/config/{option}", tag = "config",
     operation_id = "unset_config_option",
-    params(("option" = String, Path, description = "Option name")),
+    params(("option" = crate::model::Name, Path, description = "Option name")),
     responses(
         (status = 204, description = "The option is no longer stored"),
         (status = 400, description = "The option is not a valid name", body = Problem,

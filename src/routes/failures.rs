@@ -45,7 +45,7 @@ async fn list_failure_groups(
 /// group is an empty page with total 0.
 #[utoipa::path(get, path = "/v1/failures/{group}", tag = "failures",
     operation_id = "list_failed_jobs",
-    params(("group" = String, Path, description = "Failure group"), PageQuery),
+    params(("group" = crate::model::Name, Path, description = "Failure group"), PageQuery),
     responses(
         (status = 200, description = "A page of the group's jids", body = JidPage),
         (status = 400, description = "A bad group name, offset or count not a number, or \
@@ -74,7 +74,7 @@ async fn list_failed_jobs(
 /// reference. An empty or unknown group moves nothing (`moved: 0`).
 #[utoipa::path(post, path = "/v1/failures/{group}/unfail", tag = "failures",
     operation_id = "unfail_jobs",
-    params(("group" = String, Path, description = "Failure group")),
+    params(("group" = crate::model::Name, Path, description = "Failure group")),
     request_body = UnfailRequest,
     responses(
         (status = 200, description = "How many jobs were moved", body = UnfailResult),

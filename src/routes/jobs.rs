@@ -63,7 +63,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The job as it is now, whatever its state: its `data` is the JSON value it was put
 /// with, `history` lists what happened to it, oldest first.
 #[utoipa::path(get, path = "/v1/jobs/{jid}", tag = "jobs", operation_id = "get_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     responses(
         (status = 200, description = "The job", body = Job),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -89,7 +89,7 @@ async fn get_job(
 /// come back in the order asked; jids without a job are left out, so the list can be
 /// shorter than the request (or empty).
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs", operation_id = "get_jobs",
-    params(("jid" = Vec<String>, Query, description = "A job id; repeat the parameter \
+    params(("jid" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000, description = "A job id; repeat the parameter \
         for each job (1 to 1000)", style = Form, explode)),
     responses(
         (status = 200, description = "The jobs that exist, in the order asked", body = [Job]),
@@ -113,7 +113,7 @@ async fn get_jobs(
 /// replaced; without it the data is kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/heartbeat", tag = "jobs",
     operation_id = "heartbeat_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = HeartbeatJobRequest,
     responses(
         (status = 200, description = "The lock was renewed", body = HeartbeatJobResponse),
@@ -153,7 +153,7 @@ async fn heartbeat_job(
 /// job's data is replaced by `data` (kept as it is when absent).
 #[utoipa::path(post, path = "/v1/jobs/{jid}/complete", tag = "jobs",
     operation_id = "complete_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = CompleteJobRequest,
     responses(
         (status = 200, description = "Completed, or moved to `next`", body = CompleteJobResponse),
@@ -388,7 +388,7 @@ fn outcome_problem(err: ApiError) -> Result<Problem, ApiError> {
 /// `/v1/failures`) until it is put back (unfail, requeue) or canceled. The failure is
 /// kept on the job until it completes. With `data` the job's data is replaced.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/fail", tag = "jobs", operation_id = "fail_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = FailJobRequest,
     responses(
         (status = 200, description = "The job is failed", body = FailJobResponse),
@@ -435,7 +435,7 @@ async fn fail_job(
 /// group is `group`, or `failed-retries-<queue>`, and the reply is negative. `group`
 /// and `message` go together; with them the failure is recorded on the job.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/retry", tag = "jobs", operation_id = "retry_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = RetryJobRequest,
     responses(
         (status = 200, description = "Retried, or failed when `remaining` is negative",
@@ -489,7 +489,7 @@ async fn retry_job(
 /// `data` is replaced (`{}` when absent). Its history and last failure are kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/requeue", tag = "jobs",
     operation_id = "requeue_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = RequeueJobRequest,
     responses(
         (status = 200, description = "The job is in `queue`", body = RequeueJobResponse),
@@ -509,7 +509,7 @@ async fn requeue_job(
 ) -> Result<Json<RequeueJobResponse>, ApiError> {
     validate::name("jid", &jid)?;
     validate::name("queue", &body.queue)?;
-    validate::name("klass", &body.klass)?;
+    validate::text("klass", &body.klass)?;
     let delay = validate::seconds("delay", body.delay.unwrap_or(0.0))?;
     let priority = body
         .priority
@@ -546,7 +546,7 @@ async fn requeue_job(
 /// front of its queue, so the next pop hands it out. No retry is used.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/timeout", tag = "jobs",
     operation_id = "timeout_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     responses(
         (status = 204, description = "The job is stalled"),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -573,7 +573,7 @@ async fn timeout_job(
 /// (it goes when purged). Refused while other jobs still depend on it: cancel those
 /// together with it (`POST /v1/jobs/cancel`).
 #[utoipa::path(delete, path = "/v1/jobs/{jid}", tag = "jobs", operation_id = "cancel_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     responses(
         (status = 204, description = "The job is gone (or never existed)"),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -625,7 +625,7 @@ async fn cancel_jobs(
 /// waiting jobs with the same priority.
 #[utoipa::path(put, path = "/v1/jobs/{jid}/priority", tag = "jobs",
     operation_id = "set_job_priority",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = JobPriorityRequest,
     responses(
         (status = 200, description = "The new priority", body = JobPriorityResponse),
@@ -660,7 +660,7 @@ async fn set_job_priority(
 /// already complete are ignored.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
     operation_id = "add_job_dependencies",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = AddJobDependenciesRequest,
     responses(
         (status = 204, description = "The dependencies were added"),
@@ -694,7 +694,7 @@ async fn add_job_dependencies(
 /// it was put with is not applied on this path).
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
     operation_id = "remove_job_dependencies",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = RemoveJobDependenciesRequest,
     responses(
         (status = 204, description = "The dependencies were dropped"),
@@ -737,7 +737,7 @@ async fn remove_job_dependencies(
 /// Tags the job does not have yet are appended, in the order given; the job is then
 /// listed under `/v1/tags/{tag}/jobs`.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/tags", tag = "jobs", operation_id = "add_job_tags",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = JobTagsRequest,
     responses(
         (status = 200, description = "The job's tags", body = JobTagsResponse),
@@ -769,7 +769,7 @@ async fn add_job_tags(
 /// Removing a tag the job does not have is not an error.
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/tags", tag = "jobs",
     operation_id = "remove_job_tags",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = JobTagsRequest,
     responses(
         (status = 200, description = "The job's remaining tags", body = JobTagsResponse),
@@ -801,7 +801,7 @@ async fn remove_job_tags(
 /// A tracked job's transitions (put, popped, completed, failed, stalled, canceled) are
 /// published as events, and it is listed under `/v1/tracked`. Idempotent.
 #[utoipa::path(put, path = "/v1/jobs/{jid}/tracked", tag = "jobs", operation_id = "track_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     responses(
         (status = 200, description = "The job is tracked", body = JobTrackedResponse),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -824,7 +824,7 @@ async fn track_job(
 /// Idempotent for an existing job.
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/tracked", tag = "jobs",
     operation_id = "untrack_job",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     responses(
         (status = 200, description = "The job is not tracked", body = JobTrackedResponse),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -867,7 +867,7 @@ async fn list_tracked_jobs(
 /// object) are merged into it, except `when` and `what`. The history is capped by the
 /// `max-job-history` option (the first entry is always kept).
 #[utoipa::path(post, path = "/v1/jobs/{jid}/log", tag = "jobs", operation_id = "log_job_event",
-    params(("jid" = String, Path, description = "The job id")),
+    params(("jid" = crate::model::Name, Path, description = "The job id")),
     request_body = LogJobEventRequest,
     responses(
         (status = 204, description = "The entry was appended"),
@@ -886,9 +886,7 @@ async fn log_job_event(
     Json(body): Json<LogJobEventRequest>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    if body.message.is_empty() {
-        return Err(bad("message must not be empty"));
-    }
+    validate::text("message", &body.message)?;
     let data = body
         .data
         .as_ref()

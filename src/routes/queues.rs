@@ -65,7 +65,7 @@ async fn list_queues(State(state): State<AppState>) -> Result<Json<Vec<QueueCoun
 /// A queue that was never used (or was forgotten and holds nothing) reports zeros
 /// rather than 404: a queue exists as soon as something is put in it.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues", operation_id = "get_queue",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     responses(
         (status = 200, description = "The queue's counts (all zero for an unknown \
             queue)", body = QueueCounts),
@@ -88,7 +88,7 @@ async fn get_queue(
 /// an unknown queue is not an error.
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
     operation_id = "forget_queue",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     responses(
         (status = 204, description = "The queue is no longer listed"),
         (status = 400, description = "The queue name is invalid", body = Problem,
@@ -118,7 +118,7 @@ async fn forget_queue(
 /// `200` with `created: false` (the unique add of work queues).
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs", tag = "queues",
     operation_id = "put_job",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     request_body = PutJobRequest,
     responses(
         (status = 201, description = "The job was put (created, or moved and reset)",
@@ -174,7 +174,7 @@ async fn put_job(
 /// than the limit of single-request bodies.
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs/batch", tag = "queues",
     operation_id = "put_jobs",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     request_body = PutJobsRequest,
     responses(
         (status = 200, description = "Every job was put; one outcome per item, in \
@@ -225,7 +225,7 @@ async fn put_jobs(
 /// a client that disconnects stops waiting at once.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "queues",
     operation_id = "pop_jobs",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     request_body = PopJobsRequest,
     responses(
         (status = 200, description = "The leased jobs (`[]` when none)", body = [Job]),
@@ -257,7 +257,7 @@ async fn pop_jobs(
 /// and due recurring jobs spawned on the way, as a pop would. Ignores pausing.
 #[utoipa::path(get, path = "/v1/queues/{queue}/peek", tag = "queues",
     operation_id = "peek_jobs",
-    params(("queue" = String, Path, description = "Queue name"), PeekJobsQuery),
+    params(("queue" = crate::model::Name, Path, description = "Queue name"), PeekJobsQuery),
     responses(
         (status = 200, description = "The next jobs (`[]` when none)", body = [Job]),
         (status = 400, description = "An invalid queue name, an unknown parameter, or a \
@@ -285,7 +285,7 @@ async fn peek_jobs(
 /// `recurring` lists the jids of the recurring templates attached to the queue.
 #[utoipa::path(get, path = "/v1/queues/{queue}/jobs", tag = "queues",
     operation_id = "list_queue_jobs",
-    params(("queue" = String, Path, description = "Queue name"), QueueJobsQuery),
+    params(("queue" = crate::model::Name, Path, description = "Queue name"), QueueJobsQuery),
     responses(
         (status = 200, description = "A page of jids (`[]` when none)", body = QueueJids),
         (status = 400, description = "A missing or unknown state, an unknown parameter, \
@@ -315,7 +315,7 @@ async fn list_queue_jobs(
 /// listed, and jobs already running are unaffected. Pausing twice is harmless.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
     operation_id = "pause_queue",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     responses(
         (status = 204, description = "The queue is paused"),
         (status = 400, description = "The queue name is invalid", body = Problem,
@@ -336,7 +336,7 @@ async fn pause_queue(
 /// Unpausing a queue that is not paused is harmless.
 #[utoipa::path(post, path = "/v1/queues/{queue}/unpause", tag = "queues",
     operation_id = "unpause_queue",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     responses(
         (status = 204, description = "The queue leases jobs again"),
         (status = 400, description = "The queue name is invalid", body = Problem,
@@ -361,7 +361,7 @@ async fn unpause_queue(
 /// without activity reports zeros.
 #[utoipa::path(get, path = "/v1/queues/{queue}/stats", tag = "queues",
     operation_id = "get_queue_stats",
-    params(("queue" = String, Path, description = "Queue name"), QueueStatsQuery),
+    params(("queue" = crate::model::Name, Path, description = "Queue name"), QueueStatsQuery),
     responses(
         (status = 200, description = "The statistics of that day", body = QueueStats),
         (status = 400, description = "An invalid queue name, an unknown parameter, or a \
@@ -389,7 +389,7 @@ async fn get_queue_stats(
 /// spawn count is kept.
 #[utoipa::path(post, path = "/v1/queues/{queue}/recurring", tag = "queues",
     operation_id = "create_recurring_job",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name")),
     request_body = CreateRecurringJobRequest,
     responses(
         (status = 201, description = "The recurring job was created or replaced",
@@ -419,7 +419,7 @@ async fn create_recurring_job(
 /// Checks a put request and turns it into script arguments; the flag is `if_absent`.
 fn put_args(queue: &str, job: PutJobRequest) -> Result<(PutArgs, bool), ApiError> {
     let jid = jid_or_new(job.jid)?;
-    klass(&job.klass)?;
+    validate::text("klass", &job.klass)?;
     let priority = job
         .priority
         .map(|value| validate::finite("priority", value))
@@ -447,7 +447,7 @@ fn put_args(queue: &str, job: PutJobRequest) -> Result<(PutArgs, bool), ApiError
 /// Checks a recurring-job request and turns it into script arguments.
 fn recur_args(queue: &str, body: CreateRecurringJobRequest) -> Result<RecurArgs, ApiError> {
     let jid = jid_or_new(body.jid)?;
-    klass(&body.klass)?;
+    validate::text("klass", &body.klass)?;
     if !(body.interval.is_finite() && body.interval > 0.0) {
         return Err(ApiError::BadRequest(
             "interval must be a finite number of seconds above 0".to_owned(),
@@ -482,13 +482,6 @@ fn jid_or_new(jid: Option<String>) -> Result<String, ApiError> {
         Some(jid) => validate::name("jid", &jid).map(|()| jid),
         None => Ok(uuid::Uuid::new_v4().simple().to_string()),
     }
-}
-
-fn klass(klass: &str) -> Result<(), ApiError> {
-    if klass.trim().is_empty() {
-        return Err(ApiError::BadRequest("klass must not be empty".to_owned()));
-    }
-    Ok(())
 }
 
 fn whole(kind: &str, value: Option<i64>) -> Result<(), ApiError> {

@@ -32,7 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// `<jid>-1`, `<jid>-2`, ... `data` is the children's payload as a JSON value.
 #[utoipa::path(get, path = "/v1/recurring/{jid}", tag = "recurring",
     operation_id = "get_recurring_job",
-    params(("jid" = String, Path, description = "Template id")),
+    params(("jid" = crate::model::Name, Path, description = "Template id")),
     responses(
         (status = 200, description = "The template", body = RecurringJob),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -61,7 +61,7 @@ async fn get_recurring_job(
 /// changed with `POST`/`DELETE /v1/recurring/{jid}/tags`.
 #[utoipa::path(patch, path = "/v1/recurring/{jid}", tag = "recurring",
     operation_id = "update_recurring_job",
-    params(("jid" = String, Path, description = "Template id")),
+    params(("jid" = crate::model::Name, Path, description = "Template id")),
     request_body = RecurringJobUpdate,
     responses(
         (status = 204, description = "The template was changed"),
@@ -94,7 +94,7 @@ async fn update_recurring_job(
 /// stay where they are.
 #[utoipa::path(delete, path = "/v1/recurring/{jid}", tag = "recurring",
     operation_id = "delete_recurring_job",
-    params(("jid" = String, Path, description = "Template id")),
+    params(("jid" = crate::model::Name, Path, description = "Template id")),
     responses(
         (status = 204, description = "The template no longer exists"),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -117,7 +117,7 @@ async fn delete_recurring_job(
 /// tag index (`/v1/tags`) counts jobs, not templates.
 #[utoipa::path(post, path = "/v1/recurring/{jid}/tags", tag = "recurring",
     operation_id = "add_recurring_job_tags",
-    params(("jid" = String, Path, description = "Template id")),
+    params(("jid" = crate::model::Name, Path, description = "Template id")),
     request_body = RecurringTagsChange,
     responses(
         (status = 200, description = "The template's tags after the change",
@@ -150,7 +150,7 @@ async fn add_recurring_job_tags(
 /// carry the removed tags; children already spawned keep theirs.
 #[utoipa::path(delete, path = "/v1/recurring/{jid}/tags", tag = "recurring",
     operation_id = "remove_recurring_job_tags",
-    params(("jid" = String, Path, description = "Template id")),
+    params(("jid" = crate::model::Name, Path, description = "Template id")),
     request_body = RecurringTagsChange,
     responses(
         (status = 200, description = "The template's tags after the change",
@@ -196,12 +196,8 @@ fn recur_update(body: RecurringJobUpdate) -> Result<RecurUpdate, ApiError> {
             )));
         }
     }
-    if body
-        .klass
-        .as_deref()
-        .is_some_and(|klass| klass.trim().is_empty())
-    {
-        return Err(ApiError::BadRequest("klass must not be empty".to_owned()));
+    if let Some(klass) = &body.klass {
+        validate::text("klass", klass)?;
     }
     if let Some(queue) = &body.queue {
         validate::name("queue", queue)?;

@@ -49,7 +49,7 @@ async fn list_top_tags(
 /// number of jobs carrying the tag. An unknown tag is an empty page with total 0.
 #[utoipa::path(get, path = "/v1/tags/{tag}/jobs", tag = "tags",
     operation_id = "list_tagged_jobs",
-    params(("tag" = String, Path, description = "Tag"), PageQuery),
+    params(("tag" = crate::model::Name, Path, description = "Tag"), PageQuery),
     responses(
         (status = 200, description = "A page of jids carrying the tag", body = JidPage),
         (status = 400, description = "A bad tag name, offset or count not a number, or \

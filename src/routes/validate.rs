@@ -4,32 +4,45 @@
 
 use crate::error::ApiError;
 
-/// Longest accepted name (queue, worker, group, tag, jid, option), in bytes.
+/// Longest accepted name (queue, worker, group, tag, jid, option), in characters.
 pub const MAX_NAME_LEN: usize = 256;
 
 /// Largest page a listing returns.
 pub const MAX_PAGE: u32 = 1000;
 
-/// Checks a name used in keys: non-empty, at most [`MAX_NAME_LEN`] bytes, no control
-/// characters or whitespace, no `{` `}` (hash tags).
+/// Checks a name used in keys: non-empty, at most [`MAX_NAME_LEN`] characters, no
+/// control characters, whitespace or byte order marks, no `{` `}` (hash tags). The
+/// OpenAPI document states the same rule (`model::Name`).
 pub fn name(kind: &str, value: &str) -> Result<(), ApiError> {
     if value.is_empty() {
         return Err(ApiError::BadRequest(format!("{kind} must not be empty")));
     }
-    if value.len() > MAX_NAME_LEN {
+    if value.chars().count() > MAX_NAME_LEN {
         return Err(ApiError::BadRequest(format!(
-            "{kind} is longer than {MAX_NAME_LEN} bytes"
+            "{kind} is longer than {MAX_NAME_LEN} characters"
         )));
     }
-    if let Some(bad) = value
-        .chars()
-        .find(|c| c.is_control() || c.is_whitespace() || matches!(c, '{' | '}'))
-    {
+    if let Some(bad) = value.chars().find(|&c| blank(c) || matches!(c, '{' | '}')) {
         return Err(ApiError::BadRequest(format!(
             "{kind} contains the character {bad:?}, which is not allowed in names"
         )));
     }
     Ok(())
+}
+
+/// Checks free text that must say something (a job class, a log message): at least
+/// one character that is not blank (`model::Text`).
+pub fn text(kind: &str, value: &str) -> Result<(), ApiError> {
+    if value.chars().all(blank) {
+        return Err(ApiError::BadRequest(format!("{kind} must not be empty")));
+    }
+    Ok(())
+}
+
+/// Whitespace, control characters and the byte order mark (an invisible character
+/// that JSON Schema's `\s` counts as whitespace).
+fn blank(c: char) -> bool {
+    c.is_whitespace() || c.is_control() || c == '\u{feff}'
 }
 
 /// Most names (jids, tags, queues) one request may list.

@@ -40,7 +40,7 @@ async fn list_workers(State(state): State<AppState>) -> Result<Json<Vec<WorkerSu
 /// long, or holding nothing) is not an error: both lists are empty.
 #[utoipa::path(get, path = "/v1/workers/{worker}", tag = "workers",
     operation_id = "get_worker",
-    params(("worker" = String, Path, description = "Worker name")),
+    params(("worker" = crate::model::Name, Path, description = "Worker name")),
     responses(
         (status = 200, description = "The worker's jobs (empty lists for an unknown \
             worker)", body = WorkerJobs),
@@ -63,7 +63,7 @@ async fn get_worker(
 /// is listed again.
 #[utoipa::path(delete, path = "/v1/workers/{worker}", tag = "workers",
     operation_id = "deregister_worker",
-    params(("worker" = String, Path, description = "Worker name")),
+    params(("worker" = crate::model::Name, Path, description = "Worker name")),
     responses(
         (status = 204, description = "The worker is no longer listed"),
         (status = 400, description = "The worker name is not a valid name", body = Problem,
