@@ -187,3 +187,76 @@ async fn openapi_json_is_served_and_matches_the_committed_document() {
          `QLESSD_UPDATE_OPENAPI=1 cargo nextest run openapi` and commit it"
     );
 }
+
+/// Every schema reachable from `value` that is a name parameter or field.
+fn name_uses<'a>(
+    value: &'a serde_json::Value,
+    path: &str,
+    found: &mut Vec<(String, &'a serde_json::Value)>,
+) {
+    const NAMES: [&str; 13] = [
+        "jid", "queue", "worker", "group", "tag", "option", "name", "next", "jids", "tags",
+        "depends", "add", "remove",
+    ];
+    match value {
+        serde_json::Value::Object(map) => {
+            // A parameter: {"name": "jid", "in": ..., "schema": ...}.
+            if let (Some(serde_json::Value::String(name)), Some(schema)) =
+                (map.get("name"), map.get("schema"))
+                && map.contains_key("in")
+                && NAMES.contains(&name.as_str())
+            {
+                found.push((format!("{path} parameter {name}"), schema));
+            }
+            for (key, child) in map {
+                if key == "properties"
+                    && let serde_json::Value::Object(properties) = child
+                {
+                    for (field, schema) in properties {
+                        if NAMES.contains(&field.as_str()) {
+                            found.push((format!("{path} field {field}"), schema));
+                        }
+                    }
+                }
+                name_uses(child, &format!("{path}/{key}"), found);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                name_uses(item, path, found);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_name_a_request_carries_is_described_by_the_name_schema() {
+    let doc = serde_json::to_value(qlessd::openapi::document()).unwrap();
+    let name = &doc["components"]["schemas"]["Name"];
+    assert_eq!(name["minLength"], 1);
+    assert_eq!(name["maxLength"], 256);
+    assert!(name["pattern"].is_string());
+    let mut found = Vec::new();
+    name_uses(&doc["paths"], "paths", &mut found);
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for (name, schema) in schemas {
+        // Request bodies only: responses show names as stored (a worker may be "").
+        if name.ends_with("Request")
+            || name.ends_with("Item")
+            || name == "PopQueue"
+            || name == "RecurringJobUpdate"
+            || name == "RecurringTagsChange"
+        {
+            name_uses(schema, name, &mut found);
+        }
+    }
+    assert!(found.len() > 60, "only {} names found", found.len());
+    for (place, schema) in found {
+        let text = schema.to_string();
+        assert!(
+            text.contains("#/components/schemas/Name"),
+            "{place} is not described as a Name: {text}"
+        );
+    }
+}

@@ -997,3 +997,62 @@ async fn job_data_is_stored_and_returned_byte_for_byte() {
         fetched.text
     );
 }
+
+#[tokio::test]
+async fn names_are_measured_in_characters_and_may_not_hide_a_byte_order_mark() {
+    let app = TestApp::start().await;
+    // 256 three-byte characters: 768 bytes, but a name of 256 characters.
+    let longest = "ж".repeat(256);
+    let response = app
+        .request(
+            Method::POST,
+            "/v1/queues/q/jobs",
+            Some(json!({"jid": longest, "klass": "K"})),
+        )
+        .await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    assert!(job(&app, &longest).await.is_some());
+    for jid in ["ж".repeat(257), "a\u{feff}b".to_owned()] {
+        let response = app
+            .request(
+                Method::POST,
+                "/v1/queues/q/jobs",
+                Some(json!({"jid": jid, "klass": "K"})),
+            )
+            .await;
+        response.assert_problem(400, "bad_request");
+        assert!(job(&app, &jid).await.is_none(), "{jid:?} was written");
+    }
+}
+
+#[tokio::test]
+async fn a_class_must_say_something_and_may_contain_spaces_on_every_route() {
+    let app = TestApp::start().await;
+    let response = put(&app, "q", "spaced", json!({"klass": "My Job"})).await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    let requeue = |klass: &str| json!({"queue": "other", "klass": klass});
+    let response = app
+        .request(
+            Method::POST,
+            "/v1/jobs/spaced/requeue",
+            Some(requeue("Other Job")),
+        )
+        .await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    assert_eq!(job(&app, "spaced").await.unwrap().klass, "Other Job");
+    for blank in ["", " \t", "\u{feff}", "\u{1}"] {
+        let body = json!({"jid": "blank", "klass": blank});
+        let response = app.post("/v1/queues/q/jobs", body).await;
+        response.assert_problem(400, "bad_request");
+        let response = app
+            .request(
+                Method::POST,
+                "/v1/jobs/spaced/requeue",
+                Some(requeue(blank)),
+            )
+            .await;
+        response.assert_problem(400, "bad_request");
+    }
+    assert!(job(&app, "blank").await.is_none());
+    assert_eq!(job(&app, "spaced").await.unwrap().queue, "other");
+}
