@@ -53,6 +53,7 @@ pub struct CompleteJobRequest {
     pub next: Option<String>,
     /// With `next`: seconds before it becomes waiting there.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub delay: Option<f64>,
     /// With `next`: jobs it waits for there (unknown or completed jids are ignored).
     #[serde(default)]
@@ -127,6 +128,7 @@ pub struct RetryJobRequest {
     pub queue: String,
     /// Seconds before it becomes waiting again (default 0).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub delay: Option<f64>,
     /// With `message`: the failure recorded now, and the job's failure group should
     /// this retry exhaust its retries.
@@ -172,6 +174,7 @@ pub struct RequeueJobRequest {
     pub tags: Option<Vec<String>>,
     /// Retry budget. Absent: the job keeps its budget.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// Jobs to wait for. Absent or empty: the job keeps its dependencies.
     #[serde(default)]
@@ -179,6 +182,7 @@ pub struct RequeueJobRequest {
     pub depends: Option<Vec<String>>,
     /// Seconds before it becomes waiting (default 0).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub delay: Option<f64>,
 }
 

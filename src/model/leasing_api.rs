@@ -54,10 +54,12 @@ pub struct MultiPopRequest {
     pub strategy: PopStrategy,
     /// Most jobs to lease, 1 to 1000 (default 1).
     #[serde(default = "one_job")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub count: u32,
     /// Seconds to wait for a job when every queue is empty (default 0; capped at the
     /// server's `--max-wait`).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub wait: f64,
 }
 
@@ -88,6 +90,7 @@ pub struct CompleteJobsItem {
     pub next: Option<String>,
     /// With `next`: seconds before it becomes waiting there.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub delay: Option<f64>,
     /// With `next`: jobs it waits for there.
     #[serde(default)]
@@ -103,6 +106,7 @@ pub struct CompleteJobsItem {
     {"jid": "b2", "worker": "worker-1", "queue": "emails", "next": "audit"}]}))]
 pub struct CompleteJobsRequest {
     /// The jobs to complete (1 to 1000).
+    #[schema(min_items = 1, max_items = 1000)]
     pub jobs: Vec<CompleteJobsItem>,
 }
 
@@ -149,6 +153,7 @@ pub struct HeartbeatJobsItem {
                                    {"jid": "b2", "worker": "worker-1"}]}))]
 pub struct HeartbeatJobsRequest {
     /// The jobs to renew (1 to 1000).
+    #[schema(min_items = 1, max_items = 1000)]
     pub jobs: Vec<HeartbeatJobsItem>,
 }
 

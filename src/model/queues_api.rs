@@ -34,6 +34,7 @@ pub struct PutJobRequest {
     /// Retry budget (a whole number, at least 0). Absent: kept from an existing job
     /// with this jid, else 5.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// Jids this job waits for. Jobs that do not exist or are complete are ignored.
     /// Absent or empty: an existing job keeps its dependencies.
@@ -42,6 +43,7 @@ pub struct PutJobRequest {
     pub depends: Option<Vec<String>>,
     /// Seconds before the job becomes waiting (at least 0, default 0).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub delay: Option<f64>,
     /// `true`: do nothing when a job with this jid already exists (the response then
     /// says `created: false`), so that duplicate producers do not reset a job.
@@ -195,9 +197,11 @@ pub struct CreateRecurringJobRequest {
     #[schema(value_type = serde_json::Value)]
     pub data: crate::model::wire::RawJson,
     /// Seconds between spawns (greater than 0).
+    #[schema(exclusive_minimum = 0)]
     pub interval: f64,
     /// Seconds from now until the first spawn (at least 0, default 0).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub offset: f64,
     /// Priority of the children (default 0).
     #[serde(default)]
@@ -208,10 +212,12 @@ pub struct CreateRecurringJobRequest {
     pub tags: Option<Vec<String>>,
     /// Retry budget of the children (a whole number, at least 0; default 0).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// At most this many missed intervals are caught up at once (at least 0; default
     /// 0, meaning all).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub backlog: Option<i64>,
 }
 
