@@ -51,7 +51,10 @@ pub async fn run(
                 }
                 due_at = report.next;
                 if report.next > 0.0 {
-                    Duration::from_secs_f64((report.next - clock.now()).max(0.0))
+                    // A job may be scheduled centuries ahead (any finite delay is
+                    // accepted): a wait too long for a Duration is simply the longest.
+                    Duration::try_from_secs_f64((report.next - clock.now()).max(0.0))
+                        .unwrap_or(MAX_IDLE)
                         .clamp(MIN_IDLE, MAX_IDLE)
                 } else {
                     MAX_IDLE

@@ -30,6 +30,7 @@ pub struct PopQueue {
     pub name: String,
     /// Relative weight for `weighted` (default 1, must be > 0).
     #[serde(default = "one")]
+    #[schema(exclusive_minimum = 0, default = 1)]
     pub weight: f64,
 }
 

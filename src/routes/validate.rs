@@ -94,7 +94,10 @@ pub fn seconds(kind: &str, value: f64) -> Result<f64, ApiError> {
 /// maximum (a client asking for more simply waits the maximum).
 pub fn wait(value: f64, max: std::time::Duration) -> Result<std::time::Duration, ApiError> {
     let seconds = seconds("wait", value)?;
-    Ok(std::time::Duration::from_secs_f64(seconds).min(max))
+    // Any finite wait is accepted and capped, even one too long for a Duration.
+    Ok(std::time::Duration::try_from_secs_f64(seconds)
+        .unwrap_or(max)
+        .min(max))
 }
 
 /// Checks a page size.

@@ -697,3 +697,50 @@ async fn graceful_shutdown_answers_long_polls_and_ends_event_streams() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn the_sweeper_keeps_going_after_a_job_scheduled_beyond_any_duration() {
+    let app = TestApp::start().await;
+    let _sweeper = start_sweeper(&app);
+    let never = json!({"jid": "never", "klass": "K", "delay": 1e300});
+    assert_eq!(
+        app.post("/v1/queues/idle/jobs", never).await.status,
+        StatusCode::CREATED
+    );
+    // Long enough for a sweep to see that job as the next one due.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let later = json!({"jid": "later", "klass": "K", "delay": 60});
+    assert_eq!(
+        app.post("/v1/queues/idle/jobs", later).await.status,
+        StatusCode::CREATED
+    );
+    app.clock.advance(61.0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while app.get("/v1/jobs/later").await.body["state"] != "waiting" {
+        assert!(Instant::now() < deadline, "the sweeper stopped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.get("/v1/jobs/never").await.body["state"], "scheduled");
+}
+
+#[tokio::test]
+async fn a_wait_too_long_for_any_clock_is_capped_not_a_server_error() {
+    let app = TestApp::start().await;
+    for jid in ["a", "b"] {
+        let job = json!({"jid": jid, "klass": "K"});
+        let response = app.post("/v1/queues/q/jobs", job).await;
+        assert_eq!(response.status, StatusCode::CREATED);
+    }
+    let response = app
+        .post("/v1/queues/q/pop", json!({"worker": "w", "wait": 1.7e308}))
+        .await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    let mut leased = jids(&response.body);
+    let multi = json!({"worker": "w", "queues": [{"name": "q"}], "strategy": "ordered",
+        "wait": 2.5e47});
+    let response = app.post("/v1/pop", multi).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    leased.extend(jids(&response.body));
+    leased.sort();
+    assert_eq!(leased, ["a", "b"]);
+}
