@@ -21,6 +21,7 @@ pub struct RecurringJobUpdate {
     pub interval: Option<f64>,
     /// Retry budget of the children spawned from now on (0 or more).
     #[schema(minimum = 0)]
+    #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     pub retries: Option<i64>,
     /// Payload of the children spawned from now on: any JSON value (`null` included).
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -35,6 +36,7 @@ pub struct RecurringJobUpdate {
     pub queue: Option<String>,
     /// Catch up at most this many missed intervals (0: all of them).
     #[schema(minimum = 0)]
+    #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     pub backlog: Option<i64>,
 }
 
@@ -79,7 +81,10 @@ pub struct UnfailRequest {
     #[schema(value_type = crate::model::Name)]
     pub queue: String,
     /// How many jobs to move, oldest failure first (default 25, between 1 and 1000).
-    #[serde(default = "default_unfail_count")]
+    #[serde(
+        default = "default_unfail_count",
+        deserialize_with = "crate::model::wire::whole"
+    )]
     #[schema(default = 25, minimum = 1, maximum = 1000)]
     pub count: u32,
 }

@@ -173,7 +173,7 @@ pub struct RequeueJobRequest {
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub tags: Option<Vec<String>>,
     /// Retry budget. Absent: the job keeps its budget.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// Jobs to wait for. Absent or empty: the job keeps its dependencies.

@@ -54,7 +54,7 @@ pub struct MultiPopRequest {
     #[serde(default)]
     pub strategy: PopStrategy,
     /// Most jobs to lease, 1 to 1000 (default 1).
-    #[serde(default = "one_job")]
+    #[serde(default = "one_job", deserialize_with = "crate::model::wire::whole")]
     #[schema(minimum = 1, maximum = 1000)]
     pub count: u32,
     /// Seconds to wait for a job when every queue is empty (default 0; capped at the

@@ -33,7 +33,7 @@ pub struct PutJobRequest {
     pub tags: Option<Vec<String>>,
     /// Retry budget (a whole number, at least 0). Absent: kept from an existing job
     /// with this jid, else 5.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// Jids this job waits for. Jobs that do not exist or are complete are ignored.
@@ -90,7 +90,7 @@ pub struct PopJobsRequest {
     #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// Most jobs to lease, 1 to 1000 (default 1).
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "crate::model::wire::whole")]
     #[schema(minimum = 1, maximum = 1000, default = 1)]
     pub count: u32,
     /// Seconds to wait for a job when none is available (default 0: answer at once).
@@ -211,12 +211,12 @@ pub struct CreateRecurringJobRequest {
     #[schema(value_type = Option<Vec<crate::model::Name>>)]
     pub tags: Option<Vec<String>>,
     /// Retry budget of the children (a whole number, at least 0; default 0).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// At most this many missed intervals are caught up at once (at least 0; default
     /// 0, meaning all).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub backlog: Option<i64>,
 }

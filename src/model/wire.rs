@@ -174,3 +174,41 @@ pub fn whole_when_possible<S: serde::Serializer>(
         serializer.serialize_f64(*value)
     }
 }
+
+/// A whole number, also when written with a zero fraction (`5.0`): JSON Schema counts
+/// that as an integer, and some encoders write every number so (Python's for a float).
+/// A fraction or a value out of range is refused.
+pub fn whole<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let whole = match (number.as_i64(), number.as_f64()) {
+        (Some(value), _) => Some(value),
+        // i64's range is [-2^63, 2^63): the float bounds are exact.
+        (None, Some(value))
+            if value.fract() == 0.0
+                && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&value) =>
+        {
+            Some(value as i64)
+        }
+        _ => None,
+    };
+    whole
+        .and_then(|value| T::try_from(value).ok())
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!("expected a whole number in range, got {number}"))
+        })
+}
+
+/// [`whole`] for an optional field (`null` or absent: `None`).
+pub fn optional_whole<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    #[derive(Deserialize)]
+    struct Whole<T: TryFrom<i64>>(#[serde(deserialize_with = "whole")] T);
+    Ok(Option::<Whole<T>>::deserialize(deserializer)?.map(|Whole(value)| value))
+}

@@ -1056,3 +1056,27 @@ async fn a_class_must_say_something_and_may_contain_spaces_on_every_route() {
     assert!(job(&app, "blank").await.is_none());
     assert_eq!(job(&app, "spaced").await.unwrap().queue, "other");
 }
+
+#[tokio::test]
+async fn whole_numbers_may_be_written_with_a_zero_fraction_but_not_with_another() {
+    let app = TestApp::start().await;
+    let response = app
+        .post(
+            "/v1/queues/q/jobs",
+            json!({"jid": "a", "klass": "K", "retries": 3.0}),
+        )
+        .await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    assert_eq!(job(&app, "a").await.unwrap().retries, 3.0);
+    for retries in [json!(2.5), json!(-1.0), json!(1e19), json!("3")] {
+        let body = json!({"jid": "b", "klass": "K", "retries": retries});
+        let response = app.post("/v1/queues/q/jobs", body).await;
+        response.assert_problem(400, "bad_request");
+    }
+    assert!(job(&app, "b").await.is_none());
+    let response = app
+        .post("/v1/queues/q/pop", json!({"worker": "w", "count": 10.0}))
+        .await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    assert_eq!(response.body.as_array().unwrap().len(), 1);
+}
