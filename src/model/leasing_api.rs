@@ -49,6 +49,7 @@ pub struct MultiPopRequest {
     #[schema(value_type = crate::model::Name)]
     pub worker: String,
     /// The queues to serve (1 to 64, distinct).
+    #[schema(min_items = 1, max_items = 64)]
     pub queues: Vec<PopQueue>,
     /// How queues are chosen (default `ordered`).
     #[serde(default)]
