@@ -245,3 +245,33 @@ async fn calls_go_on_over_a_new_connection_after_redis_drops_the_old_one() {
     let job = qless.get(START, "b").await.unwrap().expect("b stored");
     assert_eq!(job.queue, "q");
 }
+
+#[tokio::test]
+async fn script_calls_and_events_work_over_tcp() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redis = RedisServer::start_with(&["--port", &port.to_string(), "--bind", "127.0.0.1"]);
+    let url = format!("redis://127.0.0.1:{port}/0");
+    let bus = EventBus::start(url.clone(), "ql:".to_owned());
+    let mut events = bus.subscribe();
+    assert!(bus.wait_subscribed(Duration::from_secs(5)).await);
+    let qless = Qless::connect(options(url, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    qless
+        .put(START, super::jobs::job("q", "over-tcp"))
+        .await
+        .unwrap();
+    let job = qless.get(START, "over-tcp").await.unwrap().expect("stored");
+    assert_eq!(job.queue, "q");
+    let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .expect("no event within 5s")
+        .unwrap();
+    assert_eq!(event.channel, "log");
+    assert!(event.payload.contains("over-tcp"), "{}", event.payload);
+    drop(redis);
+}
