@@ -19,6 +19,7 @@
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
 //! * [`sweeper`]: the background upkeep that keeps time for every queue.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
+//! * [`healthcheck`]: `qlessd healthcheck`, the container health probe.
 //!
 //! # The path of one request
 //!
@@ -35,6 +36,7 @@
 pub mod clock;
 pub mod core;
 pub mod error;
+pub mod healthcheck;
 pub mod leasing;
 pub mod middleware;
 pub mod model;

@@ -1,8 +1,9 @@
-//! The `qlessd` binary: parse settings, set up logging, run the server.
+//! The `qlessd` binary: parse settings, set up logging, run the server (or the
+//! subcommand asked for).
 
 use clap::Parser;
-use qlessd::settings::Settings;
-use qlessd::{core, server, telemetry};
+use qlessd::settings::{Command, Settings};
+use qlessd::{core, healthcheck, server, telemetry};
 
 // A request allocates and frees many small buffers (bodies, JSON, Redis replies) across
 // threads; mimalloc's per-thread heaps cost the gateway about a tenth less CPU per
@@ -17,8 +18,14 @@ async fn main() -> std::process::ExitCode {
         print!("{}", core::script::SOURCE);
         return std::process::ExitCode::SUCCESS;
     }
-    telemetry::init(settings.log_format);
-    match server::run(settings).await {
+    let outcome = match &settings.command {
+        Some(Command::Healthcheck(args)) => healthcheck::run(settings.listen, args).await,
+        None => {
+            telemetry::init(settings.log_format);
+            server::run(settings).await
+        }
+    };
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("qlessd: {message}");

@@ -163,9 +163,13 @@ pub async fn run(settings: Settings) -> Result<(), String> {
     let embedded = match &settings.redis_url {
         Some(_) => None,
         None => Some(
-            EmbeddedRedis::start(&settings.redis_server, &settings.data_dir)
-                .await
-                .map_err(|err| err.to_string())?,
+            EmbeddedRedis::start(
+                &settings.redis_server,
+                &settings.data_dir,
+                settings.redis_maxmemory,
+            )
+            .await
+            .map_err(|err| err.to_string())?,
         ),
     };
     let url = match (&settings.redis_url, &embedded) {

@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::core::embedded::MaxMemory;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -21,7 +23,12 @@ pub enum LogFormat {
 #[command(name = "qlessd", version, about, long_about = None)]
 pub struct Settings {
     /// Address the HTTP server listens on.
-    #[arg(long, env = "QLESSD_LISTEN", default_value = "127.0.0.1:5858")]
+    #[arg(
+        long,
+        env = "QLESSD_LISTEN",
+        default_value = "127.0.0.1:5858",
+        global = true
+    )]
     pub listen: SocketAddr,
 
     /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`.
@@ -86,6 +93,38 @@ pub struct Settings {
     /// Print the Lua script the server loads into Redis, then exit.
     #[arg(long)]
     pub print_lua: bool,
+
+    /// Memory limit of the embedded Redis, past which it refuses writes (and qlessd
+    /// answers 503) instead of growing until the machine swaps or kills it: a size
+    /// (`2gb`, `512mb`, bytes) or a share of the machine's memory (`50%`).
+    #[arg(long, env = "QLESSD_REDIS_MAXMEMORY", default_value = "50%",
+          value_parser = parse_memory)]
+    pub redis_maxmemory: MaxMemory,
+
+    /// What to do instead of serving (none: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands: each runs instead of the server and exits.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Ask the qlessd serving on `--listen` whether it is ready (`GET /readyz`): exit
+    /// 0 if it answers 200, 1 otherwise. For container health checks without curl.
+    Healthcheck(HealthcheckArgs),
+}
+
+/// Options of `qlessd healthcheck`.
+#[derive(Debug, Clone, Args)]
+pub struct HealthcheckArgs {
+    /// Only check that the process answers (`/healthz`), not that Redis is reachable
+    /// (`/readyz`).
+    #[arg(long)]
+    pub live: bool,
+
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 3)]
+    pub timeout: u64,
 }
 
 impl Settings {
@@ -99,6 +138,41 @@ impl Settings {
         let mut settings = Settings::parse_from(["qlessd"]);
         settings.redis_url = Some(url.into());
         settings
+    }
+}
+
+/// Sizes as Redis writes them (`100mb`, `2gb`, `1024`), or a percentage.
+fn parse_memory(raw: &str) -> Result<MaxMemory, String> {
+    let raw = raw.trim().to_ascii_lowercase();
+    if let Some(percent) = raw.strip_suffix('%') {
+        return match percent.trim().parse::<u8>() {
+            Ok(share @ 1..=100) => Ok(MaxMemory::Share(share)),
+            _ => Err("a share of memory is 1% to 100%".to_owned()),
+        };
+    }
+    let digits = raw.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = raw.split_at(digits);
+    let scale: u64 = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        _ => {
+            return Err(
+                "a size is a number with b, kb, mb or gb (e.g. 2gb), or a share like 50%"
+                    .to_owned(),
+            );
+        }
+    };
+    // Redis reads maxmemory 0 as "no limit", the opposite of what a small number means.
+    match number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+    {
+        Some(bytes) if bytes >= 1 << 20 => Ok(MaxMemory::Bytes(bytes)),
+        Some(_) => Err("the embedded Redis needs at least 1mb".to_owned()),
+        None => Err(format!("{raw:?} is not a size (e.g. 2gb, 512mb, 50%)")),
     }
 }
 
@@ -137,5 +211,39 @@ mod tests {
         assert!(settings.redis_url.is_none());
         assert_eq!(settings.data_dir, PathBuf::from("./qlessd-data"));
         assert!(settings.namespace.is_none());
+        assert_eq!(settings.redis_maxmemory, MaxMemory::Share(50));
+        assert!(settings.command.is_none());
+    }
+
+    #[test]
+    fn memory_limits_read_like_redis_sizes_or_a_share() {
+        let gb = 1 << 30;
+        assert_eq!(parse_memory("2gb"), Ok(MaxMemory::Bytes(2 * gb)));
+        assert_eq!(parse_memory("512MB"), Ok(MaxMemory::Bytes(512 << 20)));
+        assert_eq!(parse_memory("1048576"), Ok(MaxMemory::Bytes(1 << 20)));
+        assert_eq!(parse_memory("25%"), Ok(MaxMemory::Share(25)));
+        for bad in [
+            "",
+            "0",
+            "0%",
+            "101%",
+            "2tb",
+            "gb",
+            "-1gb",
+            "100",
+            "99999999999999gb",
+        ] {
+            assert!(parse_memory(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn healthcheck_is_a_subcommand_that_reads_the_listen_address() {
+        let settings = Settings::parse_from(["qlessd", "--listen", "0.0.0.0:7000", "healthcheck"]);
+        assert_eq!(settings.listen.port(), 7000);
+        let Some(Command::Healthcheck(args)) = settings.command else {
+            panic!("no healthcheck: {:?}", settings.command);
+        };
+        assert!(!args.live);
     }
 }

@@ -12,14 +12,23 @@
 //!   listpack sorted set re-parses (strtod) every score before the insertion point on
 //!   each ZADD. At Redis's default limit of 128, the sets that stay small in a busy
 //!   queue (`ql:workers` with 50 workers, a queue's `-locks`) cost several µs per ZADD;
-//!   moving them to skiplists at 16 entries halved ZADD time in the worker benchmark.
+//!   moving them to skiplists at 16 entries halved ZADD time in the worker benchmark;
+//! * `maxmemory` (by default half the machine's memory, see [`MaxMemory`]): without a
+//!   limit `noeviction` never applies, and Redis grows until the kernel kills it.
+//!
+//! The listpack settings exist only from Redis 7.0, so the binary's version is checked
+//! before it is started; and when it exits at start, its own words (stderr and the new
+//! lines of its log) are the error, since they say what went wrong.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStderr, Command};
 use tokio::sync::watch;
 
 use super::Error;
@@ -29,6 +38,58 @@ pub const HASH_LISTPACK_VALUE: u32 = 1024;
 
 /// Largest sorted set kept as a listpack (see the module documentation).
 pub const ZSET_LISTPACK_ENTRIES: u32 = 16;
+
+/// The oldest `redis-server` that accepts every option embedded mode passes (the
+/// listpack settings are new in 7.0).
+const MIN_EMBEDDED_VERSION: (u32, u32) = (7, 0);
+
+/// Most lines of Redis's own output quoted when it fails to start.
+const QUOTED_LINES: usize = 12;
+
+/// The embedded Redis's memory limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxMemory {
+    /// A number of bytes.
+    Bytes(u64),
+    /// A percentage (1-100) of the memory available: the machine's (`MemTotal` in
+    /// `/proc/meminfo`), or the container's cgroup limit when that is lower.
+    Share(u8),
+}
+
+impl MaxMemory {
+    /// The limit in bytes.
+    pub fn bytes(self) -> Result<u64, Error> {
+        match self {
+            MaxMemory::Bytes(bytes) => Ok(bytes),
+            MaxMemory::Share(percent) => {
+                let total = available_memory().ok_or_else(|| {
+                    Error::Startup(
+                        "cannot read the machine's memory from /proc/meminfo: give the \
+                         embedded Redis an explicit size with --redis-maxmemory (e.g. 2gb)"
+                            .to_owned(),
+                    )
+                })?;
+                Ok(total / 100 * u64::from(percent))
+            }
+        }
+    }
+}
+
+/// `MemTotal`, or the cgroup v2 limit (a container's) when it is lower.
+fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let total = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())?
+        * 1024;
+    // "max" (no limit) does not parse, and leaves the machine's total.
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|limit| limit.trim().parse::<u64>().ok());
+    Some(cgroup.map_or(total, |limit| limit.min(total)))
+}
 
 /// Unix socket paths longer than this are refused by the kernel (`sun_path`).
 const MAX_SOCKET_PATH: usize = 100;
@@ -42,9 +103,16 @@ pub struct EmbeddedRedis {
 }
 
 impl EmbeddedRedis {
-    /// Starts `redis-server` with its data in `data_dir` and waits until it answers.
-    pub async fn start(binary: &Path, data_dir: &Path) -> Result<Self, Error> {
+    /// Starts `redis-server` with its data in `data_dir`, holding at most `maxmemory`,
+    /// and waits until it answers.
+    pub async fn start(
+        binary: &Path,
+        data_dir: &Path,
+        maxmemory: MaxMemory,
+    ) -> Result<Self, Error> {
         let binary = find_binary(binary)?;
+        check_version(&binary).await?;
+        let maxmemory = maxmemory.bytes()?;
         std::fs::create_dir_all(data_dir).map_err(|err| {
             Error::Startup(format!(
                 "cannot create data directory {}: {err}",
@@ -72,6 +140,7 @@ impl EmbeddedRedis {
             binary,
             data_dir,
             socket: socket.clone(),
+            maxmemory,
         });
         let child = spec.spawn_and_wait().await?;
         let (stop, stopped) = watch::channel(false);
@@ -99,6 +168,7 @@ struct ServerSpec {
     binary: PathBuf,
     data_dir: PathBuf,
     socket: PathBuf,
+    maxmemory: u64,
 }
 
 impl ServerSpec {
@@ -121,6 +191,8 @@ impl ServerSpec {
                 "",
             ])
             .args(["--maxmemory-policy", "noeviction"])
+            .arg("--maxmemory")
+            .arg(self.maxmemory.to_string())
             .args(["--hash-max-listpack-value", &listpack])
             .args(["--zset-max-listpack-entries", &zset_entries])
             .stdin(Stdio::null())
@@ -132,30 +204,192 @@ impl ServerSpec {
     }
 
     async fn spawn_and_wait(&self) -> Result<Child, Error> {
+        let log = self.data_dir.join("redis.log");
+        // Only this attempt's lines of the log say why it failed.
+        let log_start = std::fs::metadata(&log).map_or(0, |meta| meta.len());
         let mut child = self.command().spawn().map_err(|err| {
             Error::Startup(format!("cannot start {}: {err}", self.binary.display()))
         })?;
+        let stderr = child.stderr.take().map(StderrTail::start);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
+                let said = match &stderr {
+                    Some(tail) => tail.lines_at_exit().await,
+                    None => Vec::new(),
+                };
                 return Err(Error::Startup(format!(
-                    "embedded redis-server exited at start ({status}); see {}",
-                    self.data_dir.join("redis.log").display()
+                    "embedded redis-server exited at start ({status}){}",
+                    quote(said, &log, log_start)
                 )));
             }
             if ping(&self.socket).await {
+                if let Some(tail) = &stderr {
+                    tail.started();
+                }
                 return Ok(child);
             }
             if tokio::time::Instant::now() > deadline {
                 let _ = child.kill().await;
+                let said = match &stderr {
+                    Some(tail) => tail.lines(),
+                    None => Vec::new(),
+                };
                 return Err(Error::Startup(format!(
-                    "embedded redis-server did not answer within 10s; see {}",
-                    self.data_dir.join("redis.log").display()
+                    "embedded redis-server did not answer within 10s{}",
+                    quote(said, &log, log_start)
                 )));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Reads Redis's stderr for as long as it runs, so the pipe never fills: before Redis
+/// answers, its last lines are kept to explain a failed start; after, each line is
+/// logged (Redis writes there only what it cannot write to its log file).
+struct StderrTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    started: Arc<AtomicBool>,
+    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl StderrTail {
+    fn start(stderr: ChildStderr) -> Self {
+        let lines = Arc::new(Mutex::new(VecDeque::new()));
+        let started = Arc::new(AtomicBool::new(false));
+        let (kept, logging) = (lines.clone(), started.clone());
+        let reader = tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if logging.load(Ordering::Relaxed) {
+                    tracing::warn!(target: "redis", "{line}");
+                    continue;
+                }
+                let mut kept = kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if kept.len() == QUOTED_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+        });
+        StderrTail {
+            lines,
+            started,
+            reader: Mutex::new(Some(reader)),
+        }
+    }
+
+    fn started(&self) {
+        self.started.store(true, Ordering::Relaxed);
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let kept = self
+            .lines
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        kept.iter().cloned().collect()
+    }
+
+    /// The lines written before the process exited: the reader reaches the end of the
+    /// pipe right after the exit, so it is given a moment to get there.
+    async fn lines_at_exit(&self) -> Vec<String> {
+        let reader = self
+            .reader
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(reader) = reader {
+            let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+        }
+        self.lines()
+    }
+}
+
+/// Redis's own words about a failed start: its stderr, then the lines this attempt
+/// added to its log file, on indented lines after the error.
+fn quote(stderr: Vec<String>, log: &Path, log_start: u64) -> String {
+    let logged = std::fs::read(log)
+        .ok()
+        .and_then(|bytes| {
+            bytes
+                .get(log_start as usize..)
+                .map(|new| String::from_utf8_lossy(new).into_owned())
+        })
+        .unwrap_or_default();
+    let mut said: Vec<String> = stderr
+        .into_iter()
+        .chain(logged.lines().map(str::to_owned))
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    if said.len() > QUOTED_LINES {
+        said.drain(..said.len() - QUOTED_LINES);
+    }
+    if said.is_empty() {
+        return format!(" and wrote nothing (log: {})", log.display());
+    }
+    let mut text = format!("; it said (log: {}):", log.display());
+    for line in said {
+        text.push_str("\n    ");
+        text.push_str(line.trim_end());
+    }
+    text
+}
+
+/// Embedded mode passes options that older servers refuse with a cryptic "Bad
+/// directive"; a version check turns that into one line saying what to do.
+async fn check_version(binary: &Path) -> Result<(), Error> {
+    let output = Command::new(binary)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = match tokio::time::timeout(Duration::from_secs(5), output).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(err)) => {
+            return Err(Error::Startup(format!(
+                "cannot run {} --version: {err}",
+                binary.display()
+            )));
+        }
+        Err(_) => {
+            return Err(Error::Startup(format!(
+                "{} --version did not answer within 5s",
+                binary.display()
+            )));
+        }
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let Some(version) = parse_version(&text) else {
+        return Err(Error::Startup(format!(
+            "{} --version printed {:?}, not a Redis server version",
+            binary.display(),
+            text.trim()
+        )));
+    };
+    if version < MIN_EMBEDDED_VERSION {
+        let (major, minor) = MIN_EMBEDDED_VERSION;
+        return Err(Error::Startup(format!(
+            "{} is Redis {}.{}, but embedded mode needs Redis {major}.{minor} or newer: \
+             install it (Debian 12 / Ubuntu 24.04: `sudo apt-get install redis-server`; \
+             otherwise https://redis.io/docs/latest/operate/oss_and_stack/install/), \
+             point --redis-server at one, or use an existing Redis with --redis-url",
+            binary.display(),
+            version.0,
+            version.1
+        )));
+    }
+    Ok(())
+}
+
+/// `Redis server v=7.0.15 sha=...` -> (7, 0).
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let version = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))?;
+    let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??))
 }
 
 async fn supervise(spec: Arc<ServerSpec>, mut child: Child, mut stopped: watch::Receiver<bool>) {
@@ -291,4 +525,28 @@ fn missing_binary(binary: &Path) -> Error {
          --redis-url / QLESSD_REDIS_URL to use an existing Redis",
         binary.display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_what_redis_server_prints() {
+        let printed =
+            "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=ae4d";
+        assert_eq!(parse_version(printed), Some((7, 0)));
+        assert_eq!(parse_version("Redis server v=6.0.16 sha=0"), Some((6, 0)));
+        assert_eq!(parse_version("Redis server v=10.2.1"), Some((10, 2)));
+        assert_eq!(parse_version("hello"), None);
+        assert_eq!(parse_version("v=seven"), None);
+    }
+
+    #[test]
+    fn a_share_of_memory_is_a_share_of_what_the_machine_has() {
+        let half = MaxMemory::Share(50).bytes().unwrap();
+        let all = MaxMemory::Share(100).bytes().unwrap();
+        assert!(half > 0 && half < all, "{half} of {all}");
+        assert_eq!(MaxMemory::Bytes(1 << 30).bytes().unwrap(), 1 << 30);
+    }
 }

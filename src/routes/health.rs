@@ -1,6 +1,9 @@
-//! Operational endpoints: liveness and readiness.
+//! Operational endpoints: liveness and readiness, and `/`, which leads a visitor to
+//! the documentation.
 
 use axum::extract::State;
+use axum::response::Redirect;
+use axum::routing::get;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::Json;
@@ -13,6 +16,13 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(healthz))
         .routes(routes!(readyz))
+        .route("/", get(root))
+}
+
+/// A browser pointed at the server lands on the API reference. (Not part of the API,
+/// so not in the OpenAPI document.) Temporary, as `/` will lead to a dashboard.
+async fn root() -> Redirect {
+    Redirect::temporary("/docs")
 }
 
 /// Liveness: the process is up.

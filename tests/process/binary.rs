@@ -82,6 +82,7 @@ fn help_documents_every_setting_with_its_environment_variable() {
         "QLESSD_POOL_SIZE",
         "QLESSD_BODY_LIMIT",
         "QLESSD_LOG_FORMAT",
+        "QLESSD_REDIS_MAXMEMORY",
     ] {
         assert!(help.contains(env), "--help lacks {env}");
     }
@@ -177,6 +178,10 @@ async fn a_clean_shutdown_logs_no_warnings() {
         String::from_utf8(output.stdout).unwrap() + &String::from_utf8(output.stderr).unwrap();
     assert!(logs.contains("shutting down"), "{logs}");
     assert!(!logs.contains("WARN") && !logs.contains("ERROR"), "{logs}");
+    assert!(
+        !logs.contains('\x1b'),
+        "colour codes in a piped log: {logs:?}"
+    );
 }
 
 #[tokio::test]
@@ -202,4 +207,148 @@ async fn the_embedded_redis_stops_when_qlessd_is_killed() {
         assert!(Instant::now() < deadline, "redis {redis} outlived qlessd");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn an_old_redis_server_stops_qlessd_with_one_line_saying_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("fake.sh");
+    std::fs::write(
+        &source,
+        "#!/bin/sh\necho 'Redis server v=6.0.16 sha=00000000:0 malloc=jemalloc-5.2.1 bits=64'\n",
+    )
+    .unwrap();
+    let fake = dir.path().join("redis-server");
+    // Installed by a child process: see `fake_redis_server` in embedded.rs.
+    assert!(
+        Command::new("install")
+            .args(["-m", "755"])
+            .arg(&source)
+            .arg(&fake)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = Command::new(BINARY)
+        .arg("--redis-server")
+        .arg(&fake)
+        .env("QLESSD_DATA_DIR", dir.path().join("data"))
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env_remove("QLESSD_REDIS_URL")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("Redis 6.0"), "{stderr}");
+    assert!(stderr.contains("needs Redis 7.0 or newer"), "{stderr}");
+}
+
+#[tokio::test]
+async fn healthcheck_exits_0_when_ready_and_1_when_nothing_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let healthcheck = |live: bool| {
+        let mut cmd = Command::new(BINARY);
+        cmd.arg("healthcheck")
+            .env("QLESSD_LISTEN", format!("0.0.0.0:{port}"))
+            .args(["--timeout", "2"]);
+        if live {
+            cmd.arg("--live");
+        }
+        cmd.output().unwrap()
+    };
+    let down = healthcheck(false);
+    assert_eq!(down.status.code(), Some(1));
+    let said = String::from_utf8(down.stderr).unwrap();
+    assert!(
+        said.starts_with("qlessd: cannot connect to 127.0.0.1:"),
+        "{said}"
+    );
+
+    let mut child = spawn_embedded(&dir.path().join("data"), port, Stdio::null);
+    wait_for_status(
+        &format!("http://127.0.0.1:{port}/readyz"),
+        200,
+        Duration::from_secs(20),
+    )
+    .await;
+    let ready = healthcheck(false);
+    assert_eq!(ready.status.code(), Some(0), "{ready:?}");
+    assert!(
+        ready.stdout.is_empty() && ready.stderr.is_empty(),
+        "{ready:?}"
+    );
+    assert_eq!(healthcheck(true).status.code(), Some(0));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn the_root_leads_to_the_documentation() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = spawn_embedded(&dir.path().join("data"), port, Stdio::null);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let root = client.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(root.status().as_u16(), 307);
+    assert_eq!(root.headers()["location"], "/docs");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn a_full_embedded_redis_refuses_new_jobs_with_503_and_keeps_the_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", dir.path().join("data"))
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+        .env("QLESSD_REDIS_MAXMEMORY", "4mb")
+        .env_remove("QLESSD_REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    let client = reqwest::Client::new();
+    let data = "x".repeat(200 * 1024);
+    let mut stored = Vec::new();
+    let refused = loop {
+        assert!(
+            stored.len() < 40,
+            "4 MB held {} jobs of 200 KB",
+            stored.len()
+        );
+        let reply = client
+            .post(format!("{base}/v1/queues/big/jobs"))
+            .json(&serde_json::json!({"klass": "Big", "data": {"blob": data}}))
+            .send()
+            .await
+            .unwrap();
+        match reply.status().as_u16() {
+            201 => stored.push(reply.json::<serde_json::Value>().await.unwrap()["jid"].clone()),
+            _ => break reply,
+        }
+    };
+    assert_eq!(refused.status().as_u16(), 503);
+    let problem: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(problem["code"], "unavailable", "{problem}");
+    assert!(!stored.is_empty(), "not one job fitted");
+    for jid in &stored {
+        let job = client
+            .get(format!("{base}/v1/jobs/{}", jid.as_str().unwrap()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(job.status().as_u16(), 200, "job {jid} lost");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
