@@ -3,9 +3,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_qlessd");
+pub(super) const BINARY: &str = env!("CARGO_BIN_EXE_qlessd");
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -26,7 +26,7 @@ async fn status_of(url: &str) -> Option<u16> {
         .map(|r| r.status().as_u16())
 }
 
-async fn wait_for_status(url: &str, want: u16, within: Duration) {
+pub(super) async fn wait_for_status(url: &str, want: u16, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         if status_of(url).await == Some(want) {
@@ -48,7 +48,7 @@ fn redis_pid(socket: &std::path::Path) -> Option<u32> {
 
 /// Starts qlessd in embedded mode with its data in `data`, serving on `port`; its
 /// log goes to `logs` (stdout and stderr).
-fn spawn_embedded(data: &std::path::Path, port: u16, logs: fn() -> Stdio) -> Child {
+pub(super) fn spawn_embedded(data: &std::path::Path, port: u16, logs: fn() -> Stdio) -> Child {
     Command::new(BINARY)
         .env("QLESSD_DATA_DIR", data)
         .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))

@@ -1,0 +1,3 @@
+module example.com/qlessd-worker
+
+go 1.19

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The same worker as examples/python, on a client generated from qlessd's OpenAPI
+document: typed requests and responses, one function per operation.
+
+Generate the client once (from the repository root), then run the worker:
+
+    pip install openapi-python-client
+    openapi-python-client generate --path openapi/openapi.json \\
+        --output-path examples/python-sdk/qlessd-client
+    python3 examples/python-sdk/worker.py
+
+The generated package (qlessd_client) needs httpx and attrs, which
+openapi-python-client installs. Settings (environment) as in examples/python:
+QLESSD_URL, QUEUE, PUT_JOBS, WORK_SECONDS, HEARTBEAT_SECONDS, POP_WAIT, QLESSD_TOKEN.
+"""
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+
+# The generated client lives next to this file unless it was installed with pip.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "qlessd-client"))
+
+import httpx  # noqa: E402
+from qlessd_client import AuthenticatedClient, Client  # noqa: E402
+from qlessd_client.api.jobs import complete_job, fail_job, heartbeat_job  # noqa: E402
+from qlessd_client.api.queues import pop_jobs, put_job  # noqa: E402
+from qlessd_client.models import (  # noqa: E402
+    CompleteJobRequest,
+    FailJobRequest,
+    HeartbeatJobRequest,
+    PopJobsRequest,
+    PutJobRequest,
+)
+
+URL = os.environ.get("QLESSD_URL", "http://127.0.0.1:5858")
+QUEUE = os.environ.get("QUEUE", "greetings")
+PUT_JOBS = int(os.environ.get("PUT_JOBS", "5"))
+WORK_SECONDS = float(os.environ.get("WORK_SECONDS", "2"))
+HEARTBEAT_SECONDS = float(os.environ.get("HEARTBEAT_SECONDS", "10"))
+POP_WAIT = float(os.environ.get("POP_WAIT", "10"))
+WORKER = f"{socket.gethostname()}-{os.getpid()}"
+
+
+class ApiError(Exception):
+    """A qlessd problem document: `code` is stable."""
+
+    def __init__(self, response):
+        problem = json.loads(response.content or b"{}")
+        super().__init__(f"{response.status_code} {problem.get('code')}: {problem.get('detail')}")
+        self.code = problem.get("code")
+
+
+def ok(response):
+    """The parsed body of a success; a problem raised as ApiError."""
+    if response.status_code >= 300:
+        raise ApiError(response)
+    return response.parsed
+
+
+def say(*words):
+    print(*words, flush=True)
+
+
+def heartbeat(client, jid, done, lost):
+    """Renew the lease every HEARTBEAT_SECONDS until the work is done."""
+    while not done.wait(HEARTBEAT_SECONDS):
+        try:
+            ok(heartbeat_job.sync_detailed(jid, client=client, body=HeartbeatJobRequest(worker=WORKER)))
+            say("heartbeat", jid)
+        except ApiError as err:
+            if err.code in ("lock_lost", "conflict", "not_found"):
+                say("lost", jid, err)  # someone else has it now: stop working on it
+                lost.set()
+                return
+            say("heartbeat failed, will retry:", err)
+
+
+def work(client, job):
+    done, lost = threading.Event(), threading.Event()
+    beat = threading.Thread(target=heartbeat, args=(client, job.jid, done, lost))
+    beat.start()
+    name = job.data.get("name")
+    if name:
+        lost.wait(WORK_SECONDS)  # "working", unless the lease goes first
+    done.set()
+    beat.join()
+    if lost.is_set():
+        return
+    if not name:
+        request = FailJobRequest(worker=WORKER, group="Greet-ValueError", message="no name to greet")
+        ok(fail_job.sync_detailed(job.jid, client=client, body=request))
+        say("failed", job.jid)
+        return
+    result = {**job.data, "greeting": f"Hello, {name}!"}
+    request = CompleteJobRequest(worker=WORKER, queue=job.queue, data=result)
+    ok(complete_job.sync_detailed(job.jid, client=client, body=request))
+    say("completed", job.jid)
+
+
+def main():
+    stopping = threading.Event()
+
+    def stop(signum, _frame):
+        say("stopping after the job in hand:", signal.Signals(signum).name)
+        stopping.set()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+    # The timeout must outlast a long poll.
+    timeout = httpx.Timeout(POP_WAIT + 30)
+    token = os.environ.get("QLESSD_TOKEN")
+    client = (AuthenticatedClient(base_url=URL, token=token, timeout=timeout) if token
+              else Client(base_url=URL, timeout=timeout))
+    with client:
+        names = ["Ada", "Grace", "Linus", "Barbara", ""]
+        for i in range(PUT_JOBS):
+            body = PutJobRequest(klass="Greet", data={"name": names[i % len(names)]}, retries=2)
+            say("put", ok(put_job.sync_detailed(QUEUE, client=client, body=body)).jid)
+        say("worker", WORKER, "serving queue", QUEUE)
+        while not stopping.is_set():
+            request = PopJobsRequest(worker=WORKER, count=1, wait=POP_WAIT)
+            try:
+                jobs = ok(pop_jobs.sync_detailed(QUEUE, client=client, body=request))
+            except (ApiError, httpx.HTTPError) as err:
+                say("pop failed, retrying in 1 s:", err)
+                stopping.wait(1)
+                continue
+            for job in jobs:  # a job leased before the signal is still finished
+                work(client, job)
+    say("stopped")
+
+
+if __name__ == "__main__":
+    main()
