@@ -4,4 +4,5 @@
 mod binary;
 mod embedded;
 mod examples;
+mod readme;
 mod running;
