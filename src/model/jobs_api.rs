@@ -23,11 +23,12 @@ pub struct HeartbeatJobRequest {
 }
 
 /// Reply of a heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"expires": 1700000060}))]
 pub struct HeartbeatJobResponse {
-    /// The new lock expiry, whole seconds since the epoch.
-    pub expires: i64,
+    /// The new lock expiry, seconds since the epoch.
+    #[serde(serialize_with = "crate::model::wire::whole_when_possible")]
+    pub expires: f64,
 }
 
 /// Body of `POST /v1/jobs/{jid}/complete`.

@@ -164,9 +164,12 @@ pub struct HeartbeatJobsRequest {
 pub struct HeartbeatJobsOutcome {
     /// The job.
     pub jid: String,
-    /// The new lock expiry, when renewed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires: Option<i64>,
+    /// The new lock expiry (seconds since the epoch), when renewed.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::model::wire::optional_whole_when_possible"
+    )]
+    pub expires: Option<f64>,
     /// Why it was not renewed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<Problem>,

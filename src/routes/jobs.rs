@@ -142,7 +142,9 @@ async fn heartbeat_job(
         .qless
         .heartbeat(state.clock.now(), &jid, &body.worker, data.as_deref())
         .await?;
-    Ok(Json(HeartbeatJobResponse { expires }))
+    Ok(Json(HeartbeatJobResponse {
+        expires: expires as f64,
+    }))
 }
 
 /// Complete a job, or move it on to its next queue.
@@ -344,7 +346,7 @@ async fn heartbeat_jobs(
         .map(|(jid, result)| match result.map_err(ApiError::from) {
             Ok(expires) => Ok(HeartbeatJobsOutcome {
                 jid,
-                expires: Some(expires),
+                expires: Some(expires as f64),
                 problem: None,
             }),
             Err(err) => outcome_problem(err).map(|problem| HeartbeatJobsOutcome {

@@ -473,11 +473,11 @@ async fn tagged_jobs_are_paged_oldest_tagging_first_with_the_total() {
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     assert_eq!(
         response.body,
-        json!({"total": 3, "jobs": ["j1", "j2", "j3"]})
+        json!({"total": 3, "jids": ["j1", "j2", "j3"]})
     );
 
     let response = app.get("/v1/tags/eu/jobs?offset=1&count=1").await;
-    assert_eq!(response.body, json!({"total": 3, "jobs": ["j2"]}));
+    assert_eq!(response.body, json!({"total": 3, "jids": ["j2"]}));
 }
 
 #[tokio::test]
@@ -485,7 +485,7 @@ async fn an_unknown_tag_has_an_empty_page() {
     let app = TestApp::start().await;
     let response = app.get("/v1/tags/nobody/jobs").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(response.body, json!({"total": 0, "jobs": []}));
+    assert_eq!(response.body, json!({"total": 0, "jids": []}));
 }
 
 #[tokio::test]
@@ -526,7 +526,7 @@ async fn failed_jobs_are_listed_by_group_and_unfailed_back_to_waiting() {
 
     let response = app.get("/v1/failures/smtp").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(response.body, json!({"total": 1, "jobs": ["j1"]}));
+    assert_eq!(response.body, json!({"total": 1, "jids": ["j1"]}));
     assert_eq!(state_of(&app, "j1").await, "failed");
 
     let response = app
@@ -539,7 +539,7 @@ async fn failed_jobs_are_listed_by_group_and_unfailed_back_to_waiting() {
     assert_eq!(app.get("/v1/failures").await.body, json!({}));
     assert_eq!(
         app.get("/v1/failures/smtp").await.body,
-        json!({"total": 0, "jobs": []})
+        json!({"total": 0, "jids": []})
     );
     let popped = app
         .qless
@@ -573,10 +573,10 @@ async fn failed_jobs_are_paged_newest_failure_first() {
     let response = app.get("/v1/failures/boom").await;
     assert_eq!(
         response.body,
-        json!({"total": 3, "jobs": ["j3", "j2", "j1"]})
+        json!({"total": 3, "jids": ["j3", "j2", "j1"]})
     );
     let response = app.get("/v1/failures/boom?offset=1&count=1").await;
-    assert_eq!(response.body, json!({"total": 3, "jobs": ["j2"]}));
+    assert_eq!(response.body, json!({"total": 3, "jids": ["j2"]}));
 }
 
 #[tokio::test]
@@ -598,7 +598,7 @@ async fn unfail_moves_only_the_oldest_count_jobs() {
     assert_eq!(state_of(&app, "j3").await, "failed");
     assert_eq!(
         app.get("/v1/failures/boom").await.body,
-        json!({"total": 1, "jobs": ["j3"]})
+        json!({"total": 1, "jids": ["j3"]})
     );
 }
 
@@ -686,8 +686,8 @@ async fn workers_are_listed_after_a_pop_most_recent_first() {
     assert_eq!(
         response.body,
         json!([
-            {"name": "w2", "jobs": 1, "stalled": 0},
-            {"name": "w1", "jobs": 1, "stalled": 0},
+            {"name": "w2", "running": 1, "stalled": 0},
+            {"name": "w1", "running": 1, "stalled": 0},
         ])
     );
 }
@@ -713,7 +713,7 @@ async fn a_worker_shows_its_running_and_stalled_jobs() {
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     assert_eq!(
         response.body,
-        json!({"jobs": ["late", "early"], "stalled": []})
+        json!({"jids": ["late", "early"], "stalled": []})
     );
 
     // The first lock (60 s) has expired, the second has not.
@@ -721,11 +721,11 @@ async fn a_worker_shows_its_running_and_stalled_jobs() {
     let response = app.get("/v1/workers/w1").await;
     assert_eq!(
         response.body,
-        json!({"jobs": ["late"], "stalled": ["early"]})
+        json!({"jids": ["late"], "stalled": ["early"]})
     );
     assert_eq!(
         app.get("/v1/workers").await.body,
-        json!([{"name": "w1", "jobs": 1, "stalled": 1}])
+        json!([{"name": "w1", "running": 1, "stalled": 1}])
     );
 }
 
@@ -734,7 +734,7 @@ async fn an_unknown_worker_has_empty_lists() {
     let app = TestApp::start().await;
     let response = app.get("/v1/workers/nobody").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(response.body, json!({"jobs": [], "stalled": []}));
+    assert_eq!(response.body, json!({"jids": [], "stalled": []}));
 }
 
 #[tokio::test]

@@ -22,9 +22,9 @@ fn operations(doc: &Value) -> Vec<(String, String, &Value)> {
 /// schema (so a generator makes no copy of it), with an example that is a problem of
 /// that status.
 fn assert_problem_content(place: &str, status: u16, response: &Value) {
-    let content = response["content"].as_object().unwrap_or_else(|| {
-        panic!("{place}: an error response without a body: {response}")
-    });
+    let content = response["content"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{place}: an error response without a body: {response}"));
     assert_eq!(
         content.keys().collect::<Vec<_>>(),
         ["application/problem+json"],
@@ -102,4 +102,98 @@ fn no_schema_but_problem_describes_a_problem() {
         });
         assert!(!looks_like_problem, "{name} is a copy of Problem");
     }
+}
+
+/// The JSON type of a schema property: `integer` or `number` (a nullable one too).
+fn scalar_type<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a str {
+    let schema_value = &doc["components"]["schemas"][schema];
+    // A schema with flattened fields is an `allOf` of parts.
+    let parts = match schema_value["allOf"].as_array() {
+        Some(parts) => parts.iter().collect(),
+        None => vec![schema_value],
+    };
+    let property = parts
+        .into_iter()
+        .map(|part| &part["properties"][field])
+        .find(|property| !property.is_null())
+        .unwrap_or(&Value::Null);
+    match &property["type"] {
+        Value::String(kind) => kind,
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|kind| *kind != "null")
+            .unwrap(),
+        _ => panic!("{schema}.{field} has no type: {property}"),
+    }
+}
+
+#[test]
+fn whole_numbers_are_integers_and_times_are_numbers_of_seconds() {
+    let doc = document();
+    let cases = [
+        // Whole numbers.
+        ("Job", "retries", "integer"),
+        ("Job", "remaining", "integer"),
+        ("RecurringJob", "retries", "integer"),
+        ("RecurringJob", "count", "integer"),
+        ("RecurringJob", "backlog", "integer"),
+        ("RetryJobResponse", "remaining", "integer"),
+        ("WorkerSummary", "running", "integer"),
+        ("WorkerSummary", "stalled", "integer"),
+        ("JidPage", "total", "integer"),
+        ("QueueCounts", "waiting", "integer"),
+        ("TimingStats", "count", "integer"),
+        ("PutJobRequest", "retries", "integer"),
+        ("UnfailResult", "moved", "integer"),
+        // Times: seconds since the epoch, one type everywhere.
+        ("Job", "expires", "number"),
+        ("HeartbeatJobResponse", "expires", "number"),
+        ("HeartbeatJobsOutcome", "expires", "number"),
+        ("HistoryEntry", "when", "number"),
+        ("Failure", "when", "number"),
+    ];
+    for (schema, field, expected) in cases {
+        assert_eq!(
+            scalar_type(&doc, schema, field),
+            expected,
+            "{schema}.{field}"
+        );
+    }
+}
+
+#[test]
+fn a_jobs_state_is_one_of_the_states_a_job_can_be_in() {
+    let doc = document();
+    let state = &doc["components"]["schemas"]["Job"]["properties"]["state"];
+    assert_eq!(state["$ref"], "#/components/schemas/JobState", "{state}");
+    let mut states: Vec<&str> = doc["components"]["schemas"]["JobState"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|state| state.as_str().unwrap())
+        .collect();
+    states.sort_unstable();
+    assert_eq!(
+        states,
+        [
+            "complete",
+            "depends",
+            "failed",
+            "running",
+            "scheduled",
+            "stalled",
+            "waiting"
+        ]
+    );
+}
+
+#[test]
+fn the_event_stream_is_described_as_server_sent_events() {
+    let doc = document();
+    let ok = &doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"];
+    assert_eq!(
+        ok.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["text/event-stream"]
+    );
 }

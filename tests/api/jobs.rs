@@ -543,7 +543,7 @@ async fn fail_lists_the_job_in_its_failure_group() {
         .failed_group(app.clock.now(), "smtp", 0, 25)
         .await
         .unwrap();
-    assert_eq!(page.jobs, ["j1"]);
+    assert_eq!(page.jids, ["j1"]);
 }
 
 #[tokio::test]
@@ -600,7 +600,7 @@ async fn retry_puts_the_job_back_and_uses_one_retry() {
     assert_eq!(response.body, json!({"remaining": 4}));
     let job = stored(&app, "j1").await;
     assert_eq!(job.state, "waiting");
-    assert_eq!(job.remaining, 4.0);
+    assert_eq!(job.remaining, 4);
     let popped = app.qless.pop(app.clock.now(), "q", "w2", 1).await.unwrap();
     assert_eq!(popped[0].jid, "j1");
 }
@@ -670,7 +670,7 @@ async fn retry_refuses_bad_input_and_keeps_the_job_running() {
     }
     assert_rejects_non_json(&app, Method::POST, "/v1/jobs/j1/retry").await;
     let job = stored(&app, "j1").await;
-    assert_eq!((job.state.as_str(), job.remaining), ("running", 5.0));
+    assert_eq!((job.state.as_str(), job.remaining), ("running", 5));
 }
 
 #[tokio::test]
@@ -1084,7 +1084,7 @@ async fn add_and_remove_job_tags_return_the_jobs_tags() {
         .tag_get(app.clock.now(), "c", 0, 25)
         .await
         .unwrap();
-    assert_eq!(tagged.jobs, ["j1"]);
+    assert_eq!(tagged.jids, ["j1"]);
 
     let response = delete(
         &app,

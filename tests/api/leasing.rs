@@ -325,7 +325,7 @@ async fn two_gateways_sweeping_one_redis_spawn_each_recurring_child_once() {
         .unwrap()
         .unwrap();
     // Slots at START, +10, ..., +90: ten children, each exactly once.
-    assert_eq!(template.count, 10.0);
+    assert_eq!(template.count, 10);
     let waiting = app
         .qless
         .jobs_waiting(START + 100.0, "q", 0, 100)
