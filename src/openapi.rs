@@ -10,8 +10,7 @@ use crate::routes;
 #[openapi(
     info(
         title = "qlessd",
-        description = "An HTTP/JSON job queue speaking the qless protocol over Redis. \
-            Every error is an `application/problem+json` document with a stable `code`.",
+        description = include_str!("openapi_description.md"),
         license(name = "MIT", identifier = "MIT"),
     ),
     components(

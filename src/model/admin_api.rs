@@ -40,7 +40,7 @@ pub struct RecurringJobUpdate {
     pub backlog: Option<i64>,
 }
 
-/// Tags to add to or remove from a recurring job template.
+/// Tags to add to a recurring job template.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"tags": ["nightly", "billing"]}))]

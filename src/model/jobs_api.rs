@@ -235,33 +235,19 @@ pub struct JobPriorityResponse {
 /// Body of `POST /v1/jobs/{jid}/dependencies`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"add": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
+#[schema(example = json!({"depends": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
 pub struct AddJobDependenciesRequest {
     /// Jobs to wait for (1 to 1000; unknown or completed jids are ignored).
     #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
-    pub add: Vec<String>,
+    pub depends: Vec<String>,
 }
 
-/// Body of `DELETE /v1/jobs/{jid}/dependencies`: exactly one of `remove` and `all`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"remove": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
-pub struct RemoveJobDependenciesRequest {
-    /// Dependencies to drop (1 to 1000).
-    #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>, min_items = 1, max_items = 1000)]
-    pub remove: Option<Vec<String>>,
-    /// `true`: drop every dependency.
-    #[serde(default)]
-    pub all: Option<bool>,
-}
-
-/// Body of `POST` and `DELETE /v1/jobs/{jid}/tags`.
+/// Body of `POST /v1/jobs/{jid}/tags`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"tags": ["signup", "vip"]}))]
 pub struct JobTagsRequest {
-    /// Tags to add or remove (1 to 1000).
+    /// Tags to add (1 to 1000).
     #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
     pub tags: Vec<String>,
 }

@@ -26,9 +26,8 @@ use crate::model::{
     CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
     HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Job,
     JobPriorityRequest, JobPriorityResponse, JobTagsRequest, JobTagsResponse, JobTrackedResponse,
-    LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RemoveJobDependenciesRequest,
-    RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse,
-    Unavailable, UnsupportedMediaType,
+    LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RequeueJobRequest, RequeueJobResponse,
+    RetryJobRequest, RetryJobResponse, TrackedJobsResponse, Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -104,7 +103,7 @@ async fn get_jobs(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Vec<Job>>, ApiError> {
-    let jids = jids_from_query(query.as_deref().unwrap_or(""))?;
+    let jids = jids_from_query(query.as_deref())?;
     Ok(Json(state.qless.multiget(state.clock.now(), &jids).await?))
 }
 
@@ -683,49 +682,58 @@ async fn add_job_dependencies(
     Json(body): Json<AddJobDependenciesRequest>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    validate::names("jid", &body.add)?;
+    validate::names("jid", &body.depends)?;
     state
         .qless
-        .depends_on(state.clock.now(), &jid, &body.add)
+        .depends_on(state.clock.now(), &jid, &body.depends)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Stop a job waiting for some (or all) of its dependencies.
 ///
-/// Only for a job in the `depends` state. Give either `remove` (the jids to drop) or
-/// `all: true`. When no dependency is left the job becomes `waiting` at once (a delay
-/// it was put with is not applied on this path).
+/// Only for a job in the `depends` state. The query names what to drop, as a DELETE
+/// takes no body: `?jid=a&jid=b` (1 to 1000 jids, the parameter repeated) or
+/// `?all=true`, not both. When no dependency is left the job becomes `waiting` at once
+/// (a delay it was put with is not applied on this path).
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
     operation_id = "remove_job_dependencies",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
-    request_body = RemoveJobDependenciesRequest,
+    params(
+        ("jid" = crate::model::Name, Path, description = "The job id"),
+        ("jid" = Option<Vec<crate::model::Name>>, Query, max_items = 1000,
+         description = "A dependency to drop; repeat the parameter for each (1 to 1000)",
+         style = Form, explode),
+        ("all" = Option<bool>, Query, description = "`true`: drop every dependency"),
+    ),
     responses(
         (status = 204, description = "The dependencies were dropped"),
-        (status = 400, description = "Malformed body, unknown field, neither or both of \
-         `remove` and `all`, `all` not true, or a jid that is not a valid name",
-         body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Neither or both of `jid` and `all=true`, `all` \
+         other than `true`, more than 1000 jids, a jid that is not a valid name, or an \
+         unknown parameter", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The job is not in the `depends` state (or does \
          not exist)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn remove_job_dependencies(
     State(state): State<AppState>,
     Path(jid): Path<String>,
-    Json(body): Json<RemoveJobDependenciesRequest>,
+    RawQuery(query): RawQuery,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    let off = match (&body.remove, body.all) {
-        (Some(remove), None) => {
-            validate::names("jid", remove)?;
-            Some(remove.as_slice())
+    let pairs = validate::query_pairs(query.as_deref(), &["jid", "all"])?;
+    let (jids, all) = (
+        validate::query_values(&pairs, "jid"),
+        validate::query_values(&pairs, "all"),
+    );
+    let off = match (jids.is_empty(), all.as_slice()) {
+        (false, []) => {
+            validate::names("jid", &jids)?;
+            Some(jids.as_slice())
         }
-        (None, Some(true)) => None,
+        (true, [all]) if all == "true" => None,
         _ => {
             return Err(bad(
-                "give exactly one of remove (a list of jids) and all: true",
+                "give either ?jid=<jid> (repeated for each dependency) or ?all=true",
             ));
         }
     };
@@ -770,32 +778,36 @@ async fn add_job_tags(
 
 /// Untag a job.
 ///
-/// Removing a tag the job does not have is not an error.
+/// The tags to remove are in the query, as a DELETE takes no body: `?tag=a&tag=b`
+/// (1 to 1000, the parameter repeated). Removing a tag the job does not have is not an
+/// error.
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/tags", tag = "jobs",
     operation_id = "remove_job_tags",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
-    request_body = JobTagsRequest,
+    params(
+        ("jid" = crate::model::Name, Path, description = "The job id"),
+        ("tag" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000,
+         description = "A tag to remove; repeat the parameter for each (1 to 1000)",
+         style = Form, explode),
+    ),
     responses(
         (status = 200, description = "The job's remaining tags", body = JobTagsResponse),
-        (status = 400, description = "Malformed body, unknown field, no tag, more than \
-         1000, or a tag that is not a valid name", body = Problem,
+        (status = 400, description = "No tag, more than 1000, a tag that is not a valid \
+         name, or an unknown parameter", body = Problem,
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn remove_job_tags(
     State(state): State<AppState>,
     Path(jid): Path<String>,
-    Json(body): Json<JobTagsRequest>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<JobTagsResponse>, ApiError> {
     validate::name("jid", &jid)?;
-    validate::names("tag", &body.tags)?;
+    let tags = tags_from_query(query.as_deref())?;
     let tags = state
         .qless
-        .tag_remove(state.clock.now(), &jid, &body.tags)
+        .tag_remove(state.clock.now(), &jid, &tags)
         .await?;
     Ok(Json(JobTagsResponse { tags }))
 }
@@ -927,20 +939,18 @@ async fn list_completed_jobs(
 }
 
 /// The jids of `?jid=a&jid=b`: 1 to [`validate::MAX_LIST`] valid names, and no other parameter.
-fn jids_from_query(query: &str) -> Result<Vec<String>, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-        .map_err(|err| bad(&format!("malformed query string: {err}")))?;
-    let mut jids = Vec::with_capacity(pairs.len());
-    for (key, value) in pairs {
-        if key != "jid" {
-            return Err(bad(&format!(
-                "unknown query parameter {key:?}; only jid is accepted"
-            )));
-        }
-        jids.push(value);
-    }
+fn jids_from_query(query: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let jids = validate::query_values(&validate::query_pairs(query, &["jid"])?, "jid");
     validate::names("jid", &jids)?;
     Ok(jids)
+}
+
+/// The tags of `?tag=a&tag=b`: 1 to [`validate::MAX_LIST`] valid names, and no other
+/// parameter.
+pub(super) fn tags_from_query(query: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let tags = validate::query_values(&validate::query_pairs(query, &["tag"])?, "tag");
+    validate::names("tag", &tags)?;
+    Ok(tags)
 }
 
 /// A job's data as the JSON text the script stores; `{}` when the client sent none.

@@ -150,6 +150,8 @@ async fn put_job(
         true
     };
     let body = Json(PutJobResponse { jid, created });
+    // The house rule (see the document's description): a put that creates the job at
+    // its own URL is a 201 with `Location`; an `if_absent` put that found it is a 200.
     if !created {
         return Ok(body.into_response());
     }

@@ -1,7 +1,7 @@
 //! `/v1/recurring` resources: reading, changing, tagging and deleting recurring job
 //! templates. Templates are created per queue (`POST /v1/queues/{queue}/recurring`).
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -146,33 +146,38 @@ async fn add_recurring_job_tags(
 
 /// Remove tags from a recurring job template.
 ///
-/// Tags the template does not have are ignored. Children spawned from now on no longer
-/// carry the removed tags; children already spawned keep theirs.
+/// The tags to remove are in the query, as a DELETE takes no body: `?tag=a&tag=b`
+/// (1 to 1000, the parameter repeated). Tags the template does not have are ignored.
+/// Children spawned from now on no longer carry the removed tags; children already
+/// spawned keep theirs.
 #[utoipa::path(delete, path = "/v1/recurring/{jid}/tags", tag = "recurring",
     operation_id = "remove_recurring_job_tags",
-    params(("jid" = crate::model::Name, Path, description = "Template id")),
-    request_body = RecurringTagsChange,
+    params(
+        ("jid" = crate::model::Name, Path, description = "Template id"),
+        ("tag" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000,
+         description = "A tag to remove; repeat the parameter for each (1 to 1000)",
+         style = Form, explode),
+    ),
     responses(
         (status = 200, description = "The template's tags after the change",
          body = RecurringTags),
-        (status = 400, description = "Malformed body, an empty list, an unknown field, or \
-            a bad jid or tag name; nothing is changed", body = Problem,
+        (status = 400, description = "No tag, more than 1000, a bad jid or tag name, or \
+            an unknown parameter; nothing is changed", body = Problem,
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn remove_recurring_job_tags(
     State(state): State<AppState>,
     Path(jid): Path<String>,
-    Json(body): Json<RecurringTagsChange>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<RecurringTags>, ApiError> {
     validate::name("jid", &jid)?;
-    validate::names("tag", &body.tags)?;
+    let tags = super::jobs::tags_from_query(query.as_deref())?;
     let tags = state
         .qless
-        .recur_untag(state.clock.now(), &jid, &body.tags)
+        .recur_untag(state.clock.now(), &jid, &tags)
         .await?;
     Ok(Json(RecurringTags { tags }))
 }

@@ -58,6 +58,43 @@ pub fn names(kind: &str, values: &[String]) -> Result<(), ApiError> {
     names_or_none(kind, values)
 }
 
+/// A query string whose parameters may repeat (`?tag=a&tag=b`), read with
+/// `serde_urlencoded` into `(key, value)` pairs in order. Only the `allowed` keys are
+/// accepted, and at most [`MAX_LIST`] + 1 pairs (a list of names plus one flag), so a
+/// long query cannot make the server collect an unbounded list.
+pub fn query_pairs(
+    query: Option<&str>,
+    allowed: &[&str],
+) -> Result<Vec<(String, String)>, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+        .map_err(|err| ApiError::BadRequest(format!("malformed query string: {err}")))?;
+    if pairs.len() > MAX_LIST + 1 {
+        return Err(ApiError::BadRequest(format!(
+            "at most {MAX_LIST} values are accepted, not {}",
+            pairs.len()
+        )));
+    }
+    if let Some((key, _)) = pairs
+        .iter()
+        .find(|(key, _)| !allowed.contains(&key.as_str()))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "unknown query parameter {key:?}; accepted: {}",
+            allowed.join(", ")
+        )));
+    }
+    Ok(pairs)
+}
+
+/// The values of `key` among query `pairs`.
+pub fn query_values(pairs: &[(String, String)], key: &str) -> Vec<String> {
+    pairs
+        .iter()
+        .filter(|(name, _)| name == key)
+        .map(|(_, value)| value.clone())
+        .collect()
+}
+
 /// Checks a list of at most [`MAX_LIST`] valid names (possibly empty).
 pub fn names_or_none(kind: &str, values: &[String]) -> Result<(), ApiError> {
     if values.len() > MAX_LIST {
