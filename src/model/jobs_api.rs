@@ -149,20 +149,20 @@ pub struct RetryJobResponse {
     pub remaining: i64,
 }
 
-/// Body of `POST /v1/jobs/{jid}/requeue`: the same fields as putting a job.
+/// Body of `POST /v1/jobs/{jid}/requeue`: the fields of putting a job, where every
+/// field but `queue` left out keeps what the job has.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"queue": "emails", "klass": "email.Send",
-    "data": {"to": "a@example.com"}, "priority": 10, "tags": ["signup"], "retries": 3,
-    "delay": 0}))]
+#[schema(example = json!({"queue": "emails", "priority": 10, "delay": 0}))]
 pub struct RequeueJobRequest {
     /// The queue to move the job to.
     #[schema(value_type = crate::model::Name)]
     pub queue: String,
-    /// The class (handler name) a worker runs it with.
-    #[schema(value_type = crate::model::Text)]
-    pub klass: String,
-    /// The payload (any JSON value); absent stores `{}`.
+    /// The class (handler name) a worker runs it with. Absent: the job keeps its class.
+    #[serde(default)]
+    #[schema(value_type = Option<crate::model::Text>)]
+    pub klass: Option<String>,
+    /// The payload (any JSON value, `null` included). Absent: the job keeps its data.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,
@@ -173,7 +173,8 @@ pub struct RequeueJobRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub tags: Option<Vec<String>>,
-    /// Retry budget. Absent: the job keeps its budget.
+    /// Retry budget (its `remaining` starts full again either way). Absent: the job
+    /// keeps its budget.
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub retries: Option<i64>,
@@ -181,7 +182,8 @@ pub struct RequeueJobRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
-    /// Seconds before it becomes waiting (default 0).
+    /// Seconds before it becomes waiting (default 0: a delay is not kept, it is part
+    /// of the move, not of the job).
     #[serde(default)]
     #[schema(minimum = 0)]
     pub delay: Option<f64>,

@@ -17,7 +17,7 @@ use axum::extract::DefaultBodyLimit;
 
 use super::extract::{BatchJson, Json, Path, Query};
 use super::validate;
-use crate::core::{CompleteArgs, Completion, PutArgs, RetryArgs};
+use crate::core::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs};
 use crate::error::ApiError;
 use crate::model::wire::RawJson;
 use crate::model::{
@@ -488,8 +488,10 @@ async fn retry_job(
 ///
 /// Like putting a job, but the job must exist. Whatever its state, it is taken from
 /// where it is (a worker holding it loses it) and put in `queue` with a fresh retry
-/// budget. Absent `priority`, `tags`, `retries` and `depends` keep the job's own;
-/// `data` is replaced (`{}` when absent). Its history and last failure are kept.
+/// budget. Every field left out keeps the job's own: `klass`, `data`, `priority`,
+/// `tags`, `retries` and `depends` (an empty `depends` also keeps them). `delay` is
+/// part of the move: absent, the job is waiting at once. Its history and last failure
+/// are kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/requeue", tag = "jobs",
     operation_id = "requeue_job",
     params(("jid" = crate::model::Name, Path, description = "The job id")),
@@ -512,7 +514,9 @@ async fn requeue_job(
 ) -> Result<Json<RequeueJobResponse>, ApiError> {
     validate::name("jid", &jid)?;
     validate::name("queue", &body.queue)?;
-    validate::text("klass", &body.klass)?;
+    if let Some(klass) = &body.klass {
+        validate::text("klass", klass)?;
+    }
     let delay = validate::seconds("delay", body.delay.unwrap_or(0.0))?;
     let priority = body
         .priority
@@ -527,11 +531,15 @@ async fn requeue_job(
     if let Some(depends) = &body.depends {
         validate::names_or_none("jid", depends)?;
     }
+    let keep = RequeueKeep {
+        klass: body.klass.is_none(),
+        data: body.data.is_none(),
+    };
     let args = PutArgs {
         worker: String::new(),
         queue: body.queue,
         jid,
-        klass: body.klass,
+        klass: body.klass.unwrap_or_default(),
         data: data_or_empty(body.data.as_ref()),
         delay,
         priority,
@@ -539,7 +547,10 @@ async fn requeue_job(
         retries: body.retries,
         depends: body.depends,
     };
-    let jid = state.qless.requeue(state.clock.now(), args).await?;
+    let jid = state
+        .qless
+        .requeue_keeping(state.clock.now(), args, keep)
+        .await?;
     Ok(Json(RequeueJobResponse { jid }))
 }
 

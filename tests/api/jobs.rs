@@ -5,7 +5,7 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use qlessd::core::PutArgs;
-use qlessd::model::Job;
+use qlessd::model::{Job, JobState};
 use serde_json::{Value, json};
 
 use crate::support::{START, TestApp, TestResponse};
@@ -723,6 +723,45 @@ async fn requeue_moves_an_existing_job_to_another_queue() {
 }
 
 #[tokio::test]
+async fn requeue_keeps_every_field_it_is_not_given() {
+    let app = TestApp::start().await;
+    put(
+        &app,
+        PutArgs {
+            priority: Some(4.0),
+            tags: Some(vec!["t".into()]),
+            retries: Some(2),
+            ..job("q", "j1")
+        },
+    )
+    .await;
+    app.qless.pop(app.clock.now(), "q", "w1", 1).await.unwrap();
+    let response = app
+        .post("/v1/jobs/j1/requeue", json!({"queue": "q2"}))
+        .await;
+    ok(&response);
+    let job = stored(&app, "j1").await;
+    assert_eq!(
+        (job.queue.as_str(), job.state, job.klass.as_str()),
+        ("q2", JobState::Waiting, "K")
+    );
+    assert_eq!(job.data, json!({"n": 1}));
+    assert_eq!((job.priority, job.retries, job.remaining), (4.0, 2, 2));
+    assert_eq!(job.tags, ["t"]);
+}
+
+#[tokio::test]
+async fn requeue_with_null_data_stores_null() {
+    let app = TestApp::start().await;
+    put(&app, job("q", "j1")).await;
+    let response = app
+        .post("/v1/jobs/j1/requeue", json!({"queue": "q", "data": null}))
+        .await;
+    ok(&response);
+    assert_eq!(stored(&app, "j1").await.data, Value::Null);
+}
+
+#[tokio::test]
 async fn requeue_of_an_unknown_job_is_a_404_and_creates_nothing() {
     let app = TestApp::start().await;
     app.post("/v1/jobs/nope/requeue", json!({"queue": "q", "klass": "K"}))
@@ -737,7 +776,7 @@ async fn requeue_refuses_bad_input_and_leaves_the_job_where_it_is() {
     put(&app, job("q", "j1")).await;
     let cases = [
         json!({"klass": "K"}),
-        json!({"queue": "q2"}),
+        json!({}),
         json!({"queue": "q 2", "klass": "K"}),
         json!({"queue": "q2", "klass": ""}),
         json!({"queue": "q2", "klass": "K", "delay": -1}),
