@@ -16,7 +16,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use axum::extract::DefaultBodyLimit;
 
 use super::extract::{BatchJson, Json, Path, Query};
-use super::validate;
+use super::validate::{self, JobData};
 use crate::core::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs};
 use crate::error::ApiError;
 use crate::model::wire::RawJson;
@@ -136,7 +136,7 @@ async fn heartbeat_job(
 ) -> Result<Json<HeartbeatJobResponse>, ApiError> {
     validate::name("jid", &jid)?;
     validate::name("worker", &body.worker)?;
-    let data = body.data.as_ref().map(json_text);
+    let data = job_data(body.data.as_ref(), &state)?;
     let expires = state
         .qless
         .heartbeat(state.clock.now(), &jid, &body.worker, data.as_deref())
@@ -178,6 +178,7 @@ async fn complete_job(
     Json(body): Json<CompleteJobRequest>,
 ) -> Result<Json<CompleteJobResponse>, ApiError> {
     let args = complete_args(
+        state.limits.max_job_size,
         jid,
         body.worker,
         body.queue,
@@ -203,6 +204,7 @@ fn wake_for_released(state: &AppState, completion: &Completion) {
 
 /// Checks a completion and turns it into script arguments.
 fn complete_args(
+    max_job_size: u64,
     jid: String,
     worker: String,
     queue: String,
@@ -229,7 +231,7 @@ fn complete_args(
         worker,
         queue,
         keep_data: data.is_none(),
-        data: data_or_empty(data.as_ref()),
+        data: data_or_empty(data.as_ref(), max_job_size)?,
         next,
         delay,
         depends,
@@ -271,6 +273,7 @@ async fn complete_jobs(
         .enumerate()
         .map(|(index, job)| {
             complete_args(
+                state.limits.max_job_size,
                 job.jid,
                 job.worker,
                 job.queue,
@@ -335,7 +338,8 @@ async fn heartbeat_jobs(
     for (index, job) in body.jobs.into_iter().enumerate() {
         validate::name("jid", &job.jid).map_err(|err| at_item(index, err))?;
         validate::name("worker", &job.worker).map_err(|err| at_item(index, err))?;
-        calls.push((job.jid, job.worker, job.data.as_ref().map(json_text)));
+        let data = job_data(job.data.as_ref(), &state).map_err(|err| at_item(index, err))?;
+        calls.push((job.jid, job.worker, data));
     }
     let jids: Vec<String> = calls.iter().map(|(jid, _, _)| jid.clone()).collect();
     let results = state.qless.heartbeat_many(state.clock.now(), calls).await?;
@@ -372,6 +376,9 @@ fn batch_size(len: usize) -> Result<(), ApiError> {
 fn at_item(index: usize, err: ApiError) -> ApiError {
     match err {
         ApiError::BadRequest(message) => ApiError::BadRequest(format!("jobs[{index}]: {message}")),
+        ApiError::PayloadTooLarge(message) => {
+            ApiError::PayloadTooLarge(format!("jobs[{index}]: {message}"))
+        }
         other => other,
     }
 }
@@ -413,7 +420,7 @@ async fn fail_job(
     validate::name("jid", &jid)?;
     validate::name("worker", &body.worker)?;
     validate::name("group", &body.group)?;
-    let data = body.data.as_ref().map(json_text);
+    let data = job_data(body.data.as_ref(), &state)?;
     let jid = state
         .qless
         .fail(
@@ -540,7 +547,7 @@ async fn requeue_job(
         queue: body.queue,
         jid,
         klass: body.klass.unwrap_or_default(),
-        data: data_or_empty(body.data.as_ref()),
+        data: data_or_empty(body.data.as_ref(), state.limits.max_job_size)?,
         delay,
         priority,
         tags: body.tags,
@@ -965,13 +972,13 @@ pub(super) fn tags_from_query(query: Option<&str>) -> Result<Vec<String>, ApiErr
 }
 
 /// A job's data as the JSON text the script stores; `{}` when the client sent none.
-fn data_or_empty(data: Option<&RawJson>) -> String {
-    data.map_or_else(|| "{}".to_owned(), json_text)
+fn data_or_empty(data: Option<&RawJson>, max_job_size: u64) -> Result<String, ApiError> {
+    Ok(JobData::optional(data, max_job_size)?.map_or_else(|| "{}".to_owned(), JobData::into_text))
 }
 
-/// The exact JSON text the client sent.
-fn json_text(value: &RawJson) -> String {
-    value.get().to_owned()
+/// Optional data to write, within `--max-job-size`.
+fn job_data(data: Option<&RawJson>, state: &AppState) -> Result<Option<String>, ApiError> {
+    Ok(JobData::optional(data, state.limits.max_job_size)?.map(JobData::into_text))
 }
 
 fn bad(message: &str) -> ApiError {

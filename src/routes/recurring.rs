@@ -10,8 +10,8 @@ use super::validate;
 use crate::core::RecurUpdate;
 use crate::error::ApiError;
 use crate::model::{
-    Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange, Unavailable,
-    UnsupportedMediaType,
+    PayloadTooLarge, Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange,
+    Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -71,6 +71,7 @@ async fn get_recurring_job(
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
@@ -80,7 +81,7 @@ async fn update_recurring_job(
     Json(body): Json<RecurringJobUpdate>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    let update = recur_update(body)?;
+    let update = recur_update(body, state.limits.max_job_size)?;
     state
         .qless
         .recur_update(state.clock.now(), &jid, update)
@@ -183,7 +184,7 @@ async fn remove_recurring_job_tags(
 }
 
 /// Checks a PATCH body and turns it into the script's update.
-fn recur_update(body: RecurringJobUpdate) -> Result<RecurUpdate, ApiError> {
+fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpdate, ApiError> {
     if let Some(priority) = body.priority {
         validate::finite("priority", priority)?;
     }
@@ -207,7 +208,8 @@ fn recur_update(body: RecurringJobUpdate) -> Result<RecurUpdate, ApiError> {
     if let Some(queue) = &body.queue {
         validate::name("queue", queue)?;
     }
-    let data = body.data.as_ref().map(|raw| raw.get().to_owned());
+    let data = validate::JobData::optional(body.data.as_ref(), max_job_size)?
+        .map(validate::JobData::into_text);
     let update = RecurUpdate {
         priority: body.priority,
         interval: body.interval,

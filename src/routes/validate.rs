@@ -3,6 +3,7 @@
 //! layout or a cluster hash tag. Violations are 400s and nothing is written.
 
 use crate::error::ApiError;
+use crate::model::wire::RawJson;
 
 /// Longest accepted name (queue, worker, group, tag, jid, option), in characters.
 pub const MAX_NAME_LEN: usize = 256;
@@ -56,6 +57,38 @@ pub fn names(kind: &str, values: &[String]) -> Result<(), ApiError> {
         )));
     }
     names_or_none(kind, values)
+}
+
+/// A job's data as the JSON text the script stores, within `--max-job-size`: handlers
+/// get the text to write only through [`JobData::new`], so no path writes data the
+/// limit refuses.
+#[derive(Debug)]
+pub struct JobData(String);
+
+impl JobData {
+    /// The exact text the client sent, unless it is over `max` bytes (a 413 naming the
+    /// limit).
+    pub fn new(raw: &RawJson, max: u64) -> Result<Self, ApiError> {
+        let text = raw.get();
+        let size = text.len() as u64;
+        if size > max {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "the job's data is {size} bytes, over the limit of {max} bytes \
+                 (--max-job-size)"
+            )));
+        }
+        Ok(JobData(text.to_owned()))
+    }
+
+    /// Optional data: `None` stays `None`.
+    pub fn optional(raw: Option<&RawJson>, max: u64) -> Result<Option<Self>, ApiError> {
+        raw.map(|raw| JobData::new(raw, max)).transpose()
+    }
+
+    /// The JSON text.
+    pub fn into_text(self) -> String {
+        self.0
+    }
 }
 
 /// A query string whose parameters may repeat (`?tag=a&tag=b`), read with

@@ -4,5 +4,6 @@ mod admin;
 mod document;
 mod jobs;
 mod leasing;
+mod limits;
 mod operations;
 mod queues;
