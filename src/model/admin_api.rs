@@ -131,6 +131,18 @@ pub struct ConfigOptionValue {
     pub value: ConfigScalar,
 }
 
+/// `?custom=` of the requests that write an option.
+#[derive(Debug, Clone, Copy, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ConfigWriteQuery {
+    /// `true`: the option is one of your own, which qlessd does not know (a qless
+    /// client may keep its own settings there); its value is stored as given. Without
+    /// it, an option qlessd does not know is refused, so a typo is not stored silently.
+    #[serde(default)]
+    pub custom: bool,
+}
+
 /// A configuration value: a string, a number or a boolean.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]

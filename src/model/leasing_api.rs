@@ -196,6 +196,10 @@ pub struct EventsQuery {
     /// Only events naming this worker (`lock_lost`, `canceled`, `failed`).
     #[param(value_type = Option<crate::model::Name>)]
     pub worker: Option<String>,
-    /// Only these event types, comma-separated (e.g. `lock_lost,canceled`).
+    /// Only these event types, comma-separated (e.g. `lock_lost,canceled`), from
+    /// `put`, `lock_lost`, `canceled`, `completed`, `advanced`, `failed`, `config_set`,
+    /// `config_unset`, `tracked`, `tracking`; another name is a 400. `ready` and
+    /// `lagged` are always sent.
+    #[param(example = "lock_lost,canceled")]
     pub events: Option<String>,
 }

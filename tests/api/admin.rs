@@ -833,13 +833,14 @@ async fn config_values_are_stored_as_their_text() {
     let app = TestApp::start().await;
     let cases = [
         ("application", json!("billing"), json!("billing")),
-        ("dashboard-enabled", json!(true), json!("true")),
-        ("note", json!(""), json!("")),
+        ("dashboard-enabled?custom=true", json!(true), json!("true")),
+        ("note?custom=true", json!(""), json!("")),
         ("grace-period", json!(2.5), json!(2.5)),
         ("emails-max-concurrency", json!(4), json!(4)),
         ("emails-heartbeat", json!(120), json!(120)),
         ("max-job-history", json!(-1), json!(-1)),
-        ("ratio", json!(0.25), json!("0.25")),
+        ("jobs-history-count", json!(10.0), json!(10)),
+        ("ratio?custom=true", json!(0.25), json!("0.25")),
     ];
     for (option, value, _) in &cases {
         let response = put_json(
@@ -857,6 +858,7 @@ async fn config_values_are_stored_as_their_text() {
     }
     let all = app.get("/v1/config").await.body;
     for (option, _, read_back) in &cases {
+        let option = option.trim_end_matches("?custom=true");
         let response = app.get(&format!("/v1/config/{option}")).await;
         assert_eq!(
             response.status,
@@ -866,6 +868,11 @@ async fn config_values_are_stored_as_their_text() {
         );
         assert_eq!(response.body, json!({"option": option, "value": read_back}));
         assert_eq!(&all[option], read_back, "{option} in the full map");
+    }
+    // Unset, a custom option too (saying so).
+    for option in ["ratio?custom=true", "heartbeat"] {
+        let response = delete(&app, &format!("/v1/config/{option}")).await;
+        assert_eq!(response.status, StatusCode::NO_CONTENT, "{}", response.text);
     }
 }
 
@@ -882,8 +889,73 @@ async fn an_option_neither_set_nor_defaulted_is_not_found() {
 #[tokio::test]
 async fn unsetting_an_option_that_is_not_stored_is_no_content() {
     let app = TestApp::start().await;
-    let response = delete(&app, "/v1/config/no-such-option").await;
+    let response = delete(&app, "/v1/config/no-such-option?custom=true").await;
     assert_eq!(response.status, StatusCode::NO_CONTENT, "{}", response.text);
+    let response = delete(&app, "/v1/config/max-worker-age").await;
+    assert_eq!(response.status, StatusCode::NO_CONTENT, "{}", response.text);
+    assert_eq!(app.get("/v1/config").await.body, defaults());
+}
+
+#[tokio::test]
+async fn an_option_qlessd_does_not_know_needs_custom_and_a_known_one_refuses_it() {
+    let app = TestApp::start().await;
+    let cases = [
+        // (option and query, what the detail names)
+        ("heartbeet", "heartbeet"),
+        ("grace_period", "grace_period"),
+        ("jobs-history-counts", "jobs-history-counts"),
+        ("heartbeat?custom=true", "heartbeat"),
+        ("emails-heartbeat?custom=true", "emails-heartbeat"),
+        ("my-option?custom=yes", "custom"),
+        ("my-option?customs=true", "customs"),
+    ];
+    for (option, named) in cases {
+        let uri = format!("/v1/config/{option}");
+        for response in [
+            put_json(&app, &uri, json!({"value": 5})).await,
+            delete(&app, &uri).await,
+        ] {
+            response.assert_problem(400, "bad_request");
+            let detail = response.body["detail"].as_str().unwrap();
+            assert!(detail.contains(named), "{option}: {detail}");
+        }
+    }
+    assert_eq!(app.get("/v1/config").await.body, defaults());
+}
+
+#[tokio::test]
+async fn known_options_refuse_values_of_the_wrong_type_or_range() {
+    let app = TestApp::start().await;
+    let cases = [
+        ("heartbeat", json!(-5)),
+        ("heartbeat", json!(0)),
+        ("heartbeat", json!(1e308)),
+        ("heartbeat", json!(315_360_001)),
+        ("max-worker-age", json!(0)),
+        ("emails-heartbeat", json!(-1)),
+        ("grace-period", json!(-0.5)),
+        ("jobs-history", json!(1e12)),
+        ("jobs-history-count", json!(-1)),
+        ("jobs-history-count", json!(2.5)),
+        ("jobs-history-count", json!(1e10)),
+        ("stats-history", json!(1.5)),
+        ("emails-max-concurrency", json!(-2)),
+        ("emails-max-concurrency", json!(0.5)),
+        ("max-job-history", json!(0.5)),
+        ("application", json!(5)),
+        ("application", json!(true)),
+    ];
+    for (option, value) in cases {
+        let response = put_json(
+            &app,
+            &format!("/v1/config/{option}"),
+            json!({ "value": value }),
+        )
+        .await;
+        response.assert_problem(400, "bad_request");
+        let detail = response.body["detail"].as_str().unwrap();
+        assert!(detail.contains(option), "{option} {value}: {detail}");
+    }
     assert_eq!(app.get("/v1/config").await.body, defaults());
 }
 

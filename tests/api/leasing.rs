@@ -618,6 +618,25 @@ async fn event_streams_refuse_unknown_parameters() {
 }
 
 #[tokio::test]
+async fn event_streams_refuse_unknown_event_types_naming_them() {
+    let app = TestApp::start().await;
+    let cases = [
+        ("lock-lost", "lock-lost"),
+        ("lock_lost,cancelled", "cancelled"),
+        ("ready", "ready"),
+        ("PUT", "PUT"),
+        ("", "no event type"),
+        (",,", "no event type"),
+    ];
+    for (events, named) in cases {
+        let response = app.get(&format!("/v1/events?events={events}")).await;
+        response.assert_problem(400, "bad_request");
+        let detail = response.body["detail"].as_str().unwrap();
+        assert!(detail.contains(named), "{events}: {detail}");
+    }
+}
+
+#[tokio::test]
 async fn put_if_absent_over_the_core_creates_once() {
     // The unique-add used by producers that may retry: the second call is a no-op.
     let app = TestApp::start().await;
