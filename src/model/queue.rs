@@ -65,7 +65,8 @@ pub struct QueueStats {
 pub struct JidPage {
     /// How many jids there are in all.
     pub total: i64,
-    /// This page, in the listing's order (the script calls it `jobs`).
+    /// This page, in the listing's order.
+    // The script's reply calls it `jobs`.
     #[serde(deserialize_with = "wire::list", alias = "jobs")]
     pub jids: Vec<String>,
 }

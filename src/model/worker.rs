@@ -11,7 +11,8 @@ use super::wire;
 pub struct WorkerSummary {
     /// Worker name.
     pub name: String,
-    /// How many jobs it holds with an unexpired lock (the script calls it `jobs`).
+    /// How many jobs it holds with an unexpired lock.
+    // The script's reply calls it `jobs`.
     #[serde(alias = "jobs")]
     pub running: i64,
     /// How many jobs it holds whose lock expired.
@@ -22,7 +23,8 @@ pub struct WorkerSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"jids": ["8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f"], "stalled": []}))]
 pub struct WorkerJobs {
-    /// Jids it holds with an unexpired lock (the script calls them `jobs`).
+    /// Jids it holds with an unexpired lock.
+    // The script's reply calls them `jobs`.
     #[serde(deserialize_with = "wire::list", alias = "jobs")]
     pub jids: Vec<String>,
     /// Jids whose lock expired.

@@ -177,16 +177,7 @@ async fn complete_job(
     Path(jid): Path<String>,
     Json(body): Json<CompleteJobRequest>,
 ) -> Result<Json<CompleteJobResponse>, ApiError> {
-    let args = complete_args(
-        state.limits.max_job_size,
-        jid,
-        body.worker,
-        body.queue,
-        body.data,
-        body.next,
-        body.delay,
-        body.depends,
-    )?;
+    let args = complete_args(jid, body, state.limits.max_job_size)?;
     let completion = state.qless.complete_report(state.clock.now(), args).await?;
     wake_for_released(&state, &completion);
     Ok(Json(CompleteJobResponse {
@@ -204,15 +195,18 @@ fn wake_for_released(state: &AppState, completion: &Completion) {
 
 /// Checks a completion and turns it into script arguments.
 fn complete_args(
-    max_job_size: u64,
     jid: String,
-    worker: String,
-    queue: String,
-    data: Option<RawJson>,
-    next: Option<String>,
-    delay: Option<f64>,
-    depends: Option<Vec<String>>,
+    body: CompleteJobRequest,
+    max_job_size: u64,
 ) -> Result<CompleteArgs, ApiError> {
+    let CompleteJobRequest {
+        worker,
+        queue,
+        data,
+        next,
+        delay,
+        depends,
+    } = body;
     validate::name("jid", &jid)?;
     validate::name("worker", &worker)?;
     validate::name("queue", &queue)?;
@@ -272,17 +266,16 @@ async fn complete_jobs(
         .into_iter()
         .enumerate()
         .map(|(index, job)| {
-            complete_args(
-                state.limits.max_job_size,
-                job.jid,
-                job.worker,
-                job.queue,
-                job.data,
-                job.next,
-                job.delay,
-                job.depends,
-            )
-            .map_err(|err| at_item(index, err))
+            let body = CompleteJobRequest {
+                worker: job.worker,
+                queue: job.queue,
+                data: job.data,
+                next: job.next,
+                delay: job.delay,
+                depends: job.depends,
+            };
+            complete_args(job.jid, body, state.limits.max_job_size)
+                .map_err(|err| at_item(index, err))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let results = state

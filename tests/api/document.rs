@@ -197,3 +197,34 @@ fn the_event_stream_is_described_as_server_sent_events() {
         ["text/event-stream"]
     );
 }
+
+#[test]
+fn jobs_are_lists_of_objects_and_jids_are_lists_of_ids() {
+    let doc = document();
+    let mut seen = 0;
+    for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+        let Some(properties) = schema["properties"].as_object() else {
+            continue;
+        };
+        for (field, property) in properties {
+            let items = &property["items"];
+            match field.as_str() {
+                "jobs" => {
+                    assert!(
+                        items["$ref"].is_string(),
+                        "{name}.jobs is not a list of objects: {property}"
+                    );
+                    seen += 1;
+                }
+                "jids" => {
+                    let id =
+                        items["type"] == "string" || items["$ref"] == "#/components/schemas/Name";
+                    assert!(id, "{name}.jids is not a list of ids: {property}");
+                    seen += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(seen >= 10, "only {seen} jobs/jids fields");
+}
