@@ -1,5 +1,8 @@
-//! The OpenAPI document: the top-level description here, the paths and schemas
-//! gathered from the routes that declare them (utoipa-axum).
+//! The OpenAPI document: the top-level description (`openapi_description.md`: errors,
+//! the naming rule, the status-code rule), the paths and schemas gathered from the
+//! routes that declare them (utoipa-axum), then one pass giving each operation's error
+//! responses an example. Every error response's body is a `$ref` to the one `Problem`
+//! schema, so a generated client has a single error type.
 
 use utoipa::OpenApi;
 
@@ -98,12 +101,16 @@ fn problem_examples(doc: &mut utoipa::openapi::OpenApi) {
 fn code_of(status: u16) -> (&'static str, &'static str) {
     match status {
         400 => ("bad_request", "Bad Request"),
+        401 => ("unauthorized", "Unauthorized"),
+        403 => ("forbidden", "Forbidden"),
         404 => ("not_found", "Not Found"),
         405 => ("method_not_allowed", "Method Not Allowed"),
         409 => ("conflict", "Conflict"),
         413 => ("payload_too_large", "Payload Too Large"),
         415 => ("unsupported_media_type", "Unsupported Media Type"),
+        429 => ("too_many_requests", "Too Many Requests"),
+        500 => ("internal", "Internal Server Error"),
         503 => ("unavailable", "Service Unavailable"),
-        _ => ("internal", "Internal Server Error"),
+        _ => ("error", "Error"),
     }
 }
