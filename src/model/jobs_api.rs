@@ -111,8 +111,7 @@ pub struct FailJobResponse {
     /// The job id.
     pub jid: String,
     /// Always `failed`.
-    #[schema(example = "failed")]
-    pub state: String,
+    pub state: super::JobState,
 }
 
 /// Body of `POST /v1/jobs/{jid}/retry`.

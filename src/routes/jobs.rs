@@ -25,9 +25,10 @@ use crate::model::{
     CompleteJobResponse, CompleteJobsOutcome, CompleteJobsRequest, CompleteJobsResponse,
     CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
     HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Job,
-    JobPriorityRequest, JobPriorityResponse, JobTagsRequest, JobTagsResponse, JobTrackedResponse,
-    LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RequeueJobRequest, RequeueJobResponse,
-    RetryJobRequest, RetryJobResponse, TrackedJobsResponse, Unavailable, UnsupportedMediaType,
+    JobPriorityRequest, JobPriorityResponse, JobState, JobTagsRequest, JobTagsResponse,
+    JobTrackedResponse, LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RequeueJobRequest,
+    RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse, Unavailable,
+    UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -427,7 +428,7 @@ async fn fail_job(
         .await?;
     Ok(Json(FailJobResponse {
         jid,
-        state: "failed".to_owned(),
+        state: JobState::Failed,
     }))
 }
 
