@@ -120,7 +120,7 @@ const TRANSITIONS: [&str; 6] = [
 ];
 
 /// The event types a stream can be filtered by (`ready` and `lagged` are always sent).
-pub(crate) const EVENT_KINDS: [&str; 10] = [
+const EVENT_KINDS: [&str; 10] = [
     "put",
     "lock_lost",
     "canceled",
