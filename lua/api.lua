@@ -67,6 +67,14 @@ local function command(name)
       if name == 'requeue' and not redis.call('hget', P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
       end
+      if name == 'requeue' then
+        -- Extension: `keep-klass 1` / `keep-data 1` keep the job's own klass / data
+        -- (the positional klass and data must still be given; they are ignored).
+        for i = 9, n, 2 do
+          if A[i] == 'keep-klass' then klass = redis.call('hget', P .. 'j:' .. jid, 'klass') end
+          if A[i] == 'keep-data' then data = redis.call('hget', P .. 'j:' .. jid, 'data') end
+        end
+      end
       if name == 'put.ifabsent' and redis.call('hget', P .. 'j:' .. jid, 'jid') then
         return false
       end

@@ -36,6 +36,8 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Longest long-poll wait a client may ask for.
     pub max_wait: Duration,
+    /// Largest job `data`, in bytes of JSON text (`--max-job-size`).
+    pub max_job_size: u64,
 }
 
 impl Limits {
@@ -46,6 +48,7 @@ impl Limits {
             batch_body_limit: settings.batch_body_limit,
             request_timeout: settings.request_timeout(),
             max_wait: Duration::from_secs(settings.max_wait),
+            max_job_size: settings.max_job_size,
         }
     }
 }

@@ -77,6 +77,12 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_BATCH_BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
     pub batch_body_limit: usize,
 
+    /// Largest job `data` accepted, in bytes of its JSON text, on every path that
+    /// writes it (put, batch items, requeue, heartbeat, complete, fail, recurring).
+    #[arg(long, env = "QLESSD_MAX_JOB_SIZE", default_value_t = 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_job_size: u64,
+
     /// Requests taking longer than this are answered with 503 (seconds). Long polls are
     /// bounded separately by `--max-wait`, which this must exceed.
     #[arg(long, env = "QLESSD_REQUEST_TIMEOUT", default_value_t = 60)]

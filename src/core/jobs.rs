@@ -45,6 +45,15 @@ impl PutArgs {
     }
 }
 
+/// What a requeue keeps from the job rather than taking from its arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequeueKeep {
+    /// Keep the job's klass.
+    pub klass: bool,
+    /// Keep the job's data.
+    pub data: bool,
+}
+
 /// Arguments of `complete`.
 #[derive(Debug, Clone, Default)]
 pub struct CompleteArgs {
@@ -141,7 +150,25 @@ impl Qless {
 
     /// `requeue`: like `put`, but the job must exist.
     pub async fn requeue(&self, now: f64, args: PutArgs) -> Result<String, Error> {
-        reply::string(self.call("requeue", now, args.into_args()).await?)
+        self.requeue_keeping(now, args, RequeueKeep::default())
+            .await
+    }
+
+    /// `requeue` with the extension options `keep-klass 1` / `keep-data 1`: the job
+    /// keeps its own klass / data, and the ones in `args` are ignored.
+    pub async fn requeue_keeping(
+        &self,
+        now: f64,
+        args: PutArgs,
+        keep: RequeueKeep,
+    ) -> Result<String, Error> {
+        let mut argv = args.into_args();
+        for (option, wanted) in [("keep-klass", keep.klass), ("keep-data", keep.data)] {
+            if wanted {
+                argv.extend([option.to_owned(), "1".to_owned()]);
+            }
+        }
+        reply::string(self.call("requeue", now, argv).await?)
     }
 
     /// `put.ifabsent`: `put`, unless a job with this jid already exists (checked and

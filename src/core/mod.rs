@@ -24,7 +24,7 @@ use std::time::Duration;
 use redis::Value;
 
 pub use error::{Error, ScriptCode};
-pub use jobs::{CompleteArgs, Completion, PutArgs, RetryArgs, Tracked};
+pub use jobs::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs, Tracked};
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;

@@ -40,7 +40,7 @@ pub struct RecurringJobUpdate {
     pub backlog: Option<i64>,
 }
 
-/// Tags to add to or remove from a recurring job template.
+/// Tags to add to a recurring job template.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"tags": ["nightly", "billing"]}))]
@@ -129,6 +129,18 @@ pub struct ConfigOption {
 pub struct ConfigOptionValue {
     /// Stored as its text (`30`, `qless`, `true`).
     pub value: ConfigScalar,
+}
+
+/// `?custom=` of the requests that write an option.
+#[derive(Debug, Clone, Copy, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ConfigWriteQuery {
+    /// `true`: the option is one of your own, which qlessd does not know (a qless
+    /// client may keep its own settings there); its value is stored as given. Without
+    /// it, an option qlessd does not know is refused, so a typo is not stored silently.
+    #[serde(default)]
+    pub custom: bool,
 }
 
 /// A configuration value: a string, a number or a boolean.

@@ -26,6 +26,27 @@ pub enum JobState {
     Complete,
 }
 
+impl JobState {
+    /// The state's word, as the script stores it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Waiting => "waiting",
+            JobState::Scheduled => "scheduled",
+            JobState::Depends => "depends",
+            JobState::Running => "running",
+            JobState::Stalled => "stalled",
+            JobState::Failed => "failed",
+            JobState::Complete => "complete",
+        }
+    }
+}
+
+impl PartialEq<&str> for JobState {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
@@ -43,7 +64,7 @@ pub struct Job {
     /// The class (handler name) a worker runs it with.
     pub klass: String,
     /// Current state.
-    pub state: String,
+    pub state: JobState,
     /// Current queue; empty once complete.
     pub queue: String,
     /// The worker holding it; empty when none.
@@ -56,24 +77,18 @@ pub struct Job {
         serialize_with = "wire::whole_when_possible"
     )]
     pub priority: f64,
-    /// Lock expiry (seconds since the epoch); 0 when not leased.
+    /// Lock expiry, seconds since the epoch; 0 when not leased.
     #[serde(
         deserialize_with = "wire::number",
         serialize_with = "wire::whole_when_possible"
     )]
     pub expires: f64,
     /// Retry budget per queue.
-    #[serde(
-        deserialize_with = "wire::number",
-        serialize_with = "wire::whole_when_possible"
-    )]
-    pub retries: f64,
+    #[serde(deserialize_with = "wire::integer")]
+    pub retries: i64,
     /// Retries left.
-    #[serde(
-        deserialize_with = "wire::number",
-        serialize_with = "wire::whole_when_possible"
-    )]
-    pub remaining: f64,
+    #[serde(deserialize_with = "wire::integer")]
+    pub remaining: i64,
     /// The payload: any JSON value, exactly as it was put.
     #[schema(value_type = serde_json::Value)]
     pub data: wire::JsonData,

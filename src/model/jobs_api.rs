@@ -23,11 +23,12 @@ pub struct HeartbeatJobRequest {
 }
 
 /// Reply of a heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"expires": 1700000060}))]
 pub struct HeartbeatJobResponse {
-    /// The new lock expiry, whole seconds since the epoch.
-    pub expires: i64,
+    /// The new lock expiry, seconds since the epoch.
+    #[serde(serialize_with = "crate::model::wire::whole_when_possible")]
+    pub expires: f64,
 }
 
 /// Body of `POST /v1/jobs/{jid}/complete`.
@@ -110,8 +111,7 @@ pub struct FailJobResponse {
     /// The job id.
     pub jid: String,
     /// Always `failed`.
-    #[schema(example = "failed")]
-    pub state: String,
+    pub state: super::JobState,
 }
 
 /// Body of `POST /v1/jobs/{jid}/retry`.
@@ -148,20 +148,20 @@ pub struct RetryJobResponse {
     pub remaining: i64,
 }
 
-/// Body of `POST /v1/jobs/{jid}/requeue`: the same fields as putting a job.
+/// Body of `POST /v1/jobs/{jid}/requeue`: the fields of putting a job, where every
+/// field but `queue` left out keeps what the job has.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"queue": "emails", "klass": "email.Send",
-    "data": {"to": "a@example.com"}, "priority": 10, "tags": ["signup"], "retries": 3,
-    "delay": 0}))]
+#[schema(example = json!({"queue": "emails", "priority": 10, "delay": 0}))]
 pub struct RequeueJobRequest {
     /// The queue to move the job to.
     #[schema(value_type = crate::model::Name)]
     pub queue: String,
-    /// The class (handler name) a worker runs it with.
-    #[schema(value_type = crate::model::Text)]
-    pub klass: String,
-    /// The payload (any JSON value); absent stores `{}`.
+    /// The class (handler name) a worker runs it with. Absent: the job keeps its class.
+    #[serde(default)]
+    #[schema(value_type = Option<crate::model::Text>)]
+    pub klass: Option<String>,
+    /// The payload (any JSON value, `null` included). Absent: the job keeps its data.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,
@@ -172,7 +172,8 @@ pub struct RequeueJobRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub tags: Option<Vec<String>>,
-    /// Retry budget. Absent: the job keeps its budget.
+    /// Retry budget (its `remaining` starts full again either way). Absent: the job
+    /// keeps its budget.
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub retries: Option<i64>,
@@ -180,7 +181,8 @@ pub struct RequeueJobRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
-    /// Seconds before it becomes waiting (default 0).
+    /// Seconds before it becomes waiting (default 0: a delay is not kept, it is part
+    /// of the move, not of the job).
     #[serde(default)]
     #[schema(minimum = 0)]
     pub delay: Option<f64>,
@@ -234,33 +236,19 @@ pub struct JobPriorityResponse {
 /// Body of `POST /v1/jobs/{jid}/dependencies`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"add": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
+#[schema(example = json!({"depends": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
 pub struct AddJobDependenciesRequest {
     /// Jobs to wait for (1 to 1000; unknown or completed jids are ignored).
     #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
-    pub add: Vec<String>,
+    pub depends: Vec<String>,
 }
 
-/// Body of `DELETE /v1/jobs/{jid}/dependencies`: exactly one of `remove` and `all`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"remove": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
-pub struct RemoveJobDependenciesRequest {
-    /// Dependencies to drop (1 to 1000).
-    #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>, min_items = 1, max_items = 1000)]
-    pub remove: Option<Vec<String>>,
-    /// `true`: drop every dependency.
-    #[serde(default)]
-    pub all: Option<bool>,
-}
-
-/// Body of `POST` and `DELETE /v1/jobs/{jid}/tags`.
+/// Body of `POST /v1/jobs/{jid}/tags`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"tags": ["signup", "vip"]}))]
 pub struct JobTagsRequest {
-    /// Tags to add or remove (1 to 1000).
+    /// Tags to add (1 to 1000).
     #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
     pub tags: Vec<String>,
 }

@@ -164,9 +164,12 @@ pub struct HeartbeatJobsRequest {
 pub struct HeartbeatJobsOutcome {
     /// The job.
     pub jid: String,
-    /// The new lock expiry, when renewed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires: Option<i64>,
+    /// The new lock expiry (seconds since the epoch), when renewed.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::model::wire::optional_whole_when_possible"
+    )]
+    pub expires: Option<f64>,
     /// Why it was not renewed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<Problem>,
@@ -193,6 +196,10 @@ pub struct EventsQuery {
     /// Only events naming this worker (`lock_lost`, `canceled`, `failed`).
     #[param(value_type = Option<crate::model::Name>)]
     pub worker: Option<String>,
-    /// Only these event types, comma-separated (e.g. `lock_lost,canceled`).
+    /// Only these event types, comma-separated (e.g. `lock_lost,canceled`), from
+    /// `put`, `lock_lost`, `canceled`, `completed`, `advanced`, `failed`, `config_set`,
+    /// `config_unset`, `tracked`, `tracking`; another name is a 400. `ready` and
+    /// `lagged` are always sent.
+    #[param(example = "lock_lost,canceled")]
     pub events: Option<String>,
 }

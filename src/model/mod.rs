@@ -20,7 +20,9 @@ pub use job::{Failure, HistoryEntry, Job, JobState};
 pub use jobs_api::*;
 pub use leasing_api::*;
 pub use page::PageQuery;
-pub use problem::{Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMediaType};
+pub use problem::{
+    Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMediaType, problem_example,
+};
 pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
 pub use queues_api::*;
 pub use recurring::RecurringJob;

@@ -34,29 +34,97 @@ pub struct Health {
     pub status: String,
 }
 
-/// 413: the body is over the configured size limit.
-#[derive(Debug, Clone, utoipa::ToResponse)]
-#[response(
-    description = "The body is over the configured size limit",
-    content_type = "application/problem+json"
-)]
-pub struct PayloadTooLarge(#[to_schema] pub Problem);
+/// The example problem of an error response: `status` with its machine word `code`.
+pub fn problem_example(status: u16, title: &str, code: &str, detail: &str) -> serde_json::Value {
+    serde_json::json!({
+        "type": format!("urn:qlessd:problem:{code}"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+    })
+}
+
+/// A shared error response: an `application/problem+json` body whose schema is a
+/// reference to the one [`Problem`] schema (so a generated client has one error type),
+/// with an example of its own.
+fn shared_problem(
+    description: &str,
+    example: serde_json::Value,
+) -> utoipa::openapi::response::ResponseBuilder {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("Problem")))
+        .example(Some(example))
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/problem+json", content)
+}
+
+/// 413: the body (or a job's data) is over the configured size limit.
+pub struct PayloadTooLarge;
+
+impl<'r> utoipa::ToResponse<'r> for PayloadTooLarge {
+    fn response() -> (&'r str, utoipa::openapi::RefOr<utoipa::openapi::Response>) {
+        let example = problem_example(
+            413,
+            "Payload Too Large",
+            "payload_too_large",
+            "the job's data is 2000000 bytes, over the limit of 1048576 bytes (--max-job-size)",
+        );
+        let response = shared_problem(
+            "The body is over the configured size limit, or a job's `data` is over \
+             `--max-job-size`; nothing was written",
+            example,
+        );
+        ("PayloadTooLarge", response.build().into())
+    }
+}
 
 /// 415: the body is not `application/json`.
-#[derive(Debug, Clone, utoipa::ToResponse)]
-#[response(
-    description = "The body is not `application/json`",
-    content_type = "application/problem+json"
-)]
-pub struct UnsupportedMediaType(#[to_schema] pub Problem);
+pub struct UnsupportedMediaType;
+
+impl<'r> utoipa::ToResponse<'r> for UnsupportedMediaType {
+    fn response() -> (&'r str, utoipa::openapi::RefOr<utoipa::openapi::Response>) {
+        let example = problem_example(
+            415,
+            "Unsupported Media Type",
+            "unsupported_media_type",
+            "expected a body with Content-Type: application/json",
+        );
+        let response = shared_problem("The body is not `application/json`", example);
+        ("UnsupportedMediaType", response.build().into())
+    }
+}
 
 /// 503: Redis is unreachable, out of memory, or no connection was free in time; the
 /// `Retry-After` header says when to try again.
-#[derive(Debug, Clone, utoipa::ToResponse)]
-#[response(
-    description = "Redis is unreachable, out of memory, or every connection is busy; \
-        retry after `Retry-After` seconds",
-    content_type = "application/problem+json",
-    headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))
-)]
-pub struct Unavailable(#[to_schema] pub Problem);
+pub struct Unavailable;
+
+impl<'r> utoipa::ToResponse<'r> for Unavailable {
+    fn response() -> (&'r str, utoipa::openapi::RefOr<utoipa::openapi::Response>) {
+        use utoipa::openapi::{HeaderBuilder, ObjectBuilder, Type};
+        let example = problem_example(
+            503,
+            "Service Unavailable",
+            "unavailable",
+            "redis: connection refused",
+        );
+        let retry_after = HeaderBuilder::new()
+            .schema(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            ))
+            .description(Some("Seconds to wait before retrying"))
+            .build();
+        let response = shared_problem(
+            "Redis is unreachable, out of memory, or every connection is busy; \
+             retry after `Retry-After` seconds",
+            example,
+        )
+        .header("Retry-After", retry_after);
+        ("Unavailable", response.build().into())
+    }
+}

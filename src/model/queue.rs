@@ -61,12 +61,14 @@ pub struct QueueStats {
 
 /// A page of jids with the total they were taken from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"total": 1, "jids": ["8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f"]}))]
 pub struct JidPage {
     /// How many jids there are in all.
     pub total: i64,
     /// This page, in the listing's order.
-    #[serde(deserialize_with = "wire::list")]
-    pub jobs: Vec<String>,
+    // The script's reply calls it `jobs`.
+    #[serde(deserialize_with = "wire::list", alias = "jobs")]
+    pub jids: Vec<String>,
 }
 
 /// Result of the upkeep pass (`sweep`): what was done and when something is next due.

@@ -13,6 +13,7 @@ pub struct RecurringJob {
     /// Class of the spawned jobs.
     pub klass: String,
     /// Always `recur`.
+    #[schema(example = "recur")]
     pub state: String,
     /// Queue the children are put in.
     pub queue: String,
@@ -29,17 +30,11 @@ pub struct RecurringJob {
     )]
     pub interval: f64,
     /// Retry budget of the children.
-    #[serde(
-        deserialize_with = "wire::number",
-        serialize_with = "wire::whole_when_possible"
-    )]
-    pub retries: f64,
+    #[serde(deserialize_with = "wire::integer")]
+    pub retries: i64,
     /// Children spawned so far.
-    #[serde(
-        deserialize_with = "wire::number",
-        serialize_with = "wire::whole_when_possible"
-    )]
-    pub count: f64,
+    #[serde(deserialize_with = "wire::integer")]
+    pub count: i64,
     /// Payload of the children.
     #[schema(value_type = serde_json::Value)]
     pub data: wire::JsonData,
@@ -47,10 +42,6 @@ pub struct RecurringJob {
     #[serde(deserialize_with = "wire::list")]
     pub tags: Vec<String>,
     /// At most this many missed intervals are caught up (0: all).
-    #[serde(
-        deserialize_with = "wire::number",
-        serialize_with = "wire::whole_when_possible",
-        default
-    )]
-    pub backlog: f64,
+    #[serde(deserialize_with = "wire::integer", default)]
+    pub backlog: i64,
 }

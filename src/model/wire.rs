@@ -92,6 +92,15 @@ where
     deserializer.deserialize_any(NumberVisitor)
 }
 
+/// A whole number that may arrive as a JSON number (possibly with a zero fraction) or
+/// a numeric string, as [`number`] reads it; a fraction is dropped.
+pub fn integer<'de, D>(deserializer: D) -> Result<i64, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    number(deserializer).map(|value| value as i64)
+}
+
 /// A JSON value kept as the exact text the client sent: key order, number spelling
 /// and precision survive (a `serde_json::Value` would sort keys and turn big integers
 /// into floats), so the script stores a job's data byte for byte, as qless promises.
@@ -172,6 +181,17 @@ pub fn whole_when_possible<S: serde::Serializer>(
         serializer.serialize_i64(*value as i64)
     } else {
         serializer.serialize_f64(*value)
+    }
+}
+
+/// [`whole_when_possible`] for an optional field.
+pub fn optional_whole_when_possible<S: serde::Serializer>(
+    value: &Option<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => whole_when_possible(value, serializer),
+        None => serializer.serialize_none(),
     }
 }
 

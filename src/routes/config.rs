@@ -12,29 +12,121 @@ use axum::http::StatusCode;
 use serde_json::{Number, Value};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{Json, Path};
+use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
 use crate::model::{
-    ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, Problem, Unavailable,
-    UnsupportedMediaType,
+    ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, ConfigWriteQuery, Problem,
+    Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
-/// Options the script reads as numbers.
-const NUMERIC_OPTIONS: [&str; 8] = [
-    "heartbeat",
-    "grace-period",
-    "stats-history",
-    "histogram-history",
-    "jobs-history",
-    "jobs-history-count",
-    "max-job-history",
-    "max-worker-age",
+/// Longest duration an option may hold: ten years, in seconds.
+const MAX_SECONDS: f64 = 315_360_000.0;
+
+/// Largest count an option may hold.
+const MAX_COUNT: i64 = 1_000_000_000;
+
+/// How the script reads an option qlessd knows, hence what its value must be.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    /// Text, for information only (`application`).
+    Text,
+    /// Seconds: a number up to [`MAX_SECONDS`], above 0 when `positive`, else at least 0.
+    Seconds { positive: bool },
+    /// A whole number from `min` to [`MAX_COUNT`].
+    Whole { min: i64 },
+}
+
+/// The options qlessd knows (see the qless core's configuration), by name.
+const OPTIONS: [(&str, Kind); 9] = [
+    ("application", Kind::Text),
+    ("heartbeat", Kind::Seconds { positive: true }),
+    ("grace-period", Kind::Seconds { positive: false }),
+    ("stats-history", Kind::Whole { min: 0 }),
+    ("histogram-history", Kind::Whole { min: 0 }),
+    ("jobs-history", Kind::Seconds { positive: false }),
+    ("jobs-history-count", Kind::Whole { min: 0 }),
+    // 0 or less: no cap.
+    ("max-job-history", Kind::Whole { min: -MAX_COUNT }),
+    ("max-worker-age", Kind::Seconds { positive: true }),
 ];
 
-/// Per-queue numeric options: `<queue>-heartbeat`, `<queue>-max-concurrency`.
-const NUMERIC_SUFFIXES: [&str; 2] = ["-heartbeat", "-max-concurrency"];
+/// Per-queue options: `<queue>-heartbeat`, `<queue>-max-concurrency` (0: no limit).
+const QUEUE_OPTIONS: [(&str, Kind); 2] = [
+    ("-heartbeat", Kind::Seconds { positive: true }),
+    ("-max-concurrency", Kind::Whole { min: 0 }),
+];
+
+/// What qlessd knows about `option`; `None` for an option of a client's own.
+fn kind(option: &str) -> Option<Kind> {
+    OPTIONS
+        .iter()
+        .find(|(name, _)| *name == option)
+        .or_else(|| {
+            QUEUE_OPTIONS
+                .iter()
+                .find(|(suffix, _)| option.len() > suffix.len() && option.ends_with(suffix))
+        })
+        .map(|(_, kind)| *kind)
+}
+
+/// The text to store for `value`, or a 400 naming the option and what it needs.
+fn stored_text(option: &str, value: &ConfigScalar, custom: bool) -> Result<String, ApiError> {
+    let bad = |message: String| Err(ApiError::BadRequest(message));
+    let Some(kind) = check_writable(option, custom)? else {
+        return Ok(value.to_text());
+    };
+    match (kind, value) {
+        (Kind::Text, ConfigScalar::Text(text)) => Ok(text.clone()),
+        (Kind::Text, _) => bad(format!("config option {option} is text: give a string")),
+        (Kind::Seconds { positive }, ConfigScalar::Number(seconds)) => {
+            let low_ok = if positive {
+                *seconds > 0.0
+            } else {
+                *seconds >= 0.0
+            };
+            if low_ok && *seconds <= MAX_SECONDS {
+                Ok(value.to_text())
+            } else {
+                let low = if positive { "above 0" } else { "at least 0" };
+                bad(format!(
+                    "config option {option} is a number of seconds {low} and at most \
+                     {MAX_SECONDS}, not {seconds}"
+                ))
+            }
+        }
+        (Kind::Whole { min }, ConfigScalar::Number(number)) => {
+            if number.fract() == 0.0 && (min as f64..=MAX_COUNT as f64).contains(number) {
+                Ok(value.to_text())
+            } else {
+                bad(format!(
+                    "config option {option} is a whole number from {min} to {MAX_COUNT}, \
+                     not {number}"
+                ))
+            }
+        }
+        (_, _) => bad(format!(
+            "config option {option} is numeric: its value must be a JSON number"
+        )),
+    }
+}
+
+/// Whether `option` may be written: a name qlessd knows (its kind), or a custom one
+/// that the request says is custom (`None`).
+fn check_writable(option: &str, custom: bool) -> Result<Option<Kind>, ApiError> {
+    match (kind(option), custom) {
+        (None, false) => Err(ApiError::BadRequest(format!(
+            "unknown config option {option:?}; qlessd knows {}, <queue>-heartbeat and \
+             <queue>-max-concurrency; to store an option of your own, add ?custom=true",
+            OPTIONS.map(|(name, _)| name).join(", ")
+        ))),
+        (Some(_), true) => Err(ApiError::BadRequest(format!(
+            "{option} is an option qlessd knows; leave out ?custom=true"
+        ))),
+        (known, _) => Ok(known),
+    }
+}
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -106,21 +198,27 @@ async fn get_config_option(
 
 /// Set a configuration option.
 ///
-/// The value (a string, number or boolean) is stored as its text: `30`, `0.5`,
-/// `true`. Numeric options (`heartbeat`, `grace-period`, `stats-history`,
-/// `histogram-history`, `jobs-history`, `jobs-history-count`, `max-job-history`,
-/// `max-worker-age`, `<queue>-heartbeat`, `<queue>-max-concurrency`) only accept a JSON
-/// number, since text would silently disable them. Takes effect at the next call that
-/// reads the option.
+/// The value is stored as its text (`30`, `0.5`). qlessd knows these options and
+/// refuses a value of the wrong type or range, since the script would silently fall
+/// back to a default: `application` (a string); `heartbeat`, `max-worker-age` and
+/// `<queue>-heartbeat` (seconds above 0); `grace-period` and `jobs-history` (seconds, at
+/// least 0); `stats-history`, `histogram-history`, `jobs-history-count` and
+/// `<queue>-max-concurrency` (whole numbers, at least 0); `max-job-history` (a whole
+/// number, 0 or less for no cap). Seconds are at most ten years, counts at most 10^9.
+/// Any other option is refused unless `?custom=true` says it is one of your own; its
+/// value (a string, number or boolean) is then stored as given. Takes effect at the next
+/// call that reads the option.
 #[utoipa::path(put, path = "/v1/config/{option}", tag = "config",
     operation_id = "set_config_option",
-    params(("option" = crate::model::Name, Path, description = "Option name")),
+    params(("option" = crate::model::Name, Path, description = "Option name"),
+        ConfigWriteQuery),
     request_body = ConfigOptionValue,
     responses(
         (status = 204, description = "The option is stored"),
         (status = 400, description = "Malformed body, a missing value or one that is not \
-            a string, number or boolean, an unknown field, a bad option name, or a \
-            numeric option given something other than a number; nothing is stored",
+            a string, number or boolean, an unknown field, a bad option name, an option \
+            qlessd does not know without `?custom=true` (or one it knows with it), or a \
+            known option given a value of the wrong type or range; nothing is stored",
          body = Problem, content_type = "application/problem+json"),
         (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
@@ -128,17 +226,14 @@ async fn get_config_option(
 async fn set_config_option(
     State(state): State<AppState>,
     Path(option): Path<String>,
+    Query(query): Query<ConfigWriteQuery>,
     Json(body): Json<ConfigOptionValue>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("option", &option)?;
-    if is_numeric(&option) && !matches!(body.value, ConfigScalar::Number(_)) {
-        return Err(ApiError::BadRequest(format!(
-            "config option {option} is numeric: its value must be a JSON number"
-        )));
-    }
+    let text = stored_text(&option, &body.value, query.custom)?;
     state
         .qless
-        .config_set(state.clock.now(), &option, &body.value.to_text())
+        .config_set(state.clock.now(), &option, &text)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -146,31 +241,36 @@ async fn set_config_option(
 /// Unset a configuration option.
 ///
 /// Removes the stored value, so the option falls back to its default. Idempotent:
-/// unsetting an option that is not stored is also a 204.
+/// unsetting an option that is not stored is also a 204. As for setting, an option
+/// qlessd does not know needs `?custom=true`.
 #[utoipa::path(delete, path = "/v1/config/{option}", tag = "config",
     operation_id = "unset_config_option",
-    params(("option" = crate::model::Name, Path, description = "Option name")),
+    params(("option" = crate::model::Name, Path, description = "Option name"),
+        ConfigWriteQuery),
     responses(
         (status = 204, description = "The option is no longer stored"),
-        (status = 400, description = "The option is not a valid name", body = Problem,
-         content_type = "application/problem+json"),
+        (status = 400, description = "The option is not a valid name, or qlessd does not \
+            know it and `?custom=true` is missing (or knows it and `custom` is given)",
+         body = Problem, content_type = "application/problem+json"),
         (status = 503, response = Unavailable),
     ))]
 async fn unset_config_option(
     State(state): State<AppState>,
     Path(option): Path<String>,
+    Query(query): Query<ConfigWriteQuery>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("option", &option)?;
+    check_writable(&option, query.custom)?;
     state.qless.config_unset(state.clock.now(), &option).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Whether the script reads `option` as a number.
 fn is_numeric(option: &str) -> bool {
-    NUMERIC_OPTIONS.contains(&option)
-        || NUMERIC_SUFFIXES
-            .iter()
-            .any(|suffix| option.len() > suffix.len() && option.ends_with(suffix))
+    matches!(
+        kind(option),
+        Some(Kind::Seconds { .. } | Kind::Whole { .. })
+    )
 }
 
 /// The value as the API reports it: numeric options stored as numeric text become

@@ -57,7 +57,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 200, description = "An endless `text/event-stream`", body = String,
          content_type = "text/event-stream"),
-        (status = 400, description = "An unknown parameter or an invalid name", body = Problem,
+        (status = 400, description = "An unknown parameter, an invalid name, or an \
+         unknown event type in `events`", body = Problem,
          content_type = "application/problem+json"),
     ))]
 async fn stream_events(
@@ -118,6 +119,50 @@ const TRANSITIONS: [&str; 6] = [
     "canceled",
 ];
 
+/// The event types a stream can be filtered by (`ready` and `lagged` are always sent).
+const EVENT_KINDS: [&str; 10] = [
+    "put",
+    "lock_lost",
+    "canceled",
+    "completed",
+    "advanced",
+    "failed",
+    "config_set",
+    "config_unset",
+    "tracked",
+    "tracking",
+];
+
+/// The kinds of `?events=a,b`: at least one, each a known event type, so a typo is a
+/// 400 rather than a stream that stays silent.
+fn event_kinds(list: &str) -> Result<HashSet<String>, ApiError> {
+    let kinds: HashSet<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|kind| !kind.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if kinds.is_empty() {
+        return Err(ApiError::BadRequest(
+            "events names no event type; leave it out to receive every event".to_owned(),
+        ));
+    }
+    let mut unknown: Vec<&str> = kinds
+        .iter()
+        .map(String::as_str)
+        .filter(|kind| !EVENT_KINDS.contains(kind))
+        .collect();
+    if !unknown.is_empty() {
+        unknown.sort_unstable();
+        return Err(ApiError::BadRequest(format!(
+            "unknown event type {}; known: {}",
+            unknown.join(", "),
+            EVENT_KINDS.join(", ")
+        )));
+    }
+    Ok(kinds)
+}
+
 impl Filter {
     fn new(query: EventsQuery) -> Result<Self, ApiError> {
         for (kind, value) in [
@@ -129,13 +174,7 @@ impl Filter {
                 validate::name(kind, value)?;
             }
         }
-        let kinds = query.events.map(|list| {
-            list.split(',')
-                .map(str::trim)
-                .filter(|kind| !kind.is_empty())
-                .map(str::to_owned)
-                .collect::<HashSet<_>>()
-        });
+        let kinds = query.events.as_deref().map(event_kinds).transpose()?;
         Ok(Filter {
             queue: query.queue,
             jid: query.jid,

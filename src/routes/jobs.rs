@@ -16,8 +16,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use axum::extract::DefaultBodyLimit;
 
 use super::extract::{BatchJson, Json, Path, Query};
-use super::validate;
-use crate::core::{CompleteArgs, Completion, PutArgs, RetryArgs};
+use super::validate::{self, JobData};
+use crate::core::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs};
 use crate::error::ApiError;
 use crate::model::wire::RawJson;
 use crate::model::{
@@ -25,10 +25,10 @@ use crate::model::{
     CompleteJobResponse, CompleteJobsOutcome, CompleteJobsRequest, CompleteJobsResponse,
     CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
     HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Job,
-    JobPriorityRequest, JobPriorityResponse, JobTagsRequest, JobTagsResponse, JobTrackedResponse,
-    LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RemoveJobDependenciesRequest,
-    RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse,
-    Unavailable, UnsupportedMediaType,
+    JobPriorityRequest, JobPriorityResponse, JobState, JobTagsRequest, JobTagsResponse,
+    JobTrackedResponse, LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RequeueJobRequest,
+    RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse, Unavailable,
+    UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -104,7 +104,7 @@ async fn get_jobs(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Vec<Job>>, ApiError> {
-    let jids = jids_from_query(query.as_deref().unwrap_or(""))?;
+    let jids = jids_from_query(query.as_deref())?;
     Ok(Json(state.qless.multiget(state.clock.now(), &jids).await?))
 }
 
@@ -137,12 +137,14 @@ async fn heartbeat_job(
 ) -> Result<Json<HeartbeatJobResponse>, ApiError> {
     validate::name("jid", &jid)?;
     validate::name("worker", &body.worker)?;
-    let data = body.data.as_ref().map(json_text);
+    let data = job_data(body.data.as_ref(), &state)?;
     let expires = state
         .qless
         .heartbeat(state.clock.now(), &jid, &body.worker, data.as_deref())
         .await?;
-    Ok(Json(HeartbeatJobResponse { expires }))
+    Ok(Json(HeartbeatJobResponse {
+        expires: expires as f64,
+    }))
 }
 
 /// Complete a job, or move it on to its next queue.
@@ -176,15 +178,7 @@ async fn complete_job(
     Path(jid): Path<String>,
     Json(body): Json<CompleteJobRequest>,
 ) -> Result<Json<CompleteJobResponse>, ApiError> {
-    let args = complete_args(
-        jid,
-        body.worker,
-        body.queue,
-        body.data,
-        body.next,
-        body.delay,
-        body.depends,
-    )?;
+    let args = complete_args(jid, body, state.limits.max_job_size)?;
     let completion = state.qless.complete_report(state.clock.now(), args).await?;
     wake_for_released(&state, &completion);
     Ok(Json(CompleteJobResponse {
@@ -203,13 +197,17 @@ fn wake_for_released(state: &AppState, completion: &Completion) {
 /// Checks a completion and turns it into script arguments.
 fn complete_args(
     jid: String,
-    worker: String,
-    queue: String,
-    data: Option<RawJson>,
-    next: Option<String>,
-    delay: Option<f64>,
-    depends: Option<Vec<String>>,
+    body: CompleteJobRequest,
+    max_job_size: u64,
 ) -> Result<CompleteArgs, ApiError> {
+    let CompleteJobRequest {
+        worker,
+        queue,
+        data,
+        next,
+        delay,
+        depends,
+    } = body;
     validate::name("jid", &jid)?;
     validate::name("worker", &worker)?;
     validate::name("queue", &queue)?;
@@ -228,7 +226,7 @@ fn complete_args(
         worker,
         queue,
         keep_data: data.is_none(),
-        data: data_or_empty(data.as_ref()),
+        data: data_or_empty(data.as_ref(), max_job_size)?,
         next,
         delay,
         depends,
@@ -269,16 +267,16 @@ async fn complete_jobs(
         .into_iter()
         .enumerate()
         .map(|(index, job)| {
-            complete_args(
-                job.jid,
-                job.worker,
-                job.queue,
-                job.data,
-                job.next,
-                job.delay,
-                job.depends,
-            )
-            .map_err(|err| at_item(index, err))
+            let body = CompleteJobRequest {
+                worker: job.worker,
+                queue: job.queue,
+                data: job.data,
+                next: job.next,
+                delay: job.delay,
+                depends: job.depends,
+            };
+            complete_args(job.jid, body, state.limits.max_job_size)
+                .map_err(|err| at_item(index, err))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let results = state
@@ -334,7 +332,8 @@ async fn heartbeat_jobs(
     for (index, job) in body.jobs.into_iter().enumerate() {
         validate::name("jid", &job.jid).map_err(|err| at_item(index, err))?;
         validate::name("worker", &job.worker).map_err(|err| at_item(index, err))?;
-        calls.push((job.jid, job.worker, job.data.as_ref().map(json_text)));
+        let data = job_data(job.data.as_ref(), &state).map_err(|err| at_item(index, err))?;
+        calls.push((job.jid, job.worker, data));
     }
     let jids: Vec<String> = calls.iter().map(|(jid, _, _)| jid.clone()).collect();
     let results = state.qless.heartbeat_many(state.clock.now(), calls).await?;
@@ -344,7 +343,7 @@ async fn heartbeat_jobs(
         .map(|(jid, result)| match result.map_err(ApiError::from) {
             Ok(expires) => Ok(HeartbeatJobsOutcome {
                 jid,
-                expires: Some(expires),
+                expires: Some(expires as f64),
                 problem: None,
             }),
             Err(err) => outcome_problem(err).map(|problem| HeartbeatJobsOutcome {
@@ -371,6 +370,9 @@ fn batch_size(len: usize) -> Result<(), ApiError> {
 fn at_item(index: usize, err: ApiError) -> ApiError {
     match err {
         ApiError::BadRequest(message) => ApiError::BadRequest(format!("jobs[{index}]: {message}")),
+        ApiError::PayloadTooLarge(message) => {
+            ApiError::PayloadTooLarge(format!("jobs[{index}]: {message}"))
+        }
         other => other,
     }
 }
@@ -412,7 +414,7 @@ async fn fail_job(
     validate::name("jid", &jid)?;
     validate::name("worker", &body.worker)?;
     validate::name("group", &body.group)?;
-    let data = body.data.as_ref().map(json_text);
+    let data = job_data(body.data.as_ref(), &state)?;
     let jid = state
         .qless
         .fail(
@@ -426,7 +428,7 @@ async fn fail_job(
         .await?;
     Ok(Json(FailJobResponse {
         jid,
-        state: "failed".to_owned(),
+        state: JobState::Failed,
     }))
 }
 
@@ -487,8 +489,10 @@ async fn retry_job(
 ///
 /// Like putting a job, but the job must exist. Whatever its state, it is taken from
 /// where it is (a worker holding it loses it) and put in `queue` with a fresh retry
-/// budget. Absent `priority`, `tags`, `retries` and `depends` keep the job's own;
-/// `data` is replaced (`{}` when absent). Its history and last failure are kept.
+/// budget. Every field left out keeps the job's own: `klass`, `data`, `priority`,
+/// `tags`, `retries` and `depends` (an empty `depends` also keeps them). `delay` is
+/// part of the move: absent, the job is waiting at once. Its history and last failure
+/// are kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/requeue", tag = "jobs",
     operation_id = "requeue_job",
     params(("jid" = crate::model::Name, Path, description = "The job id")),
@@ -511,7 +515,9 @@ async fn requeue_job(
 ) -> Result<Json<RequeueJobResponse>, ApiError> {
     validate::name("jid", &jid)?;
     validate::name("queue", &body.queue)?;
-    validate::text("klass", &body.klass)?;
+    if let Some(klass) = &body.klass {
+        validate::text("klass", klass)?;
+    }
     let delay = validate::seconds("delay", body.delay.unwrap_or(0.0))?;
     let priority = body
         .priority
@@ -526,19 +532,26 @@ async fn requeue_job(
     if let Some(depends) = &body.depends {
         validate::names_or_none("jid", depends)?;
     }
+    let keep = RequeueKeep {
+        klass: body.klass.is_none(),
+        data: body.data.is_none(),
+    };
     let args = PutArgs {
         worker: String::new(),
         queue: body.queue,
         jid,
-        klass: body.klass,
-        data: data_or_empty(body.data.as_ref()),
+        klass: body.klass.unwrap_or_default(),
+        data: data_or_empty(body.data.as_ref(), state.limits.max_job_size)?,
         delay,
         priority,
         tags: body.tags,
         retries: body.retries,
         depends: body.depends,
     };
-    let jid = state.qless.requeue(state.clock.now(), args).await?;
+    let jid = state
+        .qless
+        .requeue_keeping(state.clock.now(), args, keep)
+        .await?;
     Ok(Json(RequeueJobResponse { jid }))
 }
 
@@ -681,49 +694,58 @@ async fn add_job_dependencies(
     Json(body): Json<AddJobDependenciesRequest>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    validate::names("jid", &body.add)?;
+    validate::names("jid", &body.depends)?;
     state
         .qless
-        .depends_on(state.clock.now(), &jid, &body.add)
+        .depends_on(state.clock.now(), &jid, &body.depends)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Stop a job waiting for some (or all) of its dependencies.
 ///
-/// Only for a job in the `depends` state. Give either `remove` (the jids to drop) or
-/// `all: true`. When no dependency is left the job becomes `waiting` at once (a delay
-/// it was put with is not applied on this path).
+/// Only for a job in the `depends` state. The query names what to drop, as a DELETE
+/// takes no body: `?jid=a&jid=b` (1 to 1000 jids, the parameter repeated) or
+/// `?all=true`, not both. When no dependency is left the job becomes `waiting` at once
+/// (a delay it was put with is not applied on this path).
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
     operation_id = "remove_job_dependencies",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
-    request_body = RemoveJobDependenciesRequest,
+    params(
+        ("jid" = crate::model::Name, Path, description = "The job id"),
+        ("jid" = Option<Vec<crate::model::Name>>, Query, max_items = 1000,
+         description = "A dependency to drop; repeat the parameter for each (1 to 1000)",
+         style = Form, explode),
+        ("all" = Option<bool>, Query, description = "`true`: drop every dependency"),
+    ),
     responses(
         (status = 204, description = "The dependencies were dropped"),
-        (status = 400, description = "Malformed body, unknown field, neither or both of \
-         `remove` and `all`, `all` not true, or a jid that is not a valid name",
-         body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Neither or both of `jid` and `all=true`, `all` \
+         other than `true`, more than 1000 jids, a jid that is not a valid name, or an \
+         unknown parameter", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The job is not in the `depends` state (or does \
          not exist)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn remove_job_dependencies(
     State(state): State<AppState>,
     Path(jid): Path<String>,
-    Json(body): Json<RemoveJobDependenciesRequest>,
+    RawQuery(query): RawQuery,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    let off = match (&body.remove, body.all) {
-        (Some(remove), None) => {
-            validate::names("jid", remove)?;
-            Some(remove.as_slice())
+    let pairs = validate::query_pairs(query.as_deref(), &["jid", "all"])?;
+    let (jids, all) = (
+        validate::query_values(&pairs, "jid"),
+        validate::query_values(&pairs, "all"),
+    );
+    let off = match (jids.is_empty(), all.as_slice()) {
+        (false, []) => {
+            validate::names("jid", &jids)?;
+            Some(jids.as_slice())
         }
-        (None, Some(true)) => None,
+        (true, [all]) if all == "true" => None,
         _ => {
             return Err(bad(
-                "give exactly one of remove (a list of jids) and all: true",
+                "give either ?jid=<jid> (repeated for each dependency) or ?all=true",
             ));
         }
     };
@@ -768,32 +790,36 @@ async fn add_job_tags(
 
 /// Untag a job.
 ///
-/// Removing a tag the job does not have is not an error.
+/// The tags to remove are in the query, as a DELETE takes no body: `?tag=a&tag=b`
+/// (1 to 1000, the parameter repeated). Removing a tag the job does not have is not an
+/// error.
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/tags", tag = "jobs",
     operation_id = "remove_job_tags",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
-    request_body = JobTagsRequest,
+    params(
+        ("jid" = crate::model::Name, Path, description = "The job id"),
+        ("tag" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000,
+         description = "A tag to remove; repeat the parameter for each (1 to 1000)",
+         style = Form, explode),
+    ),
     responses(
         (status = 200, description = "The job's remaining tags", body = JobTagsResponse),
-        (status = 400, description = "Malformed body, unknown field, no tag, more than \
-         1000, or a tag that is not a valid name", body = Problem,
+        (status = 400, description = "No tag, more than 1000, a tag that is not a valid \
+         name, or an unknown parameter", body = Problem,
          content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn remove_job_tags(
     State(state): State<AppState>,
     Path(jid): Path<String>,
-    Json(body): Json<JobTagsRequest>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<JobTagsResponse>, ApiError> {
     validate::name("jid", &jid)?;
-    validate::names("tag", &body.tags)?;
+    let tags = tags_from_query(query.as_deref())?;
     let tags = state
         .qless
-        .tag_remove(state.clock.now(), &jid, &body.tags)
+        .tag_remove(state.clock.now(), &jid, &tags)
         .await?;
     Ok(Json(JobTagsResponse { tags }))
 }
@@ -925,30 +951,28 @@ async fn list_completed_jobs(
 }
 
 /// The jids of `?jid=a&jid=b`: 1 to [`validate::MAX_LIST`] valid names, and no other parameter.
-fn jids_from_query(query: &str) -> Result<Vec<String>, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-        .map_err(|err| bad(&format!("malformed query string: {err}")))?;
-    let mut jids = Vec::with_capacity(pairs.len());
-    for (key, value) in pairs {
-        if key != "jid" {
-            return Err(bad(&format!(
-                "unknown query parameter {key:?}; only jid is accepted"
-            )));
-        }
-        jids.push(value);
-    }
+fn jids_from_query(query: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let jids = validate::query_values(&validate::query_pairs(query, &["jid"])?, "jid");
     validate::names("jid", &jids)?;
     Ok(jids)
 }
 
-/// A job's data as the JSON text the script stores; `{}` when the client sent none.
-fn data_or_empty(data: Option<&RawJson>) -> String {
-    data.map_or_else(|| "{}".to_owned(), json_text)
+/// The tags of `?tag=a&tag=b`: 1 to [`validate::MAX_LIST`] valid names, and no other
+/// parameter.
+pub(super) fn tags_from_query(query: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let tags = validate::query_values(&validate::query_pairs(query, &["tag"])?, "tag");
+    validate::names("tag", &tags)?;
+    Ok(tags)
 }
 
-/// The exact JSON text the client sent.
-fn json_text(value: &RawJson) -> String {
-    value.get().to_owned()
+/// A job's data as the JSON text the script stores; `{}` when the client sent none.
+fn data_or_empty(data: Option<&RawJson>, max_job_size: u64) -> Result<String, ApiError> {
+    Ok(JobData::optional(data, max_job_size)?.map_or_else(|| "{}".to_owned(), JobData::into_text))
+}
+
+/// Optional data to write, within `--max-job-size`.
+fn job_data(data: Option<&RawJson>, state: &AppState) -> Result<Option<String>, ApiError> {
+    Ok(JobData::optional(data, state.limits.max_job_size)?.map(JobData::into_text))
 }
 
 fn bad(message: &str) -> ApiError {

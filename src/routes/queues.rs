@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{BatchJson, Json, Path, Query};
-use super::validate;
+use super::validate::{self, JobData};
 use crate::core::{self, Listing, PutArgs, RecurArgs};
 use crate::error::ApiError;
 use crate::model::{
@@ -140,7 +140,7 @@ async fn put_job(
     Json(body): Json<PutJobRequest>,
 ) -> Result<Response, ApiError> {
     validate::name("queue", &queue)?;
-    let (job, if_absent) = put_args(&queue, body)?;
+    let (job, if_absent) = put_args(&queue, body, state.limits.max_job_size)?;
     let jid = job.jid.clone();
     let now = state.clock.now();
     let created = if if_absent {
@@ -150,6 +150,8 @@ async fn put_job(
         true
     };
     let body = Json(PutJobResponse { jid, created });
+    // The house rule (see the document's description): a put that creates the job at
+    // its own URL is a 201 with `Location`; an `if_absent` put that found it is a 200.
     if !created {
         return Ok(body.into_response());
     }
@@ -202,7 +204,9 @@ async fn put_jobs(
         .jobs
         .into_iter()
         .enumerate()
-        .map(|(index, job)| put_args(&queue, job).map_err(|err| at_item(index, err)))
+        .map(|(index, job)| {
+            put_args(&queue, job, state.limits.max_job_size).map_err(|err| at_item(index, err))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let jids: Vec<String> = jobs.iter().map(|(job, _)| job.jid.clone()).collect();
     let results = state.qless.put_many(state.clock.now(), jobs).await?;
@@ -409,7 +413,7 @@ async fn create_recurring_job(
     Json(body): Json<CreateRecurringJobRequest>,
 ) -> Result<Response, ApiError> {
     validate::name("queue", &queue)?;
-    let args = recur_args(&queue, body)?;
+    let args = recur_args(&queue, body, state.limits.max_job_size)?;
     let jid = state.qless.recur(state.clock.now(), args).await?;
     let location = location("/v1/recurring/", &jid)?;
     let body = Json(CreatedRecurringJob { jid });
@@ -417,7 +421,11 @@ async fn create_recurring_job(
 }
 
 /// Checks a put request and turns it into script arguments; the flag is `if_absent`.
-fn put_args(queue: &str, job: PutJobRequest) -> Result<(PutArgs, bool), ApiError> {
+fn put_args(
+    queue: &str,
+    job: PutJobRequest,
+    max_job_size: u64,
+) -> Result<(PutArgs, bool), ApiError> {
     let jid = jid_or_new(job.jid)?;
     validate::text("klass", &job.klass)?;
     let priority = job
@@ -434,7 +442,7 @@ fn put_args(queue: &str, job: PutJobRequest) -> Result<(PutArgs, bool), ApiError
         queue: queue.to_owned(),
         jid,
         klass: job.klass,
-        data: data_text(&job.data)?,
+        data: JobData::new(&job.data, max_job_size)?.into_text(),
         delay,
         priority,
         tags: job.tags,
@@ -445,7 +453,11 @@ fn put_args(queue: &str, job: PutJobRequest) -> Result<(PutArgs, bool), ApiError
 }
 
 /// Checks a recurring-job request and turns it into script arguments.
-fn recur_args(queue: &str, body: CreateRecurringJobRequest) -> Result<RecurArgs, ApiError> {
+fn recur_args(
+    queue: &str,
+    body: CreateRecurringJobRequest,
+    max_job_size: u64,
+) -> Result<RecurArgs, ApiError> {
     let jid = jid_or_new(body.jid)?;
     validate::text("klass", &body.klass)?;
     if !(body.interval.is_finite() && body.interval > 0.0) {
@@ -465,7 +477,7 @@ fn recur_args(queue: &str, body: CreateRecurringJobRequest) -> Result<RecurArgs,
         queue: queue.to_owned(),
         jid,
         klass: body.klass,
-        data: data_text(&body.data)?,
+        data: JobData::new(&body.data, max_job_size)?.into_text(),
         interval: body.interval,
         offset,
         priority,
@@ -499,12 +511,6 @@ fn name_list(kind: &str, values: Option<&[String]>) -> Result<(), ApiError> {
         .unwrap_or_default()
         .iter()
         .try_for_each(|value| validate::name(kind, value))
-}
-
-/// The JSON text the script stores for a payload.
-/// The exact JSON text the client sent (kept byte for byte).
-fn data_text(data: &crate::model::wire::RawJson) -> Result<String, ApiError> {
-    Ok(data.get().to_owned())
 }
 
 /// The listing behind a state; `None` is `waiting`, which has its own command.
@@ -559,6 +565,7 @@ fn at_item(index: usize, err: ApiError) -> ApiError {
         ApiError::NotFound(message) => ApiError::NotFound(at(message)),
         ApiError::Conflict(message) => ApiError::Conflict(at(message)),
         ApiError::LockLost(message) => ApiError::LockLost(at(message)),
+        ApiError::PayloadTooLarge(message) => ApiError::PayloadTooLarge(at(message)),
         ApiError::Internal(message) => ApiError::Internal(at(message)),
         ApiError::Unavailable(message) => ApiError::Unavailable(format!(
             "jobs[{index}] and the items after it may not have been put (the items before \

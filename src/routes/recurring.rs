@@ -1,7 +1,7 @@
 //! `/v1/recurring` resources: reading, changing, tagging and deleting recurring job
 //! templates. Templates are created per queue (`POST /v1/queues/{queue}/recurring`).
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -10,8 +10,8 @@ use super::validate;
 use crate::core::RecurUpdate;
 use crate::error::ApiError;
 use crate::model::{
-    Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange, Unavailable,
-    UnsupportedMediaType,
+    PayloadTooLarge, Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange,
+    Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -71,6 +71,7 @@ async fn get_recurring_job(
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
+        (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
@@ -80,7 +81,7 @@ async fn update_recurring_job(
     Json(body): Json<RecurringJobUpdate>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    let update = recur_update(body)?;
+    let update = recur_update(body, state.limits.max_job_size)?;
     state
         .qless
         .recur_update(state.clock.now(), &jid, update)
@@ -146,39 +147,44 @@ async fn add_recurring_job_tags(
 
 /// Remove tags from a recurring job template.
 ///
-/// Tags the template does not have are ignored. Children spawned from now on no longer
-/// carry the removed tags; children already spawned keep theirs.
+/// The tags to remove are in the query, as a DELETE takes no body: `?tag=a&tag=b`
+/// (1 to 1000, the parameter repeated). Tags the template does not have are ignored.
+/// Children spawned from now on no longer carry the removed tags; children already
+/// spawned keep theirs.
 #[utoipa::path(delete, path = "/v1/recurring/{jid}/tags", tag = "recurring",
     operation_id = "remove_recurring_job_tags",
-    params(("jid" = crate::model::Name, Path, description = "Template id")),
-    request_body = RecurringTagsChange,
+    params(
+        ("jid" = crate::model::Name, Path, description = "Template id"),
+        ("tag" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000,
+         description = "A tag to remove; repeat the parameter for each (1 to 1000)",
+         style = Form, explode),
+    ),
     responses(
         (status = 200, description = "The template's tags after the change",
          body = RecurringTags),
-        (status = 400, description = "Malformed body, an empty list, an unknown field, or \
-            a bad jid or tag name; nothing is changed", body = Problem,
+        (status = 400, description = "No tag, more than 1000, a bad jid or tag name, or \
+            an unknown parameter; nothing is changed", body = Problem,
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn remove_recurring_job_tags(
     State(state): State<AppState>,
     Path(jid): Path<String>,
-    Json(body): Json<RecurringTagsChange>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<RecurringTags>, ApiError> {
     validate::name("jid", &jid)?;
-    validate::names("tag", &body.tags)?;
+    let tags = super::jobs::tags_from_query(query.as_deref())?;
     let tags = state
         .qless
-        .recur_untag(state.clock.now(), &jid, &body.tags)
+        .recur_untag(state.clock.now(), &jid, &tags)
         .await?;
     Ok(Json(RecurringTags { tags }))
 }
 
 /// Checks a PATCH body and turns it into the script's update.
-fn recur_update(body: RecurringJobUpdate) -> Result<RecurUpdate, ApiError> {
+fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpdate, ApiError> {
     if let Some(priority) = body.priority {
         validate::finite("priority", priority)?;
     }
@@ -202,7 +208,8 @@ fn recur_update(body: RecurringJobUpdate) -> Result<RecurUpdate, ApiError> {
     if let Some(queue) = &body.queue {
         validate::name("queue", queue)?;
     }
-    let data = body.data.as_ref().map(|raw| raw.get().to_owned());
+    let data = validate::JobData::optional(body.data.as_ref(), max_job_size)?
+        .map(validate::JobData::into_text);
     let update = RecurUpdate {
         priority: body.priority,
         interval: body.interval,

@@ -3,6 +3,7 @@
 //! layout or a cluster hash tag. Violations are 400s and nothing is written.
 
 use crate::error::ApiError;
+use crate::model::wire::RawJson;
 
 /// Longest accepted name (queue, worker, group, tag, jid, option), in characters.
 pub const MAX_NAME_LEN: usize = 256;
@@ -56,6 +57,75 @@ pub fn names(kind: &str, values: &[String]) -> Result<(), ApiError> {
         )));
     }
     names_or_none(kind, values)
+}
+
+/// A job's data as the JSON text the script stores, within `--max-job-size`: handlers
+/// get the text to write only through [`JobData::new`], so no path writes data the
+/// limit refuses.
+#[derive(Debug)]
+pub struct JobData(String);
+
+impl JobData {
+    /// The exact text the client sent, unless it is over `max` bytes (a 413 naming the
+    /// limit).
+    pub fn new(raw: &RawJson, max: u64) -> Result<Self, ApiError> {
+        let text = raw.get();
+        let size = text.len() as u64;
+        if size > max {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "the job's data is {size} bytes, over the limit of {max} bytes \
+                 (--max-job-size)"
+            )));
+        }
+        Ok(JobData(text.to_owned()))
+    }
+
+    /// Optional data: `None` stays `None`.
+    pub fn optional(raw: Option<&RawJson>, max: u64) -> Result<Option<Self>, ApiError> {
+        raw.map(|raw| JobData::new(raw, max)).transpose()
+    }
+
+    /// The JSON text.
+    pub fn into_text(self) -> String {
+        self.0
+    }
+}
+
+/// A query string whose parameters may repeat (`?tag=a&tag=b`), read with
+/// `serde_urlencoded` into `(key, value)` pairs in order. Only the `allowed` keys are
+/// accepted, and at most [`MAX_LIST`] + 1 pairs (a list of names plus one flag), so a
+/// long query cannot make the server collect an unbounded list.
+pub fn query_pairs(
+    query: Option<&str>,
+    allowed: &[&str],
+) -> Result<Vec<(String, String)>, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+        .map_err(|err| ApiError::BadRequest(format!("malformed query string: {err}")))?;
+    if pairs.len() > MAX_LIST + 1 {
+        return Err(ApiError::BadRequest(format!(
+            "at most {MAX_LIST} values are accepted, not {}",
+            pairs.len()
+        )));
+    }
+    if let Some((key, _)) = pairs
+        .iter()
+        .find(|(key, _)| !allowed.contains(&key.as_str()))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "unknown query parameter {key:?}; accepted: {}",
+            allowed.join(", ")
+        )));
+    }
+    Ok(pairs)
+}
+
+/// The values of `key` among query `pairs`.
+pub fn query_values(pairs: &[(String, String)], key: &str) -> Vec<String> {
+    pairs
+        .iter()
+        .filter(|(name, _)| name == key)
+        .map(|(_, value)| value.clone())
+        .collect()
 }
 
 /// Checks a list of at most [`MAX_LIST`] valid names (possibly empty).

@@ -82,8 +82,16 @@ async fn put_json(app: &TestApp, uri: &str, body: Value) -> TestResponse {
     app.request(Method::PUT, uri, Some(body)).await
 }
 
+/// A DELETE: no body (its parameters are in the query), but the JSON content type
+/// every state-changing request carries.
 async fn delete(app: &TestApp, uri: &str) -> TestResponse {
-    app.request(Method::DELETE, uri, None).await
+    let request = Request::builder()
+        .method(Method::DELETE)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::empty())
+        .unwrap();
+    app.send(request).await
 }
 
 /// Sends a body that is JSON text but labelled `text/plain`.
@@ -131,12 +139,7 @@ async fn get_recurring_job_returns_the_template() {
 async fn a_template_without_tags_lists_an_empty_array() {
     let app = TestApp::start().await;
     recur(&app).await;
-    app.request(
-        Method::DELETE,
-        "/v1/recurring/nightly/tags",
-        Some(json!({"tags": ["finance"]})),
-    )
-    .await;
+    delete(&app, "/v1/recurring/nightly/tags?tag=finance").await;
     let response = app.get("/v1/recurring/nightly").await;
     assert_eq!(response.body["tags"], json!([]), "{}", response.text);
 }
@@ -163,7 +166,7 @@ async fn recurring_routes_refuse_bad_jids() {
         app.post(&tags, json!({"tags": ["x"]}))
             .await
             .assert_problem(400, "bad_request");
-        app.request(Method::DELETE, &tags, Some(json!({"tags": ["x"]})))
+        delete(&app, &format!("{tags}?tag=x"))
             .await
             .assert_problem(400, "bad_request");
     }
@@ -356,23 +359,11 @@ async fn recurring_tags_are_added_once_in_order_and_removed() {
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     assert_eq!(response.body, json!({"tags": ["finance", "eu", "daily"]}));
 
-    let response = app
-        .request(
-            Method::DELETE,
-            "/v1/recurring/nightly/tags",
-            Some(json!({"tags": ["finance", "never-had"]})),
-        )
-        .await;
+    let response = delete(&app, "/v1/recurring/nightly/tags?tag=finance&tag=never-had").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     assert_eq!(response.body, json!({"tags": ["eu", "daily"]}));
 
-    let response = app
-        .request(
-            Method::DELETE,
-            "/v1/recurring/nightly/tags",
-            Some(json!({"tags": ["eu", "daily"]})),
-        )
-        .await;
+    let response = delete(&app, "/v1/recurring/nightly/tags?tag=eu&tag=daily").await;
     assert_eq!(response.body, json!({"tags": []}), "{}", response.text);
     let template = app.get("/v1/recurring/nightly").await.body;
     assert_eq!(template["tags"], json!([]));
@@ -384,13 +375,9 @@ async fn recurring_tags_of_an_unknown_template_are_not_found() {
     app.post("/v1/recurring/missing/tags", json!({"tags": ["a"]}))
         .await
         .assert_problem(404, "not_found");
-    app.request(
-        Method::DELETE,
-        "/v1/recurring/missing/tags",
-        Some(json!({"tags": ["a"]})),
-    )
-    .await
-    .assert_problem(404, "not_found");
+    delete(&app, "/v1/recurring/missing/tags?tag=a")
+        .await
+        .assert_problem(404, "not_found");
 }
 
 #[tokio::test]
@@ -407,26 +394,34 @@ async fn recurring_tags_with_bad_input_are_bad_requests_and_change_nothing() {
         json!({"tags": [1]}),
         json!({"tags": ["a"], "tag": "b"}),
     ];
-    for method in [Method::POST, Method::DELETE] {
-        for body in &cases {
-            let response = app
-                .request(
-                    method.clone(),
-                    "/v1/recurring/nightly/tags",
-                    Some(body.clone()),
-                )
-                .await;
-            assert_eq!(response.status, StatusCode::BAD_REQUEST, "{method} {body}");
-            response.assert_problem(400, "bad_request");
-        }
-        send_plain_text(
-            &app,
-            method.clone(),
-            "/v1/recurring/nightly/tags",
-            json!({"tags": ["finance"]}),
-        )
-        .await
-        .assert_problem(415, "unsupported_media_type");
+    for body in &cases {
+        let response = app.post("/v1/recurring/nightly/tags", body.clone()).await;
+        assert_eq!(response.status, StatusCode::BAD_REQUEST, "{body}");
+        response.assert_problem(400, "bad_request");
+    }
+    send_plain_text(
+        &app,
+        Method::POST,
+        "/v1/recurring/nightly/tags",
+        json!({"tags": ["finance"]}),
+    )
+    .await
+    .assert_problem(415, "unsupported_media_type");
+    let too_many = vec!["tag=finance"; 1001].join("&");
+    let queries = [
+        String::new(),
+        "?tag=".to_owned(),
+        "?tag=ok&tag=".to_owned(),
+        "?tag=a%20b".to_owned(),
+        "?tag=%7Bx%7D".to_owned(),
+        "?tags=finance".to_owned(),
+        "?tag=finance&all=true".to_owned(),
+        format!("?{too_many}"),
+    ];
+    for query in queries {
+        let response = delete(&app, &format!("/v1/recurring/nightly/tags{query}")).await;
+        assert_eq!(response.status, StatusCode::BAD_REQUEST, "{query}");
+        response.assert_problem(400, "bad_request");
     }
     let template = app.get("/v1/recurring/nightly").await.body;
     assert_eq!(template["tags"], json!(["finance"]));
@@ -473,11 +468,11 @@ async fn tagged_jobs_are_paged_oldest_tagging_first_with_the_total() {
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     assert_eq!(
         response.body,
-        json!({"total": 3, "jobs": ["j1", "j2", "j3"]})
+        json!({"total": 3, "jids": ["j1", "j2", "j3"]})
     );
 
     let response = app.get("/v1/tags/eu/jobs?offset=1&count=1").await;
-    assert_eq!(response.body, json!({"total": 3, "jobs": ["j2"]}));
+    assert_eq!(response.body, json!({"total": 3, "jids": ["j2"]}));
 }
 
 #[tokio::test]
@@ -485,7 +480,7 @@ async fn an_unknown_tag_has_an_empty_page() {
     let app = TestApp::start().await;
     let response = app.get("/v1/tags/nobody/jobs").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(response.body, json!({"total": 0, "jobs": []}));
+    assert_eq!(response.body, json!({"total": 0, "jids": []}));
 }
 
 #[tokio::test]
@@ -526,7 +521,7 @@ async fn failed_jobs_are_listed_by_group_and_unfailed_back_to_waiting() {
 
     let response = app.get("/v1/failures/smtp").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(response.body, json!({"total": 1, "jobs": ["j1"]}));
+    assert_eq!(response.body, json!({"total": 1, "jids": ["j1"]}));
     assert_eq!(state_of(&app, "j1").await, "failed");
 
     let response = app
@@ -539,7 +534,7 @@ async fn failed_jobs_are_listed_by_group_and_unfailed_back_to_waiting() {
     assert_eq!(app.get("/v1/failures").await.body, json!({}));
     assert_eq!(
         app.get("/v1/failures/smtp").await.body,
-        json!({"total": 0, "jobs": []})
+        json!({"total": 0, "jids": []})
     );
     let popped = app
         .qless
@@ -573,10 +568,10 @@ async fn failed_jobs_are_paged_newest_failure_first() {
     let response = app.get("/v1/failures/boom").await;
     assert_eq!(
         response.body,
-        json!({"total": 3, "jobs": ["j3", "j2", "j1"]})
+        json!({"total": 3, "jids": ["j3", "j2", "j1"]})
     );
     let response = app.get("/v1/failures/boom?offset=1&count=1").await;
-    assert_eq!(response.body, json!({"total": 3, "jobs": ["j2"]}));
+    assert_eq!(response.body, json!({"total": 3, "jids": ["j2"]}));
 }
 
 #[tokio::test]
@@ -598,7 +593,7 @@ async fn unfail_moves_only_the_oldest_count_jobs() {
     assert_eq!(state_of(&app, "j3").await, "failed");
     assert_eq!(
         app.get("/v1/failures/boom").await.body,
-        json!({"total": 1, "jobs": ["j3"]})
+        json!({"total": 1, "jids": ["j3"]})
     );
 }
 
@@ -686,8 +681,8 @@ async fn workers_are_listed_after_a_pop_most_recent_first() {
     assert_eq!(
         response.body,
         json!([
-            {"name": "w2", "jobs": 1, "stalled": 0},
-            {"name": "w1", "jobs": 1, "stalled": 0},
+            {"name": "w2", "running": 1, "stalled": 0},
+            {"name": "w1", "running": 1, "stalled": 0},
         ])
     );
 }
@@ -713,7 +708,7 @@ async fn a_worker_shows_its_running_and_stalled_jobs() {
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     assert_eq!(
         response.body,
-        json!({"jobs": ["late", "early"], "stalled": []})
+        json!({"jids": ["late", "early"], "stalled": []})
     );
 
     // The first lock (60 s) has expired, the second has not.
@@ -721,11 +716,11 @@ async fn a_worker_shows_its_running_and_stalled_jobs() {
     let response = app.get("/v1/workers/w1").await;
     assert_eq!(
         response.body,
-        json!({"jobs": ["late"], "stalled": ["early"]})
+        json!({"jids": ["late"], "stalled": ["early"]})
     );
     assert_eq!(
         app.get("/v1/workers").await.body,
-        json!([{"name": "w1", "jobs": 1, "stalled": 1}])
+        json!([{"name": "w1", "running": 1, "stalled": 1}])
     );
 }
 
@@ -734,7 +729,7 @@ async fn an_unknown_worker_has_empty_lists() {
     let app = TestApp::start().await;
     let response = app.get("/v1/workers/nobody").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(response.body, json!({"jobs": [], "stalled": []}));
+    assert_eq!(response.body, json!({"jids": [], "stalled": []}));
 }
 
 #[tokio::test]
@@ -838,13 +833,14 @@ async fn config_values_are_stored_as_their_text() {
     let app = TestApp::start().await;
     let cases = [
         ("application", json!("billing"), json!("billing")),
-        ("dashboard-enabled", json!(true), json!("true")),
-        ("note", json!(""), json!("")),
+        ("dashboard-enabled?custom=true", json!(true), json!("true")),
+        ("note?custom=true", json!(""), json!("")),
         ("grace-period", json!(2.5), json!(2.5)),
         ("emails-max-concurrency", json!(4), json!(4)),
         ("emails-heartbeat", json!(120), json!(120)),
         ("max-job-history", json!(-1), json!(-1)),
-        ("ratio", json!(0.25), json!("0.25")),
+        ("jobs-history-count", json!(10.0), json!(10)),
+        ("ratio?custom=true", json!(0.25), json!("0.25")),
     ];
     for (option, value, _) in &cases {
         let response = put_json(
@@ -862,6 +858,7 @@ async fn config_values_are_stored_as_their_text() {
     }
     let all = app.get("/v1/config").await.body;
     for (option, _, read_back) in &cases {
+        let option = option.trim_end_matches("?custom=true");
         let response = app.get(&format!("/v1/config/{option}")).await;
         assert_eq!(
             response.status,
@@ -871,6 +868,11 @@ async fn config_values_are_stored_as_their_text() {
         );
         assert_eq!(response.body, json!({"option": option, "value": read_back}));
         assert_eq!(&all[option], read_back, "{option} in the full map");
+    }
+    // Unset, a custom option too (saying so).
+    for option in ["ratio?custom=true", "heartbeat"] {
+        let response = delete(&app, &format!("/v1/config/{option}")).await;
+        assert_eq!(response.status, StatusCode::NO_CONTENT, "{}", response.text);
     }
 }
 
@@ -887,8 +889,73 @@ async fn an_option_neither_set_nor_defaulted_is_not_found() {
 #[tokio::test]
 async fn unsetting_an_option_that_is_not_stored_is_no_content() {
     let app = TestApp::start().await;
-    let response = delete(&app, "/v1/config/no-such-option").await;
+    let response = delete(&app, "/v1/config/no-such-option?custom=true").await;
     assert_eq!(response.status, StatusCode::NO_CONTENT, "{}", response.text);
+    let response = delete(&app, "/v1/config/max-worker-age").await;
+    assert_eq!(response.status, StatusCode::NO_CONTENT, "{}", response.text);
+    assert_eq!(app.get("/v1/config").await.body, defaults());
+}
+
+#[tokio::test]
+async fn an_option_qlessd_does_not_know_needs_custom_and_a_known_one_refuses_it() {
+    let app = TestApp::start().await;
+    let cases = [
+        // (option and query, what the detail names)
+        ("heartbeet", "heartbeet"),
+        ("grace_period", "grace_period"),
+        ("jobs-history-counts", "jobs-history-counts"),
+        ("heartbeat?custom=true", "heartbeat"),
+        ("emails-heartbeat?custom=true", "emails-heartbeat"),
+        ("my-option?custom=yes", "custom"),
+        ("my-option?customs=true", "customs"),
+    ];
+    for (option, named) in cases {
+        let uri = format!("/v1/config/{option}");
+        for response in [
+            put_json(&app, &uri, json!({"value": 5})).await,
+            delete(&app, &uri).await,
+        ] {
+            response.assert_problem(400, "bad_request");
+            let detail = response.body["detail"].as_str().unwrap();
+            assert!(detail.contains(named), "{option}: {detail}");
+        }
+    }
+    assert_eq!(app.get("/v1/config").await.body, defaults());
+}
+
+#[tokio::test]
+async fn known_options_refuse_values_of_the_wrong_type_or_range() {
+    let app = TestApp::start().await;
+    let cases = [
+        ("heartbeat", json!(-5)),
+        ("heartbeat", json!(0)),
+        ("heartbeat", json!(1e308)),
+        ("heartbeat", json!(315_360_001)),
+        ("max-worker-age", json!(0)),
+        ("emails-heartbeat", json!(-1)),
+        ("grace-period", json!(-0.5)),
+        ("jobs-history", json!(1e12)),
+        ("jobs-history-count", json!(-1)),
+        ("jobs-history-count", json!(2.5)),
+        ("jobs-history-count", json!(1e10)),
+        ("stats-history", json!(1.5)),
+        ("emails-max-concurrency", json!(-2)),
+        ("emails-max-concurrency", json!(0.5)),
+        ("max-job-history", json!(0.5)),
+        ("application", json!(5)),
+        ("application", json!(true)),
+    ];
+    for (option, value) in cases {
+        let response = put_json(
+            &app,
+            &format!("/v1/config/{option}"),
+            json!({ "value": value }),
+        )
+        .await;
+        response.assert_problem(400, "bad_request");
+        let detail = response.body["detail"].as_str().unwrap();
+        assert!(detail.contains(option), "{option} {value}: {detail}");
+    }
     assert_eq!(app.get("/v1/config").await.body, defaults());
 }
 

@@ -5,7 +5,7 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use qlessd::core::PutArgs;
-use qlessd::model::Job;
+use qlessd::model::{Job, JobState};
 use serde_json::{Value, json};
 
 use crate::support::{START, TestApp, TestResponse};
@@ -52,8 +52,16 @@ async fn exists(app: &TestApp, jid: &str) -> bool {
     app.qless.get(app.clock.now(), jid).await.unwrap().is_some()
 }
 
-async fn delete(app: &TestApp, uri: &str, body: Option<Value>) -> TestResponse {
-    app.request(Method::DELETE, uri, body).await
+/// A DELETE: no body (its parameters are in the query), but the JSON content type
+/// every state-changing request carries.
+async fn delete(app: &TestApp, uri: &str) -> TestResponse {
+    let request = Request::builder()
+        .method(Method::DELETE)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::empty())
+        .unwrap();
+    app.send(request).await
 }
 
 async fn put_json(app: &TestApp, uri: &str, body: Option<Value>) -> TestResponse {
@@ -543,7 +551,7 @@ async fn fail_lists_the_job_in_its_failure_group() {
         .failed_group(app.clock.now(), "smtp", 0, 25)
         .await
         .unwrap();
-    assert_eq!(page.jobs, ["j1"]);
+    assert_eq!(page.jids, ["j1"]);
 }
 
 #[tokio::test]
@@ -600,7 +608,7 @@ async fn retry_puts_the_job_back_and_uses_one_retry() {
     assert_eq!(response.body, json!({"remaining": 4}));
     let job = stored(&app, "j1").await;
     assert_eq!(job.state, "waiting");
-    assert_eq!(job.remaining, 4.0);
+    assert_eq!(job.remaining, 4);
     let popped = app.qless.pop(app.clock.now(), "q", "w2", 1).await.unwrap();
     assert_eq!(popped[0].jid, "j1");
 }
@@ -670,7 +678,7 @@ async fn retry_refuses_bad_input_and_keeps_the_job_running() {
     }
     assert_rejects_non_json(&app, Method::POST, "/v1/jobs/j1/retry").await;
     let job = stored(&app, "j1").await;
-    assert_eq!((job.state.as_str(), job.remaining), ("running", 5.0));
+    assert_eq!((job.state.as_str(), job.remaining), ("running", 5));
 }
 
 #[tokio::test]
@@ -715,6 +723,45 @@ async fn requeue_moves_an_existing_job_to_another_queue() {
 }
 
 #[tokio::test]
+async fn requeue_keeps_every_field_it_is_not_given() {
+    let app = TestApp::start().await;
+    put(
+        &app,
+        PutArgs {
+            priority: Some(4.0),
+            tags: Some(vec!["t".into()]),
+            retries: Some(2),
+            ..job("q", "j1")
+        },
+    )
+    .await;
+    app.qless.pop(app.clock.now(), "q", "w1", 1).await.unwrap();
+    let response = app
+        .post("/v1/jobs/j1/requeue", json!({"queue": "q2"}))
+        .await;
+    ok(&response);
+    let job = stored(&app, "j1").await;
+    assert_eq!(
+        (job.queue.as_str(), job.state, job.klass.as_str()),
+        ("q2", JobState::Waiting, "K")
+    );
+    assert_eq!(job.data, json!({"n": 1}));
+    assert_eq!((job.priority, job.retries, job.remaining), (4.0, 2, 2));
+    assert_eq!(job.tags, ["t"]);
+}
+
+#[tokio::test]
+async fn requeue_with_null_data_stores_null() {
+    let app = TestApp::start().await;
+    put(&app, job("q", "j1")).await;
+    let response = app
+        .post("/v1/jobs/j1/requeue", json!({"queue": "q", "data": null}))
+        .await;
+    ok(&response);
+    assert_eq!(stored(&app, "j1").await.data, Value::Null);
+}
+
+#[tokio::test]
 async fn requeue_of_an_unknown_job_is_a_404_and_creates_nothing() {
     let app = TestApp::start().await;
     app.post("/v1/jobs/nope/requeue", json!({"queue": "q", "klass": "K"}))
@@ -729,7 +776,7 @@ async fn requeue_refuses_bad_input_and_leaves_the_job_where_it_is() {
     put(&app, job("q", "j1")).await;
     let cases = [
         json!({"klass": "K"}),
-        json!({"queue": "q2"}),
+        json!({}),
         json!({"queue": "q 2", "klass": "K"}),
         json!({"queue": "q2", "klass": ""}),
         json!({"queue": "q2", "klass": "K", "delay": -1}),
@@ -789,14 +836,14 @@ async fn timeout_of_a_waiting_job_is_a_conflict_and_of_an_unknown_job_a_404() {
 async fn cancel_job_deletes_the_job_and_is_idempotent() {
     let app = TestApp::start().await;
     running(&app, "q", "j1", "w1").await;
-    no_content(&delete(&app, "/v1/jobs/j1", None).await);
+    no_content(&delete(&app, "/v1/jobs/j1").await);
     assert!(!exists(&app, "j1").await);
     app.get("/v1/jobs/j1")
         .await
         .assert_problem(404, "not_found");
-    no_content(&delete(&app, "/v1/jobs/j1", None).await);
-    no_content(&delete(&app, "/v1/jobs/never-existed", None).await);
-    delete(&app, "/v1/jobs/a%20b", None)
+    no_content(&delete(&app, "/v1/jobs/j1").await);
+    no_content(&delete(&app, "/v1/jobs/never-existed").await);
+    delete(&app, "/v1/jobs/a%20b")
         .await
         .assert_problem(400, "bad_request");
 }
@@ -813,7 +860,7 @@ async fn cancel_of_a_job_others_depend_on_is_a_conflict_and_keeps_it() {
         },
     )
     .await;
-    delete(&app, "/v1/jobs/a", None)
+    delete(&app, "/v1/jobs/a")
         .await
         .assert_problem(409, "conflict");
     assert!(exists(&app, "a").await);
@@ -935,7 +982,10 @@ async fn add_job_dependencies_makes_a_depends_job_wait_for_more() {
     let app = TestApp::start().await;
     dependency_fixture(&app).await;
     let response = app
-        .post("/v1/jobs/blocked/dependencies", json!({"add": ["second"]}))
+        .post(
+            "/v1/jobs/blocked/dependencies",
+            json!({"depends": ["second"]}),
+        )
         .await;
     no_content(&response);
     let job = stored(&app, "blocked").await;
@@ -947,9 +997,12 @@ async fn add_job_dependencies_makes_a_depends_job_wait_for_more() {
 async fn add_job_dependencies_to_a_job_not_in_the_depends_state_is_a_conflict() {
     let app = TestApp::start().await;
     dependency_fixture(&app).await;
-    app.post("/v1/jobs/second/dependencies", json!({"add": ["first"]}))
-        .await
-        .assert_problem(409, "conflict");
+    app.post(
+        "/v1/jobs/second/dependencies",
+        json!({"depends": ["first"]}),
+    )
+    .await
+    .assert_problem(409, "conflict");
     assert!(stored(&app, "second").await.dependencies.is_empty());
     assert_eq!(stored(&app, "second").await.state, "waiting");
 }
@@ -959,10 +1012,11 @@ async fn add_job_dependencies_refuses_bad_input() {
     let app = TestApp::start().await;
     dependency_fixture(&app).await;
     let cases = [
-        json!({"add": []}),
+        json!({"depends": []}),
         json!({}),
-        json!({"add": ["a b"]}),
-        json!({"add": ["second"], "remove": ["first"]}),
+        json!({"depends": ["a b"]}),
+        json!({"add": ["second"]}),
+        json!({"depends": ["second"], "remove": ["first"]}),
     ];
     for body in cases {
         let response = app
@@ -984,12 +1038,7 @@ async fn remove_job_dependencies_releases_the_job_when_none_are_left() {
         .await
         .unwrap();
 
-    let response = delete(
-        &app,
-        "/v1/jobs/blocked/dependencies",
-        Some(json!({"remove": ["first"]})),
-    )
-    .await;
+    let response = delete(&app, "/v1/jobs/blocked/dependencies?jid=first").await;
     no_content(&response);
     let job = stored(&app, "blocked").await;
     assert_eq!(
@@ -997,14 +1046,7 @@ async fn remove_job_dependencies_releases_the_job_when_none_are_left() {
         ("depends", vec!["second".to_owned()])
     );
 
-    no_content(
-        &delete(
-            &app,
-            "/v1/jobs/blocked/dependencies",
-            Some(json!({"remove": ["second"]})),
-        )
-        .await,
-    );
+    no_content(&delete(&app, "/v1/jobs/blocked/dependencies?jid=second&jid=unknown").await);
     let job = stored(&app, "blocked").await;
     assert_eq!(job.state, "waiting");
     assert!(job.dependencies.is_empty());
@@ -1015,12 +1057,7 @@ async fn remove_job_dependencies_releases_the_job_when_none_are_left() {
 async fn remove_job_dependencies_with_all_drops_every_one() {
     let app = TestApp::start().await;
     dependency_fixture(&app).await;
-    let response = delete(
-        &app,
-        "/v1/jobs/blocked/dependencies",
-        Some(json!({"all": true})),
-    )
-    .await;
+    let response = delete(&app, "/v1/jobs/blocked/dependencies?all=true").await;
     no_content(&response);
     let job = stored(&app, "blocked").await;
     assert_eq!(job.state, "waiting");
@@ -1029,36 +1066,37 @@ async fn remove_job_dependencies_with_all_drops_every_one() {
 }
 
 #[tokio::test]
-async fn remove_job_dependencies_needs_exactly_one_of_remove_and_all() {
+async fn remove_job_dependencies_needs_exactly_one_of_jids_and_all() {
     let app = TestApp::start().await;
     dependency_fixture(&app).await;
+    let too_many = vec!["jid=x"; 1001].join("&");
     let cases = [
-        json!({}),
-        json!({"all": false}),
-        json!({"remove": ["first"], "all": true}),
-        json!({"remove": []}),
-        json!({"remove": ["a b"]}),
-        json!({"add": ["first"]}),
+        String::new(),
+        "?all=false".to_owned(),
+        "?all=1".to_owned(),
+        "?all=true&all=true".to_owned(),
+        "?jid=first&all=true".to_owned(),
+        "?jid=".to_owned(),
+        "?jid=a%20b".to_owned(),
+        "?remove=first".to_owned(),
+        "?jid=first&tag=x".to_owned(),
+        format!("?{too_many}"),
     ];
-    for body in cases {
-        let response = delete(&app, "/v1/jobs/blocked/dependencies", Some(body.clone())).await;
-        assert_eq!(response.status, 400, "{body}: {}", response.text);
+    for query in cases {
+        let uri = format!("/v1/jobs/blocked/dependencies{query}");
+        let response = delete(&app, &uri).await;
+        assert_eq!(response.status, 400, "{query}: {}", response.text);
         response.assert_problem(400, "bad_request");
     }
-    assert_rejects_non_json(&app, Method::DELETE, "/v1/jobs/blocked/dependencies").await;
     let job = stored(&app, "blocked").await;
     assert_eq!(
         (job.state.as_str(), job.dependencies.clone()),
         ("depends", vec!["first".to_owned()])
     );
     // Off a job that is not waiting on anything: the script's state conflict.
-    delete(
-        &app,
-        "/v1/jobs/second/dependencies",
-        Some(json!({"all": true})),
-    )
-    .await
-    .assert_problem(409, "conflict");
+    delete(&app, "/v1/jobs/second/dependencies?all=true")
+        .await
+        .assert_problem(409, "conflict");
 }
 
 // ---- tags -------------------------------------------------------------------------
@@ -1084,17 +1122,12 @@ async fn add_and_remove_job_tags_return_the_jobs_tags() {
         .tag_get(app.clock.now(), "c", 0, 25)
         .await
         .unwrap();
-    assert_eq!(tagged.jobs, ["j1"]);
+    assert_eq!(tagged.jids, ["j1"]);
 
-    let response = delete(
-        &app,
-        "/v1/jobs/j1/tags",
-        Some(json!({"tags": ["a", "c", "zz"]})),
-    )
-    .await;
+    let response = delete(&app, "/v1/jobs/j1/tags?tag=a&tag=c&tag=zz").await;
     ok(&response);
     assert_eq!(response.body, json!({"tags": ["b"]}));
-    let response = delete(&app, "/v1/jobs/j1/tags", Some(json!({"tags": ["b"]}))).await;
+    let response = delete(&app, "/v1/jobs/j1/tags?tag=b").await;
     ok(&response);
     // An empty tag list is [], not the script's {}.
     assert_eq!(response.body, json!({"tags": []}));
@@ -1114,21 +1147,31 @@ async fn job_tags_refuse_bad_input_and_unknown_jobs() {
         json!({"tags": ["a"], "jid": "j1"}),
     ];
     for body in cases {
-        for method in [Method::POST, Method::DELETE] {
-            let response = app
-                .request(method.clone(), "/v1/jobs/j1/tags", Some(body.clone()))
-                .await;
-            assert_eq!(response.status, 400, "{method} {body}: {}", response.text);
-            response.assert_problem(400, "bad_request");
-        }
+        let response = app.post("/v1/jobs/j1/tags", body.clone()).await;
+        assert_eq!(response.status, 400, "{body}: {}", response.text);
+        response.assert_problem(400, "bad_request");
+    }
+    let too_many = vec!["tag=x"; 1001].join("&");
+    let queries = [
+        String::new(),
+        "?tag=".to_owned(),
+        "?tag=a%20b".to_owned(),
+        "?tag=%7Bx%7D".to_owned(),
+        "?tags=a".to_owned(),
+        "?tag=a&jid=j1".to_owned(),
+        format!("?{too_many}"),
+    ];
+    for query in queries {
+        let response = delete(&app, &format!("/v1/jobs/j1/tags{query}")).await;
+        assert_eq!(response.status, 400, "{query}: {}", response.text);
+        response.assert_problem(400, "bad_request");
     }
     assert_rejects_non_json(&app, Method::POST, "/v1/jobs/j1/tags").await;
-    assert_rejects_non_json(&app, Method::DELETE, "/v1/jobs/j1/tags").await;
     assert!(stored(&app, "j1").await.tags.is_empty());
     app.post("/v1/jobs/nope/tags", json!({"tags": ["a"]}))
         .await
         .assert_problem(404, "not_found");
-    delete(&app, "/v1/jobs/nope/tags", Some(json!({"tags": ["a"]})))
+    delete(&app, "/v1/jobs/nope/tags?tag=a")
         .await
         .assert_problem(404, "not_found");
 }
@@ -1146,7 +1189,7 @@ async fn track_and_untrack_a_job() {
     ok(&put_json(&app, "/v1/jobs/j1/tracked", None).await);
     assert!(stored(&app, "j1").await.tracked);
 
-    let response = delete(&app, "/v1/jobs/j1/tracked", None).await;
+    let response = delete(&app, "/v1/jobs/j1/tracked").await;
     ok(&response);
     assert_eq!(response.body, json!({"tracked": false}));
     assert!(!stored(&app, "j1").await.tracked);
@@ -1163,7 +1206,7 @@ async fn list_tracked_jobs_shows_tracked_jobs_and_expired_jids() {
     put(&app, job("q", "untracked")).await;
     ok(&put_json(&app, "/v1/jobs/kept/tracked", None).await);
     ok(&put_json(&app, "/v1/jobs/gone/tracked", None).await);
-    no_content(&delete(&app, "/v1/jobs/gone", None).await);
+    no_content(&delete(&app, "/v1/jobs/gone").await);
 
     let response = app.get("/v1/tracked").await;
     ok(&response);
@@ -1181,7 +1224,7 @@ async fn tracking_an_unknown_job_is_a_404() {
     put_json(&app, "/v1/jobs/nope/tracked", None)
         .await
         .assert_problem(404, "not_found");
-    delete(&app, "/v1/jobs/nope/tracked", None)
+    delete(&app, "/v1/jobs/nope/tracked")
         .await
         .assert_problem(404, "not_found");
     put_json(&app, "/v1/jobs/a%20b/tracked", None)

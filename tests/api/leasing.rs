@@ -325,7 +325,7 @@ async fn two_gateways_sweeping_one_redis_spawn_each_recurring_child_once() {
         .unwrap()
         .unwrap();
     // Slots at START, +10, ..., +90: ten children, each exactly once.
-    assert_eq!(template.count, 10.0);
+    assert_eq!(template.count, 10);
     let waiting = app
         .qless
         .jobs_waiting(START + 100.0, "q", 0, 100)
@@ -615,6 +615,25 @@ async fn event_streams_refuse_unknown_parameters() {
     app.get("/v1/events?worker=a%20b")
         .await
         .assert_problem(400, "bad_request");
+}
+
+#[tokio::test]
+async fn event_streams_refuse_unknown_event_types_naming_them() {
+    let app = TestApp::start().await;
+    let cases = [
+        ("lock-lost", "lock-lost"),
+        ("lock_lost,cancelled", "cancelled"),
+        ("ready", "ready"),
+        ("PUT", "PUT"),
+        ("", "no event type"),
+        (",,", "no event type"),
+    ];
+    for (events, named) in cases {
+        let response = app.get(&format!("/v1/events?events={events}")).await;
+        response.assert_problem(400, "bad_request");
+        let detail = response.body["detail"].as_str().unwrap();
+        assert!(detail.contains(named), "{events}: {detail}");
+    }
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! The HTTP contract, through the real router.
 
 mod admin;
+mod document;
 mod jobs;
 mod leasing;
+mod limits;
 mod operations;
 mod queues;

@@ -222,7 +222,7 @@ async fn put_job_creates_the_job_and_points_at_it() {
     assert_eq!(job.data, json!({"to": "a@example.com", "n": [1, 2]}));
     assert_eq!(job.priority, 7.0);
     assert_eq!(job.tags, ["signup", "eu"]);
-    assert_eq!((job.retries, job.remaining), (2.0, 2.0));
+    assert_eq!((job.retries, job.remaining), (2, 2));
     assert_eq!(job.history[0].what, "put");
     assert_eq!(job.history[0].when, START);
 }
@@ -841,8 +841,8 @@ async fn create_recurring_job_stores_the_template_and_points_at_it() {
     assert_eq!(template.interval, 3600.0);
     assert_eq!(template.priority, 2.0);
     assert_eq!(template.tags, ["reports"]);
-    assert_eq!(template.retries, 1.0);
-    assert_eq!(template.backlog, 3.0);
+    assert_eq!(template.retries, 1);
+    assert_eq!(template.backlog, 3);
     assert_eq!(app.get("/v1/queues/reports").await.body["recurring"], 1);
 
     assert_eq!(app.get("/v1/queues/reports/peek").await.body, json!([]));
@@ -865,7 +865,7 @@ async fn create_recurring_job_generates_a_jid_and_defaults_the_rest() {
     );
     let template = app.qless.recur_get(START, &jid).await.unwrap().unwrap();
     assert_eq!(template.data, json!({}));
-    assert_eq!((template.priority, template.retries), (0.0, 0.0));
+    assert_eq!((template.priority, template.retries), (0.0, 0));
     let peek = app.get("/v1/queues/q/peek").await;
     assert_eq!(popped(&peek), [format!("{jid}-1")], "offset defaults to 0");
 }
@@ -1067,7 +1067,7 @@ async fn whole_numbers_may_be_written_with_a_zero_fraction_but_not_with_another(
         )
         .await;
     assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
-    assert_eq!(job(&app, "a").await.unwrap().retries, 3.0);
+    assert_eq!(job(&app, "a").await.unwrap().retries, 3);
     for retries in [json!(2.5), json!(-1.0), json!(1e19), json!("3")] {
         let body = json!({"jid": "b", "klass": "K", "retries": retries});
         let response = app.post("/v1/queues/q/jobs", body).await;

@@ -67,7 +67,7 @@ pub(super) async fn get(qless: &Qless, jid: &str) -> Job {
 }
 
 pub(super) async fn state(qless: &Qless, jid: &str) -> String {
-    get(qless, jid).await.state
+    get(qless, jid).await.state.as_str().to_owned()
 }
 
 /// The job object exactly as the script encodes it.
@@ -140,8 +140,8 @@ async fn put_defaults_to_priority_zero_no_tags_and_five_retries() {
     let job = get(&qless, "a").await;
     assert_eq!(job.priority, 0.0);
     assert!(job.tags.is_empty());
-    assert_eq!(job.retries, 5.0);
-    assert_eq!(job.remaining, 5.0);
+    assert_eq!(job.retries, 5);
+    assert_eq!(job.remaining, 5);
     assert_eq!(job.state, "waiting");
     assert_eq!(job.queue, "q");
     assert_eq!(job.klass, "K");
@@ -159,11 +159,11 @@ async fn a_re_put_inherits_priority_tags_and_retries() {
     let job = get(&qless, "a").await;
     assert_eq!(job.priority, 7.0);
     assert_eq!(job.tags, strs(&["x", "y"]));
-    assert_eq!(job.retries, 2.0);
+    assert_eq!(job.retries, 2);
     assert_eq!(job.queue, "other");
     // the tag index still lists it once
     let page = qless.tag_get(3.0, "x", 0, 10).await.unwrap();
-    assert_eq!(page.jobs, strs(&["a"]));
+    assert_eq!(page.jids, strs(&["a"]));
 }
 
 #[tokio::test]
@@ -526,7 +526,7 @@ async fn complete_without_next_is_final() {
         ]
     );
     assert_eq!(qless.jobs_complete(3.0, 0, 10).await.unwrap(), strs(&["a"]));
-    assert!(qless.worker(3.0, "w").await.unwrap().jobs.is_empty());
+    assert!(qless.worker(3.0, "w").await.unwrap().jids.is_empty());
     assert_eq!(qless.length(3.0, "q").await.unwrap(), 0);
 }
 
@@ -550,7 +550,7 @@ async fn complete_with_next_moves_the_job_and_resets_its_retries() {
         .await
         .unwrap();
     pop(&qless, 3.0, "q", "w", 1).await;
-    assert_eq!(get(&qless, "a").await.remaining, 2.0);
+    assert_eq!(get(&qless, "a").await.remaining, 2);
     let mut next = finish("a", "w", "q");
     next.next = Some("q2".into());
     assert_eq!(qless.complete(4.0, next).await.unwrap(), "waiting");
@@ -558,7 +558,7 @@ async fn complete_with_next_moves_the_job_and_resets_its_retries() {
     assert_eq!(job.state, "waiting");
     assert_eq!(job.queue, "q2");
     assert_eq!(job.worker, "");
-    assert_eq!(job.remaining, 3.0);
+    assert_eq!(job.remaining, 3);
     let tail: Vec<_> = history(&job).into_iter().rev().take(2).collect();
     assert_eq!(tail, vec![(4, "put".to_owned()), (4, "done".to_owned())]);
     assert_eq!(job.history.last().unwrap().extra["q"], json!("q2"));
@@ -670,10 +670,10 @@ async fn fail_records_the_failure_and_keeps_the_queue() {
     assert_eq!(job.history.last().unwrap().extra["group"], json!("grp"));
     assert_eq!(job.history.last().unwrap().extra["worker"], json!("w"));
     assert_eq!(
-        qless.failed_group(3.0, "grp", 0, 10).await.unwrap().jobs,
+        qless.failed_group(3.0, "grp", 0, 10).await.unwrap().jids,
         strs(&["a"])
     );
-    assert!(qless.worker(3.0, "w").await.unwrap().jobs.is_empty());
+    assert!(qless.worker(3.0, "w").await.unwrap().jids.is_empty());
     assert_eq!(qless.length(3.0, "q").await.unwrap(), 0);
 }
 
@@ -729,8 +729,8 @@ async fn retry_gives_the_job_back_and_uses_one_retry() {
     );
     let job = get(&qless, "a").await;
     assert_eq!(job.state, "waiting");
-    assert_eq!(job.remaining, 4.0);
-    assert!(qless.worker(3.0, "w").await.unwrap().jobs.is_empty());
+    assert_eq!(job.remaining, 4);
+    assert!(qless.worker(3.0, "w").await.unwrap().jids.is_empty());
     assert_eq!(pop(&qless, 3.0, "q", "w2", 1).await, strs(&["a"]));
 }
 
@@ -760,7 +760,7 @@ async fn retry_past_the_last_retry_fails_the_job() {
     );
     let job = get(&qless, "a").await;
     assert_eq!(job.state, "failed");
-    assert_eq!(job.remaining, -1.0);
+    assert_eq!(job.remaining, -1);
     let failure = job.failure.unwrap();
     assert_eq!(failure.group, "failed-retries-q");
     assert_eq!(failure.message, "Job exhausted retries in queue \"q\"");
@@ -820,15 +820,15 @@ async fn an_expired_lock_is_first_noticed_then_handed_over_after_the_grace_perio
     let job = get(&qless, "a").await;
     assert_eq!(job.state, "running");
     assert_eq!(job.worker, "w1");
-    assert_eq!(job.remaining, 5.0);
+    assert_eq!(job.remaining, 5);
     assert_eq!(job.history.last().unwrap().what, "timed-out");
-    assert!(qless.worker(60.0, "w1").await.unwrap().jobs.is_empty());
+    assert!(qless.worker(60.0, "w1").await.unwrap().jids.is_empty());
     assert!(pop(&qless, 69.0, "q", "w2", 1).await.is_empty());
     // expiry + grace (10) hands it over
     let jobs = qless.pop(70.0, "q", "w2", 1).await.unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].worker, "w2");
-    assert_eq!(jobs[0].remaining, 4.0);
+    assert_eq!(jobs[0].remaining, 4);
     assert_eq!(jobs[0].expires, 130.0);
     assert_eq!(qless.stats(70.0, "q", 70.0).await.unwrap().retries, 1);
 }
@@ -845,7 +845,7 @@ async fn a_lock_that_expires_with_no_retries_left_fails_the_job() {
     let job = get(&qless, "a").await;
     assert_eq!(job.state, "failed");
     assert_eq!(job.worker, "");
-    assert_eq!(job.remaining, -1.0);
+    assert_eq!(job.remaining, -1);
     let failure = job.failure.clone().unwrap();
     assert_eq!(failure.group, "failed-retries-q");
     assert_eq!(failure.message, "Job exhausted retries in queue \"q\"");
@@ -859,7 +859,7 @@ async fn a_lock_that_expires_with_no_retries_left_fails_the_job() {
             .failed_group(71.0, "failed-retries-q", 0, 10)
             .await
             .unwrap()
-            .jobs,
+            .jids,
         strs(&["a"])
     );
     assert_eq!(qless.length(71.0, "q").await.unwrap(), 0);
@@ -874,7 +874,7 @@ async fn a_zero_grace_period_hands_over_on_the_first_pop_after_expiry() {
     put(&qless, 0.0, "q", "a").await;
     pop(&qless, 0.0, "q", "w1", 1).await;
     assert_eq!(pop(&qless, 60.0, "q", "w2", 1).await, strs(&["a"]));
-    assert_eq!(get(&qless, "a").await.remaining, 4.0);
+    assert_eq!(get(&qless, "a").await.remaining, 4);
 }
 
 #[tokio::test]
@@ -955,7 +955,7 @@ async fn timeout_stalls_the_job_at_the_front_of_its_queue() {
     let job = get(&qless, "a").await;
     assert_eq!(job.state, "stalled");
     assert_eq!(job.expires, 0.0);
-    assert_eq!(job.remaining, 5.0);
+    assert_eq!(job.remaining, 5);
     assert_eq!(job.history.last().unwrap().what, "timed-out");
     assert_eq!(pop(&qless, 4.0, "q", "w2", 1).await, strs(&["a"]));
     assert_eq!(get(&qless, "a").await.worker, "w2");
@@ -984,7 +984,7 @@ async fn cancel_deletes_the_job_everywhere() {
     );
     assert!(qless.get(3.0, "a").await.unwrap().is_none());
     assert_eq!(qless.length(3.0, "q").await.unwrap(), 0);
-    assert!(qless.worker(3.0, "w").await.unwrap().jobs.is_empty());
+    assert!(qless.worker(3.0, "w").await.unwrap().jids.is_empty());
     assert_eq!(qless.tag_get(3.0, "t", 0, 10).await.unwrap().total, 0);
     let mut conn = raw(&redis);
     let keys: Vec<String> = redis::cmd("KEYS").arg("ql:j:a*").query(&mut conn).unwrap();
@@ -1258,7 +1258,7 @@ async fn only_the_newest_jobs_history_count_completed_jobs_are_kept() {
         strs(&["c", "b"])
     );
     assert_eq!(
-        qless.tag_get(5.0, "t", 0, 10).await.unwrap().jobs,
+        qless.tag_get(5.0, "t", 0, 10).await.unwrap().jids,
         strs(&["b", "c"])
     );
 }
@@ -1321,9 +1321,9 @@ async fn tag_get_lists_jobs_by_tagging_time() {
     }
     let page = qless.tag_get(5.0, "t", 0, 10).await.unwrap();
     assert_eq!(page.total, 3);
-    assert_eq!(page.jobs, strs(&["b", "c", "a"]));
+    assert_eq!(page.jids, strs(&["b", "c", "a"]));
     let page = qless.tag_get(5.0, "t", 1, 1).await.unwrap();
-    assert_eq!(page.jobs, strs(&["c"]));
+    assert_eq!(page.jids, strs(&["c"]));
     let empty = qless
         .call("tag", 5.0, &strs(&["get", "none"]))
         .await
@@ -1459,7 +1459,7 @@ async fn a_job_is_handed_over_once_per_retry_then_fails() {
     assert_eq!(pop(&qless, 0.0, "q", "w1", 1).await, strs(&["a"]));
     assert!(pop(&qless, 60.0, "q", "w2", 1).await.is_empty());
     assert_eq!(pop(&qless, 70.0, "q", "w2", 1).await, strs(&["a"]));
-    assert_eq!(get(&qless, "a").await.remaining, 0.0);
+    assert_eq!(get(&qless, "a").await.remaining, 0);
     // w2's lock expires at 130
     assert!(pop(&qless, 130.0, "q", "w3", 1).await.is_empty());
     assert_eq!(state(&qless, "a").await, "running");
@@ -1475,7 +1475,7 @@ async fn a_put_takes_a_running_job_away_from_its_worker() {
     put(&qless, 2.0, "q2", "a").await;
     let job = get(&qless, "a").await;
     assert_eq!((job.state.as_str(), job.worker.as_str()), ("waiting", ""));
-    assert!(qless.worker(3.0, "w").await.unwrap().jobs.is_empty());
+    assert!(qless.worker(3.0, "w").await.unwrap().jids.is_empty());
     assert_eq!(qless.length(3.0, "q").await.unwrap(), 0);
     assert_error(qless.complete(3.0, finish("a", "w", "q")).await, "waiting");
 }
@@ -1546,7 +1546,7 @@ async fn unfail_resets_remaining_but_keeps_the_failure() {
     qless.fail(4.0, "a", "w", "g", "m", None).await.unwrap();
     assert_eq!(qless.unfail(5.0, "q", "g", 10).await.unwrap(), 1);
     let job = get(&qless, "a").await;
-    assert_eq!((job.state.as_str(), job.remaining), ("waiting", 2.0));
+    assert_eq!((job.state.as_str(), job.remaining), ("waiting", 2));
     assert_eq!(job.failure.unwrap().group, "g");
 }
 

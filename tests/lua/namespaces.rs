@@ -87,8 +87,8 @@ async fn jobs_of_one_tenant_are_invisible_to_the_other() {
         a.config_get(5.0, "heartbeat").await.unwrap(),
         Some(serde_json::json!(60))
     );
-    assert!(b.worker(5.0, "w").await.unwrap().jobs.is_empty());
-    assert_eq!(a.worker(5.0, "w").await.unwrap().jobs, strs(&["j"]));
+    assert!(b.worker(5.0, "w").await.unwrap().jids.is_empty());
+    assert_eq!(a.worker(5.0, "w").await.unwrap().jids, strs(&["j"]));
 }
 
 #[tokio::test]

@@ -264,9 +264,9 @@ async fn failed_counts_groups_and_lists_newest_failures_first() {
     assert_eq!((groups["g1"], groups["g2"]), (2, 1));
     let page = qless.failed_group(5.0, "g1", 0, 25).await.unwrap();
     assert_eq!(page.total, 2);
-    assert_eq!(page.jobs, strs(&["b", "a"]));
+    assert_eq!(page.jids, strs(&["b", "a"]));
     assert_eq!(
-        qless.failed_group(5.0, "g1", 1, 1).await.unwrap().jobs,
+        qless.failed_group(5.0, "g1", 1, 1).await.unwrap().jids,
         strs(&["a"])
     );
     let empty = raw_json(qless.call("failed", 5.0, &strs(&["none"])).await.unwrap());
@@ -288,7 +288,7 @@ async fn unfail_moves_the_oldest_failures_back_first() {
     assert_eq!(state(&qless, "b").await, "waiting");
     assert_eq!(state(&qless, "c").await, "failed");
     let page = qless.failed_group(6.0, "g", 0, 25).await.unwrap();
-    assert_eq!((page.total, page.jobs), (1, strs(&["c"])));
+    assert_eq!((page.total, page.jids), (1, strs(&["c"])));
     let a = super::jobs::get(&qless, "a").await;
     assert_eq!(a.queue, "back");
     assert_eq!(a.worker, "");

@@ -42,11 +42,11 @@ async fn a_template_spawns_a_child_when_popped() {
     assert_eq!(child.tags, strs(&["t"]));
     assert_eq!(child.data, json!({"n": 1}));
     assert_eq!(child.spawned_from_jid.as_deref(), Some("r"));
-    assert_eq!((child.retries, child.remaining), (0.0, 0.0));
+    assert_eq!((child.retries, child.remaining), (0, 0));
     assert_eq!(child.history[0].what, "put");
     assert_eq!(child.history[0].extra["q"], json!("q"));
     assert_eq!(
-        qless.tag_get(1.0, "t", 0, 10).await.unwrap().jobs,
+        qless.tag_get(1.0, "t", 0, 10).await.unwrap().jids,
         strs(&["r-1"])
     );
     // the next slot is a minute later
@@ -77,10 +77,7 @@ async fn missed_slots_each_spawn_a_child_stamped_with_its_slot_time() {
         assert_eq!(job.history[0].what, "put");
         assert_eq!(job.history[0].when, slot, "{}", job.jid);
     }
-    assert_eq!(
-        qless.recur_get(130.0, "r").await.unwrap().unwrap().count,
-        3.0
-    );
+    assert_eq!(qless.recur_get(130.0, "r").await.unwrap().unwrap().count, 3);
 }
 
 #[tokio::test]
@@ -113,7 +110,7 @@ async fn the_child_count_survives_a_re_recur() {
     again.klass = "Tock".into();
     recur(&qless, 100.0, again).await;
     let template = qless.recur_get(100.0, "r").await.unwrap().unwrap();
-    assert_eq!(template.count, 2.0);
+    assert_eq!(template.count, 2);
     assert_eq!(template.klass, "Tock");
     assert_eq!(template.queue, "q2");
     assert!(
@@ -256,12 +253,12 @@ async fn updated_attributes_apply_to_later_children() {
             template.backlog,
             template.klass.as_str()
         ),
-        (9.0, 2.0, 3.0, "Other")
+        (9.0, 2, 3, "Other")
     );
     let child = &qless.pop(1.0, "q", "w", 1).await.unwrap()[0];
     assert_eq!(
         (child.priority, child.retries, child.remaining),
-        (9.0, 2.0, 2.0)
+        (9.0, 2, 2)
     );
     assert_eq!(child.klass, "Other");
     assert_eq!(
@@ -361,10 +358,7 @@ async fn unrecur_deletes_the_template_but_not_its_children() {
     qless.unrecur(2.0, "nope").await.unwrap();
     // the count is gone with the template
     recur(&qless, 700.0, template("q", "r", 60.0, 0.0)).await;
-    assert_eq!(
-        qless.recur_get(700.0, "r").await.unwrap().unwrap().count,
-        0.0
-    );
+    assert_eq!(qless.recur_get(700.0, "r").await.unwrap().unwrap().count, 0);
 }
 
 #[tokio::test]

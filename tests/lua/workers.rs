@@ -4,10 +4,10 @@ use qlessd::model::WorkerSummary;
 
 use super::jobs::{config, job, pop, put, raw, start, strs};
 
-fn summary(name: &str, jobs: i64, stalled: i64) -> WorkerSummary {
+fn summary(name: &str, running: i64, stalled: i64) -> WorkerSummary {
     WorkerSummary {
         name: name.into(),
-        jobs,
+        running,
         stalled,
     }
 }
@@ -51,7 +51,7 @@ async fn workers_are_listed_most_recently_seen_first_and_heartbeats_count() {
         names(qless.workers(3.0).await.unwrap()),
         strs(&["w2", "w1"])
     );
-    let jid = qless.worker(3.0, "w1").await.unwrap().jobs[0].clone();
+    let jid = qless.worker(3.0, "w1").await.unwrap().jids[0].clone();
     qless.heartbeat(4.0, &jid, "w1", None).await.unwrap();
     assert_eq!(
         names(qless.workers(5.0).await.unwrap()),
@@ -70,10 +70,10 @@ async fn a_worker_lists_its_running_and_stalled_jobs() {
     pop(&qless, 20.0, "q", "w", 1).await; // a, expires 80
     let jobs = qless.worker(30.0, "w").await.unwrap();
     // latest expiry first
-    assert_eq!(jobs.jobs, strs(&["a", "b", "c"]));
+    assert_eq!(jobs.jids, strs(&["a", "b", "c"]));
     assert!(jobs.stalled.is_empty());
     let jobs = qless.worker(65.0, "w").await.unwrap();
-    assert_eq!(jobs.jobs, strs(&["a", "b"]));
+    assert_eq!(jobs.jids, strs(&["a", "b"]));
     assert_eq!(jobs.stalled, strs(&["c"]));
     assert_eq!(qless.workers(65.0).await.unwrap(), vec![summary("w", 2, 1)]);
 }
@@ -115,7 +115,7 @@ async fn a_deregistered_worker_leaves_the_listing_but_keeps_its_jobs() {
         qless.workers(3.0).await.unwrap(),
         vec![summary("other", 0, 0)]
     );
-    assert_eq!(qless.worker(3.0, "w").await.unwrap().jobs, strs(&["a"]));
+    assert_eq!(qless.worker(3.0, "w").await.unwrap().jids, strs(&["a"]));
 }
 
 #[tokio::test]
@@ -125,7 +125,7 @@ async fn jobs_leave_their_worker_on_complete_fail_retry_and_cancel() {
         put(&qless, 0.0, "q", jid).await;
     }
     pop(&qless, 1.0, "q", "w", 4).await;
-    assert_eq!(qless.worker(2.0, "w").await.unwrap().jobs.len(), 4);
+    assert_eq!(qless.worker(2.0, "w").await.unwrap().jids.len(), 4);
     super::jobs::complete(&qless, 2.0, "a", "w", "q").await;
     qless.fail(2.0, "b", "w", "g", "m", None).await.unwrap();
     qless
@@ -141,5 +141,5 @@ async fn jobs_leave_their_worker_on_complete_fail_retry_and_cancel() {
         .await
         .unwrap();
     qless.cancel(2.0, &strs(&["d"])).await.unwrap();
-    assert!(qless.worker(3.0, "w").await.unwrap().jobs.is_empty());
+    assert!(qless.worker(3.0, "w").await.unwrap().jids.is_empty());
 }

@@ -1,0 +1,230 @@
+//! The shape of the OpenAPI document, as an SDK generator reads it: one error type,
+//! integers where values are whole, one number type for times, enums for states.
+
+use serde_json::Value;
+
+fn document() -> Value {
+    serde_json::to_value(qlessd::openapi::document()).unwrap()
+}
+
+/// Every operation of the document, as `(method, path, operation)`.
+fn operations(doc: &Value) -> Vec<(String, String, &Value)> {
+    let mut found = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            found.push((method.clone(), path.clone(), operation));
+        }
+    }
+    found
+}
+
+/// The content of a problem response is exactly a reference to the one `Problem`
+/// schema (so a generator makes no copy of it), with an example that is a problem of
+/// that status.
+fn assert_problem_content(place: &str, status: u16, response: &Value) {
+    let content = response["content"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{place}: an error response without a body: {response}"));
+    assert_eq!(
+        content.keys().collect::<Vec<_>>(),
+        ["application/problem+json"],
+        "{place}"
+    );
+    let media = &content["application/problem+json"];
+    assert_eq!(
+        media["schema"],
+        serde_json::json!({"$ref": "#/components/schemas/Problem"}),
+        "{place}: the schema is not exactly the shared Problem"
+    );
+    let mut examples: Vec<&Value> = media["examples"]
+        .as_object()
+        .map(|named| named.values().map(|example| &example["value"]).collect())
+        .unwrap_or_default();
+    if !media["example"].is_null() {
+        examples.push(&media["example"]);
+    }
+    assert!(!examples.is_empty(), "{place}: no example");
+    for example in examples {
+        assert_eq!(example["status"], status, "{place}: {example}");
+        let code = example["code"].as_str().unwrap();
+        assert_eq!(
+            example["type"],
+            format!("urn:qlessd:problem:{code}"),
+            "{place}"
+        );
+        assert!(example["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    }
+}
+
+#[test]
+fn every_error_response_is_the_shared_problem_with_an_example_of_its_own() {
+    let doc = document();
+    let shared = doc["components"]["responses"].as_object().unwrap();
+    let mut checked = 0;
+    for (method, path, operation) in operations(&doc) {
+        for (status, response) in operation["responses"].as_object().unwrap() {
+            let status: u16 = status.parse().unwrap();
+            if status < 400 {
+                continue;
+            }
+            let place = format!("{method} {path} {status}");
+            if status == 414 {
+                // Refused by the HTTP server before any handler runs: no body.
+                assert!(response.get("content").is_none(), "{place}");
+                continue;
+            }
+            let response = match response["$ref"].as_str() {
+                Some(target) => {
+                    let name = target.strip_prefix("#/components/responses/").unwrap();
+                    &shared[name]
+                }
+                None => response,
+            };
+            assert_problem_content(&place, status, response);
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "only {checked} error responses");
+}
+
+#[test]
+fn no_schema_but_problem_describes_a_problem() {
+    let doc = document();
+    for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+        if name == "Problem" {
+            continue;
+        }
+        let properties = schema["properties"].as_object();
+        let looks_like_problem = properties.is_some_and(|p| {
+            ["type", "title", "status", "detail", "code"]
+                .iter()
+                .all(|field| p.contains_key(*field))
+        });
+        assert!(!looks_like_problem, "{name} is a copy of Problem");
+    }
+}
+
+/// The JSON type of a schema property: `integer` or `number` (a nullable one too).
+fn scalar_type<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a str {
+    let schema_value = &doc["components"]["schemas"][schema];
+    // A schema with flattened fields is an `allOf` of parts.
+    let parts = match schema_value["allOf"].as_array() {
+        Some(parts) => parts.iter().collect(),
+        None => vec![schema_value],
+    };
+    let property = parts
+        .into_iter()
+        .map(|part| &part["properties"][field])
+        .find(|property| !property.is_null())
+        .unwrap_or(&Value::Null);
+    match &property["type"] {
+        Value::String(kind) => kind,
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|kind| *kind != "null")
+            .unwrap(),
+        _ => panic!("{schema}.{field} has no type: {property}"),
+    }
+}
+
+#[test]
+fn whole_numbers_are_integers_and_times_are_numbers_of_seconds() {
+    let doc = document();
+    let cases = [
+        // Whole numbers.
+        ("Job", "retries", "integer"),
+        ("Job", "remaining", "integer"),
+        ("RecurringJob", "retries", "integer"),
+        ("RecurringJob", "count", "integer"),
+        ("RecurringJob", "backlog", "integer"),
+        ("RetryJobResponse", "remaining", "integer"),
+        ("WorkerSummary", "running", "integer"),
+        ("WorkerSummary", "stalled", "integer"),
+        ("JidPage", "total", "integer"),
+        ("QueueCounts", "waiting", "integer"),
+        ("TimingStats", "count", "integer"),
+        ("PutJobRequest", "retries", "integer"),
+        ("UnfailResult", "moved", "integer"),
+        // Times: seconds since the epoch, one type everywhere.
+        ("Job", "expires", "number"),
+        ("HeartbeatJobResponse", "expires", "number"),
+        ("HeartbeatJobsOutcome", "expires", "number"),
+        ("HistoryEntry", "when", "number"),
+        ("Failure", "when", "number"),
+    ];
+    for (schema, field, expected) in cases {
+        assert_eq!(
+            scalar_type(&doc, schema, field),
+            expected,
+            "{schema}.{field}"
+        );
+    }
+}
+
+#[test]
+fn a_jobs_state_is_one_of_the_states_a_job_can_be_in() {
+    let doc = document();
+    let state = &doc["components"]["schemas"]["Job"]["properties"]["state"];
+    assert_eq!(state["$ref"], "#/components/schemas/JobState", "{state}");
+    let mut states: Vec<&str> = doc["components"]["schemas"]["JobState"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|state| state.as_str().unwrap())
+        .collect();
+    states.sort_unstable();
+    assert_eq!(
+        states,
+        [
+            "complete",
+            "depends",
+            "failed",
+            "running",
+            "scheduled",
+            "stalled",
+            "waiting"
+        ]
+    );
+}
+
+#[test]
+fn the_event_stream_is_described_as_server_sent_events() {
+    let doc = document();
+    let ok = &doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"];
+    assert_eq!(
+        ok.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["text/event-stream"]
+    );
+}
+
+#[test]
+fn jobs_are_lists_of_objects_and_jids_are_lists_of_ids() {
+    let doc = document();
+    let mut seen = 0;
+    for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+        let Some(properties) = schema["properties"].as_object() else {
+            continue;
+        };
+        for (field, property) in properties {
+            let items = &property["items"];
+            match field.as_str() {
+                "jobs" => {
+                    assert!(
+                        items["$ref"].is_string(),
+                        "{name}.jobs is not a list of objects: {property}"
+                    );
+                    seen += 1;
+                }
+                "jids" => {
+                    let id =
+                        items["type"] == "string" || items["$ref"] == "#/components/schemas/Name";
+                    assert!(id, "{name}.jids is not a list of ids: {property}");
+                    seen += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(seen >= 10, "only {seen} jobs/jids fields");
+}
