@@ -30,8 +30,9 @@ pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
 pub use script::Script;
 
-/// The oldest Redis the script is known to run on.
-const MIN_REDIS_VERSION: (u32, u32) = (6, 2);
+/// The oldest Redis the script runs on: its `#!lua` shebang (script flags) is a
+/// Redis 7 feature.
+const MIN_REDIS_VERSION: (u32, u32) = (7, 0);
 
 /// How long start-up waits for Redis to answer before giving up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -354,8 +355,8 @@ mod tests {
     #[test]
     fn old_redis_versions_are_refused() {
         assert!(check_version("redis_version:7.0.15\r\n").is_ok());
-        assert!(check_version("redis_version:6.2.0\r\n").is_ok());
-        let err = check_version("redis_version:5.0.7\r\n").unwrap_err();
+        assert!(check_version("redis_version:7.0.0\r\n").is_ok());
+        let err = check_version("redis_version:6.2.14\r\n").unwrap_err();
         assert!(err.to_string().contains("too old"), "{err}");
     }
 }

@@ -1,11 +1,18 @@
 //! The qless Lua script: the class files of `lua/` joined in their fixed load order at
 //! compile time, plus its SHA1 for EVALSHA.
 
-/// The class files, in load order. `api.lua` comes last because it dispatches to
-/// everything defined before it.
+/// The class files, in load order, after the shebang line. `api.lua` comes last
+/// because it dispatches to everything defined before it.
+///
+/// The shebang (`#!lua`, no flags) declares the script to Redis 7 as one that writes
+/// and must not run out of memory: Redis then checks memory before the script starts
+/// and refuses the whole call (`OOM ...`) when it is over `maxmemory`, instead of
+/// failing the call at its first write that allocates, possibly after other writes
+/// (see "Out of memory" in `lua/README.md`). It also makes Redis 7 the oldest Redis
+/// the script loads on.
 macro_rules! lua_files {
     ($($name:literal),+ $(,)?) => {
-        concat!($(include_str!(concat!("../../lua/", $name)), "\n"),+)
+        concat!("#!lua\n", $(include_str!(concat!("../../lua/", $name)), "\n"),+)
     };
 }
 
