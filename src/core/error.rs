@@ -95,6 +95,11 @@ impl Error {
         }
     }
 
+    /// Whether Redis refused the call for lack of memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::Unavailable(why) if why == OUT_OF_MEMORY)
+    }
+
     pub(crate) fn reply(what: impl fmt::Display) -> Self {
         Error::Reply(what.to_string())
     }

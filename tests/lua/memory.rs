@@ -1,7 +1,7 @@
 //! Out of memory: with `maxmemory` reached under `noeviction`, Redis refuses every
 //! script call whole before it starts (the script's `#!lua` shebang asks for that
 //! check), so no call half-applies: a pop leases nothing, a grouped call changes
-//! nothing, and the gateway reports a stable "unavailable".
+//! nothing, and the gateway reports a stable "unavailable". Reads still answer.
 
 use qlessd::core::{Error, Qless};
 use redis::Value;
@@ -62,6 +62,8 @@ async fn out_of_memory_a_pop_leases_nothing_and_a_grouped_call_changes_nothing()
     put(&qless, 0.0, "q", "a").await;
     put(&qless, 0.0, "q", "b").await;
     assert_eq!(pop(&qless, 1.0, "q", "w", 1).await, ["b"]);
+    let namespaced = connect(&redis, Some("t")).await;
+    put(&namespaced, 0.0, "q", "n").await;
 
     let refused = fill(&qless).await;
     assert!(is_out_of_memory(&refused), "{refused:?}");
@@ -115,8 +117,24 @@ async fn out_of_memory_a_pop_leases_nothing_and_a_grouped_call_changes_nothing()
         ),
     }
     assert_eq!(lease_state(&redis), before);
-    // Every call is refused while memory is full, reads included (documented).
-    assert!(is_out_of_memory(&qless.get(2.0, "a").await.unwrap_err()));
+
+    // Reads still answer (as the `no-writes` script, which Redis runs when full)...
+    assert_eq!(state(&qless, "a").await, "waiting");
+    let q = qless.queue(2.0, "q").await.unwrap();
+    assert_eq!((q.waiting, q.running), (1, 1));
+    assert_eq!(qless.peek(2.0, "q", 1).await.unwrap()[0].jid, "a");
+    assert_eq!(qless.worker(2.0, "w").await.unwrap().jobs, ["b"]);
+    assert_eq!(state(&namespaced, "n").await, "waiting");
+    // a read the script refuses is answered with the script's own error
+    let bad = qless
+        .call("get", 2.0, strs(&["a-history"]))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.script_code(), Some(qlessd::core::ScriptCode::Argument));
+    // ...unless they need a write after all: then it is the same refusal.
+    let tagged = qless.tag_add(2.0, "a", &strs(&["t"])).await.unwrap_err();
+    assert!(is_out_of_memory(&tagged), "{tagged:?}");
+    assert_eq!(lease_state(&redis), before);
 
     // Once there is room again, the same pop leases the job.
     redis::cmd("CONFIG")
