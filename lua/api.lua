@@ -30,7 +30,8 @@ local function command(name)
       end
       local jid, klass, data = A[5], A[6], A[7]
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Put', 'Arg "jid" missing') end
-      Qless.jid_free(jid, 'Put')
+      local last = string.byte(jid, -1)
+      if last == 121 or last == 115 then Qless.jid_free(jid, 'Put') end
       if klass == nil then Qless.raise('QL_ARG', 'Put', 'Arg "klass" missing') end
       if data == nil or not pcall(cjson.decode, data) then
         Qless.raise('QL_ARG', 'Put', 'Arg "data" missing or not JSON: ' .. tostring(data))

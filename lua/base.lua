@@ -27,8 +27,9 @@ local P = 'ql:'
 -- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain decimal,
 -- else its %.17g rendering), and floor(now) as JSON text for history entries. Both set
 -- by the dispatcher. NOWT: `now` formatted %.20f, as the spec writes the job hash's
--- `time` field; made by the first command that writes `time` (Qless.nowt), since the
--- formatting costs as much as a small Redis call.
+-- `time` field; made by the first command that writes `time` (`NOWT = NOWT or
+-- string.format('%.20f', now)`, inline: a method would cost more than the check),
+-- since the formatting costs as much as a small Redis call.
 local NOWS, NOWF, NOWT
 
 -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
@@ -80,14 +81,6 @@ Qless = setmetatable({ [0] = function(name)
       error({ err = code .. ' user_script:1: ' .. command .. '(): ' .. message })
     end
 
-  elseif name == 'nowt' then
-    -- `now` as the spec stores it in a job's `time` field (%.20f), formatted once per
-    -- invocation (a batch shares one `now`).
-    return function(now)
-      if not NOWT then NOWT = string.format('%.20f', now) end
-      return NOWT
-    end
-
   elseif name == 'rest' then
     -- ARGV[i..] as a list (the variadic commands).
     return function(A, i)
@@ -129,7 +122,10 @@ Qless = setmetatable({ [0] = function(name)
     -- A jid (never empty, never reserved); `command` names the error (Job() by default).
     return function(v, command)
       if v == nil or v == '' then Qless.raise('QL_ARG', command or 'Job', 'no jid provided') end
-      return Qless.jid_free(v, command or 'Job')
+      -- jid_free's own first test, inline: most jids never build that method.
+      local last = string.byte(v, -1)
+      if last == 121 or last == 115 then Qless.jid_free(v, command or 'Job') end
+      return v
     end
 
   elseif name == 'jid_free' then

@@ -101,6 +101,7 @@ function job_factory(name)
       end
       local deps
       if nextq and depends and #depends > 0 then deps = Qless.dependable(jid, depends, 'Complete') end
+      NOWT = NOWT or string.format('%.20f', now)
 
       local cfg = redis.call('hmget', P .. 'config', 'max-job-history', 'jobs-history',
         'jobs-history-count')
@@ -144,10 +145,10 @@ function job_factory(name)
           result = 'waiting'
         end
         if data then
-          redis.call('hmset', key, 'data', data, 'time', Qless.nowt(now), 'state', result,
+          redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', result,
             'worker', '', 'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         else
-          redis.call('hmset', key, 'time', Qless.nowt(now), 'state', result, 'worker', '',
+          redis.call('hmset', key, 'time', NOWT, 'state', result, 'worker', '',
             'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         end
         return result
@@ -156,10 +157,10 @@ function job_factory(name)
       redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
       if data then
-        redis.call('hmset', key, 'data', data, 'time', Qless.nowt(now), 'state', 'complete',
+        redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
           'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       else
-        redis.call('hmset', key, 'time', Qless.nowt(now), 'state', 'complete', 'worker', '',
+        redis.call('hmset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       end
       redis.call('zadd', P .. 'completed', NOWS, jid)

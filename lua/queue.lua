@@ -246,9 +246,10 @@ function queue_factory(name)
       end
       local etags = '{}'
       if #tags > 0 then etags = cjson.encode(tags) end
+      NOWT = NOWT or string.format('%.20f', now)
       redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
         'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
-        'retries', rarg, 'remaining', rarg, 'time', Qless.nowt(now))
+        'retries', rarg, 'remaining', rarg, 'time', NOWT)
       -- 12, 13. Register the queue; tell trackers.
       redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
       if redis.call('zscore', P .. 'tracked', jid) then
@@ -372,7 +373,7 @@ function queue_factory(name)
             local eargs = ejson
             if tonumber(ejson) ~= expires then eargs = format('%.17g', expires) end
             local eq = cjson.encode(q)
-            local etime = Qless.nowt(now)
+            NOWT = NOWT or format('%.20f', now)
             local locks = {}
             local qwaits = waits[k] or {}
             waits[k] = qwaits
@@ -388,7 +389,7 @@ function queue_factory(name)
                 local n = call('rpush', hkey, popped)
                 if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
                 qwaits[#qwaits + 1] = now - (tonumber(f[14]) or now)
-                call('hmset', key, 'time', etime, 'worker', W, 'expires', eargs, 'state', 'running')
+                call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state', 'running')
                 f[3], f[5], f[15] = 'running', W, ejson
                 if f[4] == q then f[16] = eq end
                 got = got + 1
