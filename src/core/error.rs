@@ -193,6 +193,21 @@ mod tests {
     }
 
     #[test]
+    fn out_of_memory_is_unavailable_with_a_stable_message() {
+        let reply = redis::parse_redis_value(
+            b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+        )
+        .unwrap();
+        let redis::Value::ServerError(reply) = reply else {
+            panic!("an error value");
+        };
+        let err = Error::from(redis::RedisError::from(reply));
+        assert!(err.is_out_of_memory(), "{err:?}");
+        assert!(matches!(&err, Error::Unavailable(why) if why == OUT_OF_MEMORY));
+        assert!(!Error::Unavailable("cannot reach Redis".into()).is_out_of_memory());
+    }
+
+    #[test]
     fn a_script_error_reply_keeps_its_code_and_a_clean_message() {
         let reply = redis::parse_redis_value(
             b"-QL_STATE user_script:1: Complete(): Job a is not currently running: waiting\r\n",
