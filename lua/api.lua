@@ -30,6 +30,8 @@ local function command(name)
       end
       local jid, klass, data = A[5], A[6], A[7]
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Put', 'Arg "jid" missing') end
+      local last = string.byte(jid, -1)
+      if last == 121 or last == 115 then Qless.jid_free(jid, 'Put') end
       if klass == nil then Qless.raise('QL_ARG', 'Put', 'Arg "klass" missing') end
       if data == nil or not pcall(cjson.decode, data) then
         Qless.raise('QL_ARG', 'Put', 'Arg "data" missing or not JSON: ' .. tostring(data))
@@ -179,7 +181,7 @@ local function command(name)
   elseif name == 'multiget' then
     -- multiget(jid...) -> JSON array of the jobs that exist ('{}' if none)
     return function(now, A)
-      return Qless.jobs_json(Qless.rest(A, 3))
+      return Qless.jobs_json(Qless.jids_free(Qless.rest(A, 3), 'Multiget'))
     end
 
   elseif name == 'peek' then
@@ -224,13 +226,13 @@ local function command(name)
   elseif name == 'cancel' then
     -- cancel(jid...) -> array of the jids as given
     return function(now, A)
-      return Qless.Job.cancel(now, Qless.rest(A, 3))
+      return Qless.Job.cancel(now, Qless.jids_free(Qless.rest(A, 3), 'Cancel'))
     end
 
   elseif name == 'timeout' then
     -- timeout(jid...) -> nil
     return function(now, A)
-      return Qless.Job.timeout(now, Qless.rest(A, 3))
+      return Qless.Job.timeout(now, Qless.jids_free(Qless.rest(A, 3), 'Timeout'))
     end
 
   elseif name == 'depends' then
@@ -255,6 +257,7 @@ local function command(name)
     return function(now, A)
       local jid, message, data = A[3], A[4], A[5]
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Log', "Argument 'jid' missing") end
+      Qless.jid_free(jid, 'Log')
       if message == nil then Qless.raise('QL_ARG', 'Log', "Argument 'message' missing") end
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Log', "Argument 'data' not cjson: " .. data)
@@ -346,6 +349,7 @@ local function command(name)
       if command == 'add' or command == 'remove' then
         local jid = A[4]
         if jid == nil then Qless.raise('QL_ARG', 'Tag', 'Arg "jid" missing') end
+        Qless.jid_free(jid, 'Tag')
         return Qless.Job.tag(now, command, jid, Qless.rest(A, 5))
       elseif command == 'get' then
         local tag = A[4]
@@ -371,6 +375,7 @@ local function command(name)
     return function(now, A)
       local command, jid = A[3], A[4]
       if command ~= nil and jid == nil then Qless.raise('QL_ARG', 'Track', 'Arg "jid" missing') end
+      if jid ~= nil then Qless.jid_free(jid, 'Track') end
       return Qless.Job.track(now, command, jid)
     end
 
@@ -625,23 +630,24 @@ if #KEYS == 1 then
   local open = string.find(key, '{', 1, true)
   local close = open and string.find(key, '}', open + 1, true)
   if not close or close == open + 1 then
-    return redis.error_reply('QL_KEYS Qless(): Key "' .. key ..
+    return redis.error_reply('QL_KEYS user_script:1: Qless(): Key "' .. key ..
       '" must contain a non-empty {hash tag}')
   end
   P = string.sub(key, 1, close) .. ':'
 elseif #KEYS > 1 then
-  return redis.error_reply('QL_KEYS Qless(): No Keys should be provided')
+  return redis.error_reply('QL_KEYS user_script:1: Qless(): No Keys should be provided')
 end
 if ARGV[1] == nil then
-  return redis.error_reply('QL_COMMAND Qless(): Must provide a command')
+  return redis.error_reply('QL_COMMAND user_script:1: Qless(): Must provide a command')
 end
 local handler = command(ARGV[1])
 if handler == nil then
-  return redis.error_reply('QL_COMMAND Qless(): Unknown command ' .. ARGV[1])
+  return redis.error_reply('QL_COMMAND user_script:1: Qless(): Unknown command ' .. ARGV[1])
 end
 local now = tonumber(ARGV[2])
 if now == nil or now ~= now then
-  return redis.error_reply('QL_ARG Qless(): Arg "now" missing or not a number: nil')
+  return redis.error_reply(
+    'QL_ARG user_script:1: Qless(): Arg "now" missing or not a number: nil')
 end
 -- A plain non-negative decimal (the usual case) is used as it is; its integer part is
 -- floor(now). Anything else (signs, exponents, spaces, hex) is rendered.

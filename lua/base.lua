@@ -26,8 +26,11 @@ local P = 'ql:'
 
 -- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain decimal,
 -- else its %.17g rendering), and floor(now) as JSON text for history entries. Both set
--- by the dispatcher.
-local NOWS, NOWF
+-- by the dispatcher. NOWT: `now` formatted %.20f, as the spec writes the job hash's
+-- `time` field; made by the first command that writes `time` (`NOWT = NOWT or
+-- string.format('%.20f', now)`, inline: a method would cost more than the check),
+-- since the formatting costs as much as a small Redis call.
+local NOWS, NOWF, NOWT
 
 -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
 -- be written with one HMGET/HMSET each when the batch ends (Qless.stats_flush). All
@@ -68,10 +71,14 @@ Qless = setmetatable({ [0] = function(name)
     return setmetatable({ [0] = worker_factory }, LAZY)
 
   elseif name == 'raise' then
-    -- Raises the error reply "<CODE> <Command>(): <message>". A table error carries no
-    -- "user_script:N:" position; the dispatcher passes its text on unchanged.
+    -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code
+    -- is for the gateway; the marker is what qless clients look for to tell a script
+    -- error from a Redis one (Redis 7 puts it there for the original's error() calls),
+    -- and they read the command and message right after it. A table error gets no
+    -- position of its own, so the marker is written here; the dispatcher passes the
+    -- text on unchanged.
     return function(code, command, message)
-      error({ err = code .. ' ' .. command .. '(): ' .. message })
+      error({ err = code .. ' user_script:1: ' .. command .. '(): ' .. message })
     end
 
   elseif name == 'rest' then
@@ -112,10 +119,36 @@ Qless = setmetatable({ [0] = function(name)
     end
 
   elseif name == 'jid_arg' then
-    -- A jid (never empty); `command` names the error (Job() by default).
+    -- A jid (never empty, never reserved); `command` names the error (Job() by default).
     return function(v, command)
       if v == nil or v == '' then Qless.raise('QL_ARG', command or 'Job', 'no jid provided') end
+      -- jid_free's own first test, inline: most jids never build that method.
+      local last = string.byte(v, -1)
+      if last == 121 or last == 115 then Qless.jid_free(v, command or 'Job') end
       return v
+    end
+
+  elseif name == 'jid_free' then
+    -- v, unless it ends in a suffix the key layout gives another job's keys: job J has
+    -- `j:J-history`, `j:J-dependencies` and `j:J-dependents`, so a job named
+    -- `J-history` would share its hash key with J's history list (and break both).
+    -- Every such suffix ends in "y" or "s": other jids cost one byte test.
+    return function(v, command)
+      local last = string.byte(v, -1)
+      if (last == 121 or last == 115) and (string.find(v, '%-history$') or
+          string.find(v, '%-dependencies$') or string.find(v, '%-dependents$')) then
+        Qless.raise('QL_ARG', command, 'Jid ' .. v .. ' is reserved: a jid must not end in ' ..
+          '-history, -dependencies or -dependents')
+      end
+      return v
+    end
+
+  elseif name == 'jids_free' then
+    -- list, once every jid in it passed jid_free.
+    return function(list, command)
+      local free = Qless.jid_free
+      for i = 1, #list do free(list[i], command) end
+      return list
     end
 
   elseif name == 'num' then
@@ -300,6 +333,10 @@ Qless = setmetatable({ [0] = function(name)
     return function(buf, f, tracked, history, dependents, dependencies, expires, estate,
                     equeue, eworker, memo, kmemo)
       local encode = cjson.encode
+      -- Set members come in the order of Redis' hash table, which a per-process seed
+      -- decides: sorted, the same job reads the same on every server.
+      if #dependents > 1 then table.sort(dependents) end
+      if #dependencies > 1 then table.sort(dependencies) end
       local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
       -- Single digits (the usual priority, retries and remaining) need no conversion.
       local priority, retries = f[6], f[8]
@@ -623,10 +660,10 @@ Qless = setmetatable({ [0] = function(name)
     -- The jids of `list` that jid may depend on: existing, not complete, and not jid
     -- itself (that link could never be released). Read-only, so callers run it
     -- before their first write.
-    return function(jid, list)
+    return function(jid, list, command)
       local out = {}
       for i = 1, #list do
-        local d = list[i]
+        local d = Qless.jid_free(list[i], command)
         if d ~= jid then
           local state = redis.call('hget', P .. 'j:' .. d, 'state')
           if state and state ~= 'complete' then out[#out + 1] = d end

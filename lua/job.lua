@@ -48,6 +48,9 @@ function job_factory(name)
       local key = P .. 'j:' .. jid .. '-dependents'
       local list = redis.call('smembers', key)
       if #list == 0 then return end
+      -- In jid order, not the set's (seed-dependent) order: complete.report lists the
+      -- queues in the order their dependents were released.
+      if #list > 1 then table.sort(list) end
       for i = 1, #list do
         local d = list[i]
         local dkey = P .. 'j:' .. d
@@ -97,7 +100,8 @@ function job_factory(name)
           tostring(f[3]))
       end
       local deps
-      if nextq and depends and #depends > 0 then deps = Qless.dependable(jid, depends) end
+      if nextq and depends and #depends > 0 then deps = Qless.dependable(jid, depends, 'Complete') end
+      NOWT = NOWT or string.format('%.20f', now)
 
       local cfg = redis.call('hmget', P .. 'config', 'max-job-history', 'jobs-history',
         'jobs-history-count')
@@ -141,10 +145,10 @@ function job_factory(name)
           result = 'waiting'
         end
         if data then
-          redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', result, 'worker', '',
-            'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
+          redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', result,
+            'worker', '', 'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         else
-          redis.call('hmset', key, 'time', NOWS, 'state', result, 'worker', '',
+          redis.call('hmset', key, 'time', NOWT, 'state', result, 'worker', '',
             'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         end
         return result
@@ -153,10 +157,10 @@ function job_factory(name)
       redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
       if data then
-        redis.call('hmset', key, 'data', data, 'time', NOWS, 'state', 'complete', 'worker', '',
-          'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
+        redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
+          'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       else
-        redis.call('hmset', key, 'time', NOWS, 'state', 'complete', 'worker', '',
+        redis.call('hmset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       end
       redis.call('zadd', P .. 'completed', NOWS, jid)
@@ -320,6 +324,8 @@ function job_factory(name)
       for i = 1, #jids do
         local jid = jids[i]
         local dependents = redis.call('smembers', P .. 'j:' .. jid .. '-dependents')
+        -- Sorted, so the error names the same dependent on every server.
+        if #dependents > 1 then table.sort(dependents) end
         for k = 1, #dependents do
           if not listed[dependents[k]] then
             Qless.raise('QL_DEPENDENCY', 'Cancel', jid .. ' is a dependency of ' .. dependents[k] ..
@@ -391,8 +397,8 @@ function job_factory(name)
         redis.call('zrem', qkey .. '-locks', jid)
         redis.call('zadd', qkey .. '-work', '+inf', jid)
         redis.call('hmset', P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
-        -- Fix of quirk 5: the worker no longer holds the job, so drop it from its set.
-        redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+        -- Quirk 5 mirrored: the worker's job set keeps the job (spec), so `workers`
+        -- counts what other qless clients count.
         local event = Qless.lock_lost_event(jid, worker)
         redis.call('publish', P .. 'w:' .. worker, event)
         redis.call('publish', P .. 'log', event)
@@ -420,7 +426,7 @@ function job_factory(name)
           tostring(f[1]))
       end
       if command == 'on' then
-        Qless.dependencies_link(jid, Qless.dependable(jid, args))
+        Qless.dependencies_link(jid, Qless.dependable(jid, args, 'Depends'))
       elseif command == 'off' then
         local mine = key .. '-dependencies'
         if args[1] == 'all' then

@@ -147,7 +147,7 @@ function queue_factory(name)
       -- Reads first: which listed dependencies can be linked, and old links to drop.
       local link, unlink
       if depends and #depends > 0 then
-        link = Qless.dependable(jid, depends)
+        link = Qless.dependable(jid, depends, 'Put')
         local wanted = {}
         for i = 1, #depends do wanted[depends[i]] = true end
         local current = redis.call('smembers', key .. '-dependencies')
@@ -246,9 +246,10 @@ function queue_factory(name)
       end
       local etags = '{}'
       if #tags > 0 then etags = cjson.encode(tags) end
+      NOWT = NOWT or string.format('%.20f', now)
       redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
         'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
-        'retries', rarg, 'remaining', rarg, 'time', NOWS)
+        'retries', rarg, 'remaining', rarg, 'time', NOWT)
       -- 12, 13. Register the queue; tell trackers.
       redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
       if redis.call('zscore', P .. 'tracked', jid) then
@@ -372,6 +373,7 @@ function queue_factory(name)
             local eargs = ejson
             if tonumber(ejson) ~= expires then eargs = format('%.17g', expires) end
             local eq = cjson.encode(q)
+            NOWT = NOWT or format('%.20f', now)
             local locks = {}
             local qwaits = waits[k] or {}
             waits[k] = qwaits
@@ -387,7 +389,7 @@ function queue_factory(name)
                 local n = call('rpush', hkey, popped)
                 if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
                 qwaits[#qwaits + 1] = now - (tonumber(f[14]) or now)
-                call('hmset', key, 'time', NOWS, 'worker', W, 'expires', eargs, 'state', 'running')
+                call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state', 'running')
                 f[3], f[5], f[15] = 'running', W, ejson
                 if f[4] == q then f[16] = eq end
                 got = got + 1
@@ -552,6 +554,8 @@ function queue_factory(name)
       if not group then
         local groups = redis.call('smembers', P .. 'failures')
         if #groups == 0 then return '{}' end
+        -- Sorted: the set's own order depends on the server's hash seed.
+        if #groups > 1 then table.sort(groups) end
         local parts = {}
         for i = 1, #groups do
           parts[i] = cjson.encode(groups[i]) .. ':' .. redis.call('llen', P .. 'f:' .. groups[i])

@@ -1,5 +1,10 @@
 //! `core::Error`: what can go wrong below the HTTP layer. Script errors carry the code
 //! the Lua raised (the table in `lua/README.md`); everything else is transport.
+//!
+//! A script error reply reads `<CODE> user_script:<n>: <Command>(): <message>`: the
+//! code for us, the marker for qless clients (which tell script errors from Redis
+//! errors by it). Parsing keeps the code and drops the marker, so the message the
+//! HTTP client sees is the clean `<Command>(): <message>`.
 
 use std::fmt;
 
@@ -90,16 +95,46 @@ impl Error {
         }
     }
 
+    /// Whether Redis refused the call for lack of memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::Unavailable(why) if why == OUT_OF_MEMORY)
+    }
+
     pub(crate) fn reply(what: impl fmt::Display) -> Self {
         Error::Reply(what.to_string())
+    }
+}
+
+/// What the client is told when Redis is over `maxmemory`: Redis's own text names the
+/// script's SHA and changes between versions, this does not.
+pub(crate) const OUT_OF_MEMORY: &str =
+    "Redis is out of memory and refuses writes; nothing was changed";
+
+/// The message of a script error reply's text after its code, without the
+/// `user_script:<n>: ` marker (kept as it is when there is none).
+fn strip_marker(detail: &str) -> &str {
+    let detail = detail.trim();
+    let Some(rest) = detail.strip_prefix("user_script:") else {
+        return detail;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    match rest[digits..].strip_prefix(':') {
+        Some(message) if digits > 0 => message.trim_start(),
+        _ => detail,
     }
 }
 
 impl From<redis::RedisError> for Error {
     fn from(err: redis::RedisError) -> Self {
         if let Some(code) = err.code().and_then(ScriptCode::parse) {
-            let message = err.detail().unwrap_or_default().trim().to_owned();
+            let message = strip_marker(err.detail().unwrap_or_default()).to_owned();
             return Error::Script { code, message };
+        }
+        // Redis refuses the whole call before the script starts (its shebang asks for
+        // that), so nothing was written: a temporary condition, like an unreachable
+        // Redis, with a stable message.
+        if err.code() == Some("OOM") {
+            return Error::Unavailable(OUT_OF_MEMORY.to_owned());
         }
         let transport = err.is_io_error()
             || err.is_connection_dropped()
@@ -138,5 +173,57 @@ mod tests {
             assert_eq!(ScriptCode::parse(code.as_str()), Some(code));
         }
         assert_eq!(ScriptCode::parse("ERR"), None);
+    }
+
+    #[test]
+    fn the_marker_is_dropped_from_script_messages() {
+        let cases = [
+            (
+                "user_script:1: Complete(): Job a does not exist",
+                "Complete(): Job a does not exist",
+            ),
+            ("user_script:123:  Put(): x", "Put(): x"),
+            ("Complete(): no marker", "Complete(): no marker"),
+            ("user_script:: Put(): x", "user_script:: Put(): x"),
+            ("user_script:1 Put(): x", "user_script:1 Put(): x"),
+        ];
+        for (detail, message) in cases {
+            assert_eq!(strip_marker(detail), message, "{detail}");
+        }
+    }
+
+    #[test]
+    fn out_of_memory_is_unavailable_with_a_stable_message() {
+        let reply = redis::parse_redis_value(
+            b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+        )
+        .unwrap();
+        let redis::Value::ServerError(reply) = reply else {
+            panic!("an error value");
+        };
+        let err = Error::from(redis::RedisError::from(reply));
+        assert!(err.is_out_of_memory(), "{err:?}");
+        assert!(matches!(&err, Error::Unavailable(why) if why == OUT_OF_MEMORY));
+        assert!(!Error::Unavailable("cannot reach Redis".into()).is_out_of_memory());
+    }
+
+    #[test]
+    fn a_script_error_reply_keeps_its_code_and_a_clean_message() {
+        let reply = redis::parse_redis_value(
+            b"-QL_STATE user_script:1: Complete(): Job a is not currently running: waiting\r\n",
+        )
+        .unwrap();
+        let redis::Value::ServerError(reply) = reply else {
+            panic!("an error value");
+        };
+        let err = Error::from(redis::RedisError::from(reply));
+        assert_eq!(err.script_code(), Some(ScriptCode::State));
+        let Error::Script { message, .. } = err else {
+            unreachable!()
+        };
+        assert_eq!(
+            message,
+            "Complete(): Job a is not currently running: waiting"
+        );
     }
 }

@@ -21,7 +21,7 @@ mod workers;
 
 use std::time::Duration;
 
-use redis::Value;
+use redis::{ServerErrorKind, Value};
 
 pub use error::{Error, ScriptCode};
 pub use jobs::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs, Tracked};
@@ -30,8 +30,9 @@ pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
 pub use script::Script;
 
-/// The oldest Redis the script is known to run on.
-const MIN_REDIS_VERSION: (u32, u32) = (6, 2);
+/// The oldest Redis the script runs on: its `#!lua` shebang (script flags) is a
+/// Redis 7 feature.
+const MIN_REDIS_VERSION: (u32, u32) = (7, 0);
 
 /// How long start-up waits for Redis to answer before giving up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -82,6 +83,8 @@ struct Inner {
 struct Transport {
     pool: pool::Pool,
     script: Script,
+    /// The same script declared `no-writes`, for reads while Redis is out of memory.
+    read_only: Script,
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
     namespace_key: Option<String>,
 }
@@ -108,6 +111,7 @@ impl Qless {
         let transport = Transport {
             pool,
             script: Script::qless(),
+            read_only: Script::qless_read_only(),
             namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
         };
         let checks = async {
@@ -203,7 +207,23 @@ impl Qless {
         now: f64,
         args: impl CallArgs,
     ) -> Result<Value, Error> {
-        self.inner.calls.call(command, now, args.into_vec()).await
+        if !reads(command) {
+            return self.inner.calls.call(command, now, args.into_vec()).await;
+        }
+        // Redis refuses the script whole when it is out of memory; a command that
+        // usually only reads goes again as the `no-writes` script, which Redis runs
+        // then. Only if that one needs to write after all is the answer "out of memory".
+        let args = args.into_vec();
+        match self.inner.calls.call(command, now, args.clone()).await {
+            Err(err) if err.is_out_of_memory() => {
+                match self.inner.transport.read_only(command, now, &args).await {
+                    Ok(value) => Ok(value),
+                    Err(script @ Error::Script { .. }) => Err(script),
+                    Err(_) => Err(err),
+                }
+            }
+            other => other,
+        }
     }
 
     /// Runs several script commands, returning one result per command: a failing
@@ -241,20 +261,68 @@ impl Qless {
     }
 }
 
+/// Commands that write nothing in the usual case, so they can answer while Redis is
+/// out of memory (their `no-writes` run fails when they do need a write: promoting a
+/// due scheduled job, pruning old workers, converting a legacy history).
+fn reads(command: &str) -> bool {
+    matches!(
+        command,
+        "get"
+            | "multiget"
+            | "peek"
+            | "jobs"
+            | "jobs.waiting"
+            | "queues"
+            | "length"
+            | "failed"
+            | "stats"
+            | "tag"
+            | "track"
+            | "workers"
+            | "recur.get"
+            | "config.get"
+    )
+}
+
 impl Transport {
     async fn load(&self, conn: &mut pool::Connection) -> Result<(), Error> {
-        let reply = conn
-            .query(redis::cmd("SCRIPT").arg("LOAD").arg(self.script.source()))
-            .await?;
-        let sha: String = redis::from_redis_value(reply).map_err(Error::reply)?;
-        if sha != self.script.sha() {
-            return Err(Error::reply(format!(
-                "SCRIPT LOAD returned {sha}, expected {}",
-                self.script.sha()
-            )));
-        }
-        Ok(())
+        load_script(conn, &self.script).await
     }
+
+    /// Runs one command as the `no-writes` script, on a pooled connection (loading
+    /// that script when Redis does not have it).
+    async fn read_only(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
+        let mut conn = self.pool.get().await?;
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.read_only.sha());
+        match &self.namespace_key {
+            Some(key) => cmd.arg(1).arg(key),
+            None => cmd.arg(0),
+        };
+        cmd.arg(command).arg(format_now(now)).arg(args);
+        match conn.query(&cmd).await {
+            Err(err) if err.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
+                load_script(&mut conn, &self.read_only).await?;
+                Ok(conn.query(&cmd).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+}
+
+/// `SCRIPT LOAD`, checking the SHA Redis gives it.
+async fn load_script(conn: &mut pool::Connection, script: &Script) -> Result<(), Error> {
+    let reply = conn
+        .query(redis::cmd("SCRIPT").arg("LOAD").arg(script.source()))
+        .await?;
+    let sha: String = redis::from_redis_value(reply).map_err(Error::reply)?;
+    if sha != script.sha() {
+        return Err(Error::reply(format!(
+            "SCRIPT LOAD returned {sha}, expected {}",
+            script.sha()
+        )));
+    }
+    Ok(())
 }
 
 /// `now` as the script receives it: seconds with millisecond precision, without
@@ -354,8 +422,8 @@ mod tests {
     #[test]
     fn old_redis_versions_are_refused() {
         assert!(check_version("redis_version:7.0.15\r\n").is_ok());
-        assert!(check_version("redis_version:6.2.0\r\n").is_ok());
-        let err = check_version("redis_version:5.0.7\r\n").unwrap_err();
+        assert!(check_version("redis_version:7.0.0\r\n").is_ok());
+        let err = check_version("redis_version:6.2.14\r\n").unwrap_err();
         assert!(err.to_string().contains("too old"), "{err}");
     }
 }

@@ -1,24 +1,45 @@
 //! The qless Lua script: the class files of `lua/` joined in their fixed load order at
 //! compile time, plus its SHA1 for EVALSHA.
 
-/// The class files, in load order. `api.lua` comes last because it dispatches to
-/// everything defined before it.
+/// The class files, in load order, after a shebang line. `api.lua` comes last because
+/// it dispatches to everything defined before it.
 macro_rules! lua_files {
-    ($($name:literal),+ $(,)?) => {
-        concat!($(include_str!(concat!("../../lua/", $name)), "\n"),+)
+    ($shebang:literal) => {
+        concat!(
+            $shebang,
+            "\n",
+            include_str!("../../lua/base.lua"),
+            "\n",
+            include_str!("../../lua/config.lua"),
+            "\n",
+            include_str!("../../lua/job.lua"),
+            "\n",
+            include_str!("../../lua/queue.lua"),
+            "\n",
+            include_str!("../../lua/recurring.lua"),
+            "\n",
+            include_str!("../../lua/worker.lua"),
+            "\n",
+            include_str!("../../lua/api.lua"),
+            "\n",
+        )
     };
 }
 
 /// The exact script qlessd loads into Redis (what `qlessd --print-lua` prints).
-pub const SOURCE: &str = lua_files!(
-    "base.lua",
-    "config.lua",
-    "job.lua",
-    "queue.lua",
-    "recurring.lua",
-    "worker.lua",
-    "api.lua",
-);
+///
+/// The shebang (`#!lua`, no flags) declares the script to Redis 7 as one that writes
+/// and must not run out of memory: Redis then checks memory before the script starts
+/// and refuses the whole call (`OOM ...`) when it is over `maxmemory`, instead of
+/// failing the call at its first write that allocates, possibly after other writes
+/// (see "Out of memory" in `lua/README.md`). It also makes Redis 7 the oldest Redis
+/// the script loads on.
+pub const SOURCE: &str = lua_files!("#!lua");
+
+/// The same program declared `no-writes`: Redis runs it even when out of memory, and
+/// refuses any write it attempts. The gateway sends a read to it when the script
+/// above was refused for lack of memory, so reads keep working then.
+pub const READ_ONLY_SOURCE: &str = lua_files!("#!lua flags=no-writes");
 
 /// The script with its SHA1, as Redis names it in `SCRIPT LOAD` / `EVALSHA`.
 #[derive(Debug, Clone)]
@@ -30,9 +51,18 @@ pub struct Script {
 impl Script {
     /// The compiled-in qless script.
     pub fn qless() -> Self {
+        Script::new(SOURCE)
+    }
+
+    /// The compiled-in qless script, declared read-only (`no-writes`).
+    pub fn qless_read_only() -> Self {
+        Script::new(READ_ONLY_SOURCE)
+    }
+
+    fn new(source: &'static str) -> Self {
         Script {
-            source: SOURCE,
-            sha: redis::Script::new(SOURCE).get_hash().to_owned(),
+            source,
+            sha: redis::Script::new(source).get_hash().to_owned(),
         }
     }
 

@@ -284,6 +284,19 @@ async fn put_job_with_a_delay_is_scheduled_and_with_live_dependencies_waits() {
 }
 
 #[tokio::test]
+async fn put_job_with_a_jid_reserved_by_the_key_layout_is_a_400() {
+    let app = TestApp::start().await;
+    put(&app, "q", "b", json!({})).await;
+    for jid in ["b-history", "b-dependencies", "b-dependents"] {
+        let body = json!({"jid": jid, "klass": "K"});
+        let response = app.post("/v1/queues/q/jobs", body).await;
+        response.assert_problem(400, "bad_request");
+        assert!(response.text.contains("is reserved"), "{}", response.text);
+    }
+    assert_eq!(job(&app, "b").await.unwrap().state, "waiting");
+}
+
+#[tokio::test]
 async fn put_job_over_a_leased_job_moves_and_resets_it() {
     let app = TestApp::start().await;
     put(&app, "one", "j", json!({"priority": 3, "tags": ["t"]})).await;

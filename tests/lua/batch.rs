@@ -59,7 +59,7 @@ async fn each_call_is_answered_in_order_with_its_own_reply_or_error() {
     );
     assert_eq!(
         error(&replies[2]),
-        "QL_NOTFOUND Complete(): Job missing does not exist"
+        "QL_NOTFOUND user_script:1: Complete(): Job missing does not exist"
     );
     assert_eq!(text(&replies[3]), "b");
     assert_eq!(get(&qless, "b").await.priority, 3.0);
@@ -115,9 +115,9 @@ async fn a_failing_call_writes_nothing_and_the_calls_around_it_still_run() {
         ],
     )
     .await;
-    assert!(error(&replies[0]).starts_with("QL_ARG Put(): Arg \"data\""));
-    assert!(error(&replies[1]).starts_with("QL_WORKER Complete(): Job b"));
-    assert!(error(&replies[2]).starts_with("QL_STATE Heartbeat(): Job a"));
+    assert!(error(&replies[0]).starts_with("QL_ARG user_script:1: Put(): Arg \"data\""));
+    assert!(error(&replies[1]).starts_with("QL_WORKER user_script:1: Complete(): Job b"));
+    assert!(error(&replies[2]).starts_with("QL_STATE user_script:1: Heartbeat(): Job a"));
     assert_eq!(snapshot(&redis), before, "failed calls wrote something");
 
     let replies = batch(

@@ -1,12 +1,14 @@
 //! The script's semantics, driven through `core` with logical time.
 
 mod batch;
+mod compat;
 mod complete_report;
 mod config;
 mod events;
 mod grouping;
 mod jobs;
 mod malformed;
+mod memory;
 mod namespaces;
 mod plumbing;
 mod queues;
