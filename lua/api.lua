@@ -16,6 +16,9 @@ local function error_text(raised)
   return raised
 end
 
+-- Defined after command(), which they use: the calls of a batch, and running them.
+local batch_calls, run_calls
+
 -- The function of command `name`, or nil if there is no such command. Signatures in
 -- the comments leave out `now`; lua/README.md has the full command table.
 local function command(name)
@@ -560,65 +563,135 @@ local function command(name)
     -- failing call writes nothing and the calls after it still run. One EVALSHA for
     -- many calls spares each call the fixed cost of a script invocation.
     return function(now, A)
-      local n, calls, handlers, i = #A, {}, {}, 3
-      if n < 3 then Qless.raise('QL_ARG', 'Batch', 'At least one call is required') end
-      while i <= n do
-        local sub, argc = A[i], tonumber(A[i + 1])
-        local handler = handlers[sub]
-        if handler == nil and sub ~= 'batch' then
-          handler = command(sub)
-          handlers[sub] = handler
-        end
-        if not handler then
-          Qless.raise('QL_ARG', 'Batch', 'Unknown command in call ' .. (#calls / 2 + 1) .. ': ' ..
-            tostring(sub))
-        end
-        if argc == nil or argc < 0 or argc ~= math.floor(argc) or i + 1 + argc > n then
-          Qless.raise('QL_ARG', 'Batch', 'Arg "argc" of call ' .. (#calls / 2 + 1) ..
-            ' is not the number of arguments that follow: ' .. tostring(A[i + 1]))
-        end
-        -- Built in one constructor, the table is sized once rather than grown key by
-        -- key; unpack has a stack limit, so very long calls are copied one by one.
-        local args
-        if argc <= 1000 then
-          args = { sub, A[2], unpack(A, i + 2, i + 1 + argc) }
-        else
-          args = { sub, A[2] }
-          for k = 1, argc do args[k + 2] = A[i + 1 + k] end
-        end
-        calls[#calls + 1] = handler
-        calls[#calls + 1] = args
-        i = i + 2 + argc
+      local calls = batch_calls(A, 3, 'Batch')
+      local replies = run_calls(now, calls, true)
+      return replies
+    end
+
+  elseif name == 'pop.after' then
+    -- Extension. pop.after(count, command, argc, args..., [command, argc, args...]...)
+    -- -> { reply of each call..., queue, JSON array of the leased jobs }: the calls
+    -- (each `complete`, `complete.report`, `fail` or `retry`, all ending jobs of one
+    -- worker in one queue) run as in a batch, each on its own; then, only if every one
+    -- of them succeeded, up to `count` jobs of the queue the first call's job ran in
+    -- are leased to its worker, as `pop` would. `queue` is that queue (nil when the
+    -- first call failed). A worker so ends a job and gets its next one in one call.
+    return function(now, A)
+      local count = tonumber(A[3])
+      if count == nil or count < 0 or count ~= math.floor(count) or count == 1 / 0 then
+        Qless.raise('QL_ARG', 'PopAfter', 'Arg "count" must be a non-negative integer: ' ..
+          tostring(A[3]))
       end
-      -- Run and wait statistics of the whole batch are written once per (kind, queue)
-      -- at the end (a stats call in the batch sees the ones before it). The numbers
-      -- are those of the calls run one by one: the same samples, folded in order.
-      local replies, failed = {}, {}
-      local function flush()
-        for k, err in pairs(Qless.stats_flush(now)) do failed[k] = err end
-      end
-      Qless.stats_defer()
-      for k = 1, #calls / 2 do
-        local handler, args = calls[2 * k - 1], calls[2 * k]
-        if args[1] == 'stats' then
-          flush()
-          Qless.stats_defer()
+      local calls = batch_calls(A, 4, 'PopAfter')
+      local first = calls[2]
+      local sub, queue, worker = first[1], nil, nil
+      for k = 1, #calls, 2 do
+        local name = calls[k + 1][1]
+        if name ~= 'complete' and name ~= 'complete.report' and name ~= 'fail' and
+          name ~= 'retry' then
+          Qless.raise('QL_ARG', 'PopAfter', 'Call ' .. ((k + 1) / 2) ..
+            ' must be complete, complete.report, fail or retry: ' .. name)
         end
-        Qless.stats_call(k)
-        local ok, result = pcall(handler, now, args)
-        if not ok then
-          result = { err = error_text(result) }
-        elseif result == nil then
-          result = false
-        end
-        replies[k] = result
       end
-      flush()
-      for k, err in pairs(failed) do replies[k] = { err = error_text(err) } end
+      if sub == 'retry' then
+        worker = first[5]
+      else
+        worker = first[4]
+      end
+      if sub == 'complete' or sub == 'complete.report' then
+        queue = first[5]
+      elseif first[3] then
+        -- fail and retry do not name the queue the job ran in: read it first.
+        queue = redis.call('hget', P .. 'j:' .. first[3], 'queue')
+      end
+      -- Inside a batch (group commit) the enclosing batch collects the statistics.
+      local replies, failed = run_calls(now, calls, STATS == nil and #calls > 2)
+      local n = #replies
+      if failed or not queue or queue == '' then
+        replies[n + 1] = false
+        replies[n + 2] = '{}'
+        return replies
+      end
+      replies[n + 1] = queue
+      replies[n + 2] = Qless.Queue.pop(now, worker, count, { queue }, { count })
       return replies
     end
   end
   return nil
+end
+
+-- The calls of a `batch` (or `pop.after`) from A[i] on: (handler, args) pairs, each
+-- args shaped like ARGV ({ command, now, arguments... }). The whole list is checked
+-- before anything runs, so a malformed list writes nothing.
+batch_calls = function(A, i, who)
+  local n, calls, handlers = #A, {}, {}
+  if n < i then Qless.raise('QL_ARG', who, 'At least one call is required') end
+  while i <= n do
+    local sub, argc = A[i], tonumber(A[i + 1])
+    local handler = handlers[sub]
+    if handler == nil and sub ~= 'batch' then
+      handler = command(sub)
+      handlers[sub] = handler
+    end
+    if not handler then
+      Qless.raise('QL_ARG', who, 'Unknown command in call ' .. (#calls / 2 + 1) .. ': ' ..
+        tostring(sub))
+    end
+    if argc == nil or argc < 0 or argc ~= math.floor(argc) or i + 1 + argc > n then
+      Qless.raise('QL_ARG', who, 'Arg "argc" of call ' .. (#calls / 2 + 1) ..
+        ' is not the number of arguments that follow: ' .. tostring(A[i + 1]))
+    end
+    -- Built in one constructor, the table is sized once rather than grown key by
+    -- key; unpack has a stack limit, so very long calls are copied one by one.
+    local args
+    if argc <= 1000 then
+      args = { sub, A[2], unpack(A, i + 2, i + 1 + argc) }
+    else
+      args = { sub, A[2] }
+      for k = 1, argc do args[k + 2] = A[i + 1 + k] end
+    end
+    calls[#calls + 1] = handler
+    calls[#calls + 1] = args
+    i = i + 2 + argc
+  end
+  return calls
+end
+
+-- Runs checked calls one by one, each on its own: a failing call writes nothing and
+-- the calls after it still run. Returns one reply per call (its own, nil as false, or
+-- its error reply) and whether any call failed. With `collect`, run and wait
+-- statistics are written once per (kind, queue) at the end (a stats call sees the
+-- ones before it): the numbers are those of the calls run one by one, folded in order.
+run_calls = function(now, calls, collect)
+  local replies, failed, any = {}, {}, false
+  local function flush()
+    for k, err in pairs(Qless.stats_flush(now)) do failed[k] = err end
+  end
+  if collect then Qless.stats_defer() end
+  for k = 1, #calls / 2 do
+    local handler, args = calls[2 * k - 1], calls[2 * k]
+    if collect then
+      if args[1] == 'stats' then
+        flush()
+        Qless.stats_defer()
+      end
+      Qless.stats_call(k)
+    end
+    local ok, result = pcall(handler, now, args)
+    if not ok then
+      result = { err = error_text(result) }
+      any = true
+    elseif result == nil then
+      result = false
+    end
+    replies[k] = result
+  end
+  if collect then flush() end
+  for k, err in pairs(failed) do
+    replies[k] = { err = error_text(err) }
+    any = true
+  end
+  return replies, any
 end
 
 -- The dispatcher (spec 1.1): the namespace from KEYS, then the command, then `now`,

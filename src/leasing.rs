@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::core::events::EventBus;
-use crate::core::{Error, Qless};
+use crate::core::{Error, Leased, Qless};
 use crate::model::Job;
 
 /// How often a waiter re-checks its queues even without a wake-up.
@@ -398,6 +398,22 @@ impl Leasing {
             self.qless.pop(self.clock.now(), queue, worker, count)
         })
         .await
+    }
+
+    /// The jobs a worker leased while ending one (complete, fail or retry with `pop`):
+    /// those already leased, or, when none were, up to `count` jobs of the same queue
+    /// waited for up to `wait`, as a pop would.
+    pub async fn after_end(
+        &self,
+        leased: Leased,
+        worker: &str,
+        count: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>, Error> {
+        if !leased.jobs.is_empty() || wait.is_zero() {
+            return Ok(leased.jobs);
+        }
+        self.pop(&leased.queue, worker, count, wait).await
     }
 
     /// Pops up to `count` jobs from several queues chosen by `strategy`, waiting up to

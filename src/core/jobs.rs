@@ -88,7 +88,6 @@ impl CompleteArgs {
     }
 }
 
-/// Arguments of `retry`.
 /// What `complete.report` answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
@@ -111,6 +110,7 @@ impl Completion {
     }
 }
 
+/// Arguments of `retry`.
 #[derive(Debug, Clone, Default)]
 pub struct RetryArgs {
     pub jid: String,
@@ -120,6 +120,97 @@ pub struct RetryArgs {
     /// With `message`: the failure recorded (and used if retries are exhausted).
     pub group: Option<String>,
     pub message: Option<String>,
+}
+
+impl RetryArgs {
+    fn into_args(self) -> Vec<String> {
+        let mut argv = Args::new()
+            .arg(self.jid)
+            .arg(self.queue)
+            .arg(self.worker)
+            .arg(self.delay);
+        if let (Some(group), Some(message)) = (self.group, self.message) {
+            argv = argv.arg(group).arg(message);
+        }
+        argv.into_vec()
+    }
+}
+
+/// Arguments of `fail`.
+#[derive(Debug, Clone, Default)]
+pub struct FailArgs {
+    pub jid: String,
+    pub worker: String,
+    pub group: String,
+    pub message: String,
+    /// Replaces the job's data when present (JSON text).
+    pub data: Option<String>,
+}
+
+impl FailArgs {
+    fn into_args(self) -> Vec<String> {
+        Args::new()
+            .arg(self.jid)
+            .arg(self.worker)
+            .arg(self.group)
+            .arg(self.message)
+            .args(self.data)
+            .into_vec()
+    }
+}
+
+/// Jobs leased by `pop.after` once the jobs it ended were ended.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Leased {
+    /// The queue they came from: the one the (first) ended job ran in.
+    pub queue: String,
+    /// The leased jobs (up to the count asked; none when the queue was empty).
+    pub jobs: Vec<Job>,
+}
+
+/// What `pop.after` answers: each call's result, then what was leased (`None` when a
+/// call failed, and then nothing was).
+struct AfterPop {
+    results: Vec<Result<redis::Value, Error>>,
+    leased: Option<Leased>,
+}
+
+impl AfterPop {
+    fn from_reply(value: redis::Value, calls: usize) -> Result<Self, Error> {
+        let redis::Value::Array(mut items) = value else {
+            return Err(Error::reply(format!("pop.after answered {value:?}")));
+        };
+        if items.len() != calls + 2 {
+            return Err(Error::reply(format!(
+                "pop.after answered {} items for {calls} calls",
+                items.len()
+            )));
+        }
+        let popped = items.pop().expect("checked length");
+        let queue = items.pop().expect("checked length");
+        let results: Vec<_> = items.into_iter().map(super::value_to_result).collect();
+        let leased = match reply::optional_string(queue)? {
+            Some(queue) if results.iter().all(Result::is_ok) => Some(Leased {
+                queue,
+                jobs: reply::json_vec(popped)?,
+            }),
+            _ => None,
+        };
+        Ok(AfterPop { results, leased })
+    }
+
+    /// The one call's result and the lease; the call's error when it failed.
+    fn single<T>(
+        mut self,
+        parse: impl FnOnce(redis::Value) -> Result<T, Error>,
+    ) -> Result<(T, Leased), Error> {
+        let value = self.results.pop().expect("one call")?;
+        let done = parse(value)?;
+        let leased = self
+            .leased
+            .ok_or_else(|| Error::reply("pop.after leased nothing after a success"))?;
+        Ok((done, leased))
+    }
 }
 
 /// What `track` without arguments reports.
@@ -317,15 +408,100 @@ impl Qless {
     /// `retry`: gives the job back, using one retry; returns the retries left
     /// (negative: it ran out and failed).
     pub async fn retry(&self, now: f64, args: RetryArgs) -> Result<i64, Error> {
-        let mut argv = Args::new()
-            .arg(args.jid)
-            .arg(args.queue)
-            .arg(args.worker)
-            .arg(args.delay);
-        if let (Some(group), Some(message)) = (args.group, args.message) {
-            argv = argv.arg(group).arg(message);
+        reply::integer(self.call("retry", now, args.into_args()).await?)
+    }
+
+    /// `pop.after`: runs `calls` (each ending a job of one worker in one queue), then,
+    /// if all of them succeeded, leases up to `count` jobs of that queue to the worker,
+    /// all in one script invocation.
+    async fn pop_after(
+        &self,
+        now: f64,
+        count: u32,
+        calls: Vec<(&str, Vec<String>)>,
+    ) -> Result<AfterPop, Error> {
+        let n = calls.len();
+        let mut args = Args::new().arg(count);
+        for (command, call_args) in calls {
+            args = args.arg(command).arg(call_args.len()).args(call_args);
         }
-        reply::integer(self.call("retry", now, argv.into_vec()).await?)
+        AfterPop::from_reply(self.call("pop.after", now, args.into_vec()).await?, n)
+    }
+
+    /// `complete.report`, then a lease of up to `count` jobs of the job's queue to the
+    /// same worker, in one invocation. A refused completion leases nothing (its error).
+    pub async fn complete_and_pop(
+        &self,
+        now: f64,
+        args: CompleteArgs,
+        count: u32,
+    ) -> Result<(Completion, Leased), Error> {
+        self.pop_after(now, count, vec![("complete.report", args.into_args())])
+            .await?
+            .single(Completion::from_reply)
+    }
+
+    /// `complete.report` for each job, then, only if every one was completed, a lease
+    /// of up to `count` jobs of the first job's queue to its worker. Up to
+    /// [`super::BATCH_CALLS`] jobs go in one invocation; more are completed in batches
+    /// first and the lease follows in an invocation of its own.
+    pub async fn complete_many_and_pop(
+        &self,
+        now: f64,
+        jobs: Vec<CompleteArgs>,
+        count: u32,
+    ) -> Result<(Vec<Result<Completion, Error>>, Option<Leased>), Error> {
+        let Some(first) = jobs.first() else {
+            return Ok((Vec::new(), None));
+        };
+        let (queue, worker) = (first.queue.clone(), first.worker.clone());
+        if jobs.len() > super::BATCH_CALLS {
+            let results = self.complete_report_many(now, jobs).await?;
+            let leased = if results.iter().all(Result::is_ok) {
+                let jobs = self.pop(now, &queue, &worker, count).await?;
+                Some(Leased { queue, jobs })
+            } else {
+                None
+            };
+            return Ok((results, leased));
+        }
+        let calls = jobs
+            .into_iter()
+            .map(|job| ("complete.report", job.into_args()))
+            .collect();
+        let after = self.pop_after(now, count, calls).await?;
+        let results = after
+            .results
+            .into_iter()
+            .map(|r| r.and_then(Completion::from_reply))
+            .collect();
+        Ok((results, after.leased))
+    }
+
+    /// `fail`, then a lease of up to `count` jobs of the queue the job ran in to the
+    /// same worker, in one invocation. A refused failure leases nothing (its error).
+    pub async fn fail_and_pop(
+        &self,
+        now: f64,
+        args: FailArgs,
+        count: u32,
+    ) -> Result<(String, Leased), Error> {
+        self.pop_after(now, count, vec![("fail", args.into_args())])
+            .await?
+            .single(reply::string)
+    }
+
+    /// `retry`, then a lease of up to `count` jobs of the queue the job ran in to the
+    /// same worker, in one invocation. A refused retry leases nothing (its error).
+    pub async fn retry_and_pop(
+        &self,
+        now: f64,
+        args: RetryArgs,
+        count: u32,
+    ) -> Result<(i64, Leased), Error> {
+        self.pop_after(now, count, vec![("retry", args.into_args())])
+            .await?
+            .single(reply::integer)
     }
 
     /// `cancel`: deletes the jobs (refused if that would break a dependency).

@@ -60,6 +60,31 @@ pub struct CompleteJobRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
+    /// After ending the job, lease up to `count` jobs of the queue it ran in to the
+    /// same worker, in the same call (they come back as `popped`). Nothing is leased
+    /// when the job could not be ended.
+    #[serde(default)]
+    pub pop: Option<PopNext>,
+}
+
+/// `pop` of a complete, fail or retry: lease the worker's next jobs in the same call.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"count": 1, "wait": 5}))]
+pub struct PopNext {
+    /// Most jobs to lease from the queue the ended job ran in, 1 to 1000 (default 1).
+    #[serde(default = "one", deserialize_with = "crate::model::wire::whole")]
+    #[schema(minimum = 1, maximum = 1000, default = 1)]
+    pub count: u32,
+    /// Seconds to wait for a job when none is available (default 0: answer at once),
+    /// as a pop does; capped at the server's `--max-wait`.
+    #[serde(default)]
+    #[schema(minimum = 0, default = 0)]
+    pub wait: f64,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Where a completed job went.
@@ -77,11 +102,14 @@ pub enum CompletionState {
 }
 
 /// Reply of a completion.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"state": "complete"}))]
 pub struct CompleteJobResponse {
     /// The job's state after the completion.
     pub state: CompletionState,
+    /// With `pop`: the jobs now leased to the worker (`[]` when none came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub popped: Option<Vec<Job>>,
 }
 
 /// Body of `POST /v1/jobs/{jid}/fail`.
@@ -102,16 +130,24 @@ pub struct FailJobRequest {
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,
+    /// After ending the job, lease up to `count` jobs of the queue it ran in to the
+    /// same worker, in the same call (they come back as `popped`). Nothing is leased
+    /// when the job could not be ended.
+    #[serde(default)]
+    pub pop: Option<PopNext>,
 }
 
 /// Reply of a failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"jid": "8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f", "state": "failed"}))]
 pub struct FailJobResponse {
     /// The job id.
     pub jid: String,
     /// Always `failed`.
     pub state: super::JobState,
+    /// With `pop`: the jobs now leased to the worker (`[]` when none came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub popped: Option<Vec<Job>>,
 }
 
 /// Body of `POST /v1/jobs/{jid}/retry`.
@@ -138,14 +174,22 @@ pub struct RetryJobRequest {
     /// With `group`: the failure message.
     #[serde(default)]
     pub message: Option<String>,
+    /// After ending the job, lease up to `count` jobs of the queue it ran in to the
+    /// same worker, in the same call (they come back as `popped`). Nothing is leased
+    /// when the job could not be ended.
+    #[serde(default)]
+    pub pop: Option<PopNext>,
 }
 
 /// Reply of a retry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"remaining": 4}))]
 pub struct RetryJobResponse {
     /// Retries left. Negative: the job ran out of retries and is now failed.
     pub remaining: i64,
+    /// With `pop`: the jobs now leased to the worker (`[]` when none came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub popped: Option<Vec<Job>>,
 }
 
 /// Body of `POST /v1/jobs/{jid}/requeue`: the fields of putting a job, where every

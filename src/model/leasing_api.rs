@@ -110,6 +110,11 @@ pub struct CompleteJobsRequest {
     /// The jobs to complete (1 to 1000).
     #[schema(min_items = 1, max_items = 1000)]
     pub jobs: Vec<CompleteJobsItem>,
+    /// After completing the jobs (all of one worker in one queue), lease up to `count`
+    /// jobs of that queue to the worker in the same call (`popped`). Nothing is leased
+    /// unless every job was completed.
+    #[serde(default)]
+    pub pop: Option<super::PopNext>,
 }
 
 /// Outcome of completing one job of a batch: `state` on success, `problem` otherwise.
@@ -130,6 +135,10 @@ pub struct CompleteJobsOutcome {
 pub struct CompleteJobsResponse {
     /// One outcome per job.
     pub jobs: Vec<CompleteJobsOutcome>,
+    /// With `pop`: the jobs now leased to the worker (`[]` when none came, or when a
+    /// job could not be completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub popped: Option<Vec<super::Job>>,
 }
 
 /// One job of `POST /v1/jobs/heartbeat`.

@@ -17,7 +17,7 @@ use axum::extract::DefaultBodyLimit;
 
 use super::extract::{BatchJson, Json, Path, Query};
 use super::validate::{self, JobData};
-use crate::core::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs};
+use crate::core::{CompleteArgs, Completion, FailArgs, PutArgs, RequeueKeep, RetryArgs};
 use crate::error::ApiError;
 use crate::model::wire::RawJson;
 use crate::model::{
@@ -26,9 +26,9 @@ use crate::model::{
     CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
     HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Job,
     JobPriorityRequest, JobPriorityResponse, JobState, JobTagsRequest, JobTagsResponse,
-    JobTrackedResponse, LogJobEventRequest, PageQuery, PayloadTooLarge, Problem, RequeueJobRequest,
-    RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse, Unavailable,
-    UnsupportedMediaType,
+    JobTrackedResponse, LogJobEventRequest, PageQuery, PayloadTooLarge, PopNext, Problem,
+    RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse,
+    Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -178,12 +178,36 @@ async fn complete_job(
     Path(jid): Path<String>,
     Json(body): Json<CompleteJobRequest>,
 ) -> Result<Json<CompleteJobResponse>, ApiError> {
+    let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
+    let worker = body.worker.clone();
     let args = complete_args(jid, body, state.limits.max_job_size)?;
-    let completion = state.qless.complete_report(state.clock.now(), args).await?;
+    let now = state.clock.now();
+    let Some((count, wait)) = pop else {
+        let completion = state.qless.complete_report(now, args).await?;
+        wake_for_released(&state, &completion);
+        return Ok(Json(CompleteJobResponse {
+            state: completion_state(completion.state)?,
+            popped: None,
+        }));
+    };
+    let (completion, leased) = state.qless.complete_and_pop(now, args, count).await?;
     wake_for_released(&state, &completion);
+    let popped = state
+        .leasing
+        .after_end(leased, &worker, count, wait)
+        .await?;
     Ok(Json(CompleteJobResponse {
         state: completion_state(completion.state)?,
+        popped: Some(popped),
     }))
+}
+
+/// Checks the `pop` of a complete, fail or retry: (count, wait).
+fn pop_next(pop: PopNext, state: &AppState) -> Result<(u32, std::time::Duration), ApiError> {
+    Ok((
+        validate::page_count(pop.count)?,
+        validate::wait(pop.wait, state.limits.max_wait)?,
+    ))
 }
 
 /// Dependents released by a completion are waiting jobs that no put announced:
@@ -207,6 +231,7 @@ fn complete_args(
         next,
         delay,
         depends,
+        pop: _,
     } = body;
     validate::name("jid", &jid)?;
     validate::name("worker", &worker)?;
@@ -261,6 +286,18 @@ async fn complete_jobs(
     BatchJson(body): BatchJson<CompleteJobsRequest>,
 ) -> Result<Json<CompleteJobsResponse>, ApiError> {
     batch_size(body.jobs.len())?;
+    let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
+    let worker = body.jobs[0].worker.clone();
+    if pop.is_some()
+        && body
+            .jobs
+            .iter()
+            .any(|job| job.worker != worker || job.queue != body.jobs[0].queue)
+    {
+        return Err(bad(
+            "with pop, every job must be held by one worker in one queue",
+        ));
+    }
     let jids: Vec<String> = body.jobs.iter().map(|job| job.jid.clone()).collect();
     let args = body
         .jobs
@@ -274,15 +311,17 @@ async fn complete_jobs(
                 next: job.next,
                 delay: job.delay,
                 depends: job.depends,
+                pop: None,
             };
             complete_args(job.jid, body, state.limits.max_job_size)
                 .map_err(|err| at_item(index, err))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let results = state
-        .qless
-        .complete_report_many(state.clock.now(), args)
-        .await?;
+    let now = state.clock.now();
+    let (results, leased) = match pop {
+        None => (state.qless.complete_report_many(now, args).await?, None),
+        Some((count, _)) => state.qless.complete_many_and_pop(now, args, count).await?,
+    };
     let jobs = jids
         .into_iter()
         .zip(results)
@@ -302,7 +341,17 @@ async fn complete_jobs(
             }),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Json(CompleteJobsResponse { jobs }))
+    let popped = match (pop, leased) {
+        (None, _) => None,
+        (Some(_), None) => Some(Vec::new()),
+        (Some((count, wait)), Some(leased)) => Some(
+            state
+                .leasing
+                .after_end(leased, &worker, count, wait)
+                .await?,
+        ),
+    };
+    Ok(Json(CompleteJobsResponse { jobs, popped }))
 }
 
 /// Renew the locks of many jobs in one request.
@@ -415,20 +464,42 @@ async fn fail_job(
     validate::name("worker", &body.worker)?;
     validate::name("group", &body.group)?;
     let data = job_data(body.data.as_ref(), &state)?;
-    let jid = state
-        .qless
-        .fail(
-            state.clock.now(),
-            &jid,
-            &body.worker,
-            &body.group,
-            &body.message,
-            data.as_deref(),
-        )
+    let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
+    let now = state.clock.now();
+    let Some((count, wait)) = pop else {
+        let jid = state
+            .qless
+            .fail(
+                now,
+                &jid,
+                &body.worker,
+                &body.group,
+                &body.message,
+                data.as_deref(),
+            )
+            .await?;
+        return Ok(Json(FailJobResponse {
+            jid,
+            state: JobState::Failed,
+            popped: None,
+        }));
+    };
+    let args = FailArgs {
+        jid,
+        worker: body.worker.clone(),
+        group: body.group,
+        message: body.message,
+        data,
+    };
+    let (jid, leased) = state.qless.fail_and_pop(now, args, count).await?;
+    let popped = state
+        .leasing
+        .after_end(leased, &body.worker, count, wait)
         .await?;
     Ok(Json(FailJobResponse {
         jid,
         state: JobState::Failed,
+        popped: Some(popped),
     }))
 }
 
@@ -469,20 +540,37 @@ async fn retry_job(
         (None, None) => {}
         _ => return Err(bad("group and message must be given together")),
     }
+    let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
     let args = RetryArgs {
         jid,
         queue: body.queue.clone(),
-        worker: body.worker,
+        worker: body.worker.clone(),
         delay,
         group: body.group,
         message: body.message,
     };
-    let remaining = state.qless.retry(state.clock.now(), args).await?;
+    let now = state.clock.now();
+    let (remaining, leased) = match pop {
+        None => (state.qless.retry(now, args).await?, None),
+        Some((count, _)) => {
+            let (remaining, leased) = state.qless.retry_and_pop(now, args, count).await?;
+            (remaining, Some(leased))
+        }
+    };
     if remaining >= 0 && delay == 0.0 {
         // The script announces no retry; a long poll here need not wait for its recheck.
         state.leasing.job_available(&body.queue);
     }
-    Ok(Json(RetryJobResponse { remaining }))
+    let popped = match (pop, leased) {
+        (Some((count, wait)), Some(leased)) => Some(
+            state
+                .leasing
+                .after_end(leased, &body.worker, count, wait)
+                .await?,
+        ),
+        _ => None,
+    };
+    Ok(Json(RetryJobResponse { remaining, popped }))
 }
 
 /// Move an existing job to a queue.

@@ -1,6 +1,7 @@
 //! The HTTP contract, through the real router.
 
 mod admin;
+mod complete_and_pop;
 mod document;
 mod jobs;
 mod leasing;

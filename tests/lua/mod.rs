@@ -11,6 +11,7 @@ mod malformed;
 mod memory;
 mod namespaces;
 mod plumbing;
+mod pop_after;
 mod queues;
 mod recurring;
 mod workers;
