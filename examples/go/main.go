@@ -2,7 +2,10 @@
 //
 // It puts a few jobs, then works: lease jobs with a long poll, heartbeat while working,
 // complete or fail each one, and stop gracefully on Ctrl-C or SIGTERM (finishing the
-// job in hand, never abandoning a lease). Run it against a qlessd on localhost:
+// job in hand, never abandoning a lease). Completing (or failing) a job also leases the
+// next one in the same request ("pop"), so a busy worker makes one request per job;
+// only when that finds the queue empty does it long-poll. Run it against a qlessd on
+// localhost:
 //
 //	cd examples/go && go run .
 //
@@ -150,7 +153,14 @@ func heartbeat(ctx context.Context, jid string, lose context.CancelFunc) {
 	}
 }
 
-func work(job Job) {
+// Ended is the answer of a complete or fail: with "pop", the jobs leased next.
+type Ended struct {
+	Popped []Job `json:"popped"`
+}
+
+// work works one job and returns the jobs leased with its completion (or failure);
+// with wantNext false (stopping, or jobs still in hand) it leases none.
+func work(job Job, wantNext bool) []Job {
 	// The job's own context: it is not the signal's, so a stop lets the work finish.
 	lease, lose := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -159,25 +169,34 @@ func work(job Job) {
 	lost := lease.Err() != nil
 	lose() // stops the heartbeat
 	<-done
+	var ended Ended
 	switch {
 	case lost:
-		return // the job is someone else's now
+		return nil // the job is someone else's now
 	case err != nil:
 		// Any failure of the work goes to a failure group.
 		fail := map[string]any{"worker": worker, "group": job.Klass + "-error", "message": err.Error()}
-		if err := call("POST", "/v1/jobs/"+job.Jid+"/fail", fail, nil); err != nil {
+		if wantNext {
+			fail["pop"] = map[string]any{"count": 1}
+		}
+		if err := call("POST", "/v1/jobs/"+job.Jid+"/fail", fail, &ended); err != nil {
 			fmt.Println("fail failed:", err)
-			return
+			return nil
 		}
 		fmt.Println("failed", job.Jid, err)
 	default:
 		complete := map[string]any{"worker": worker, "queue": job.Queue, "data": result}
-		if err := call("POST", "/v1/jobs/"+job.Jid+"/complete", complete, nil); err != nil {
+		if wantNext {
+			// Lease the next job in the same request.
+			complete["pop"] = map[string]any{"count": 1}
+		}
+		if err := call("POST", "/v1/jobs/"+job.Jid+"/complete", complete, &ended); err != nil {
 			fmt.Println("complete failed:", err)
-			return
+			return nil
 		}
 		fmt.Println("completed", job.Jid)
 	}
+	return ended.Popped
 }
 
 func main() {
@@ -193,19 +212,21 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("worker", worker, "serving queue", queue)
-	for stop.Err() == nil {
-		// Long poll: returns as soon as a job is available, or [] after popWait.
-		var jobs []Job
-		pop := map[string]any{"worker": worker, "count": 1, "wait": popWait}
-		if err := call("POST", "/v1/queues/"+queue+"/pop", pop, &jobs); err != nil {
-			fmt.Println("pop failed, retrying in 1 s:", err)
-			time.Sleep(time.Second)
+	var jobs []Job
+	for len(jobs) > 0 || stop.Err() == nil {
+		if len(jobs) == 0 {
+			// Long poll: returns as soon as a job is available, or [] after popWait.
+			pop := map[string]any{"worker": worker, "count": 1, "wait": popWait}
+			if err := call("POST", "/v1/queues/"+queue+"/pop", pop, &jobs); err != nil {
+				fmt.Println("pop failed, retrying in 1 s:", err)
+				time.Sleep(time.Second)
+			}
 			continue
 		}
 		// A job leased before the signal is still finished.
-		for _, job := range jobs {
-			work(job)
-		}
+		job := jobs[0]
+		jobs = jobs[1:]
+		jobs = append(jobs, work(job, len(jobs) == 0 && stop.Err() == nil)...)
 	}
 	fmt.Println("stopped")
 }

@@ -3,7 +3,10 @@
 //
 // It puts a few jobs, then works: lease jobs with a long poll, heartbeat while working,
 // complete or fail each one, and stop gracefully on Ctrl-C or SIGTERM (finishing the
-// job in hand, never abandoning a lease). Run it against a qlessd on localhost:
+// job in hand, never abandoning a lease). Completing (or failing) a job also leases the
+// next one in the same request (`pop`), so a busy worker makes one request per job;
+// only when that finds the queue empty does it long-poll. Run it against a qlessd on
+// localhost:
 //
 //     node examples/node/worker.mjs
 //
@@ -91,28 +94,35 @@ function heartbeat(jid, lease) {
   return () => clearInterval(timer);
 }
 
-async function work(job) {
+/** Works one job; returns the jobs leased with its completion (or failure). */
+async function work(job, wantNext) {
   const lease = new AbortController();
   const stopBeating = heartbeat(job.jid, lease);
+  // Lease the next job in the same request, unless we are stopping.
+  const pop = wantNext ? { pop: { count: 1 } } : {};
   try {
     const result = await greet(job, lease);
     stopBeating();
-    await call("POST", `/v1/jobs/${job.jid}/complete`, {
+    const answer = await call("POST", `/v1/jobs/${job.jid}/complete`, {
       worker: WORKER,
       queue: job.queue,
       data: result,
+      ...pop,
     });
     console.log("completed", job.jid);
+    return answer.popped ?? [];
   } catch (err) {
     stopBeating();
-    if (lease.signal.aborted) return; // the job is someone else's now
+    if (lease.signal.aborted) return []; // the job is someone else's now
     // Any failure of the work goes to a failure group.
-    await call("POST", `/v1/jobs/${job.jid}/fail`, {
+    const answer = await call("POST", `/v1/jobs/${job.jid}/fail`, {
       worker: WORKER,
       group: `${job.klass}-${err.name}`,
       message: err.message,
+      ...pop,
     });
     console.log("failed", job.jid, err.message);
+    return answer.popped ?? [];
   }
 }
 
@@ -127,22 +137,29 @@ async function main() {
 
   await putJobs();
   console.log("worker", WORKER, "serving queue", QUEUE);
-  while (!stopping) {
-    let jobs;
-    try {
-      // Long poll: returns as soon as a job is available, or [] after POP_WAIT.
-      jobs = await call("POST", `/v1/queues/${QUEUE}/pop`, {
-        worker: WORKER,
-        count: 1,
-        wait: POP_WAIT,
-      });
-    } catch (err) {
-      console.log("pop failed, retrying in 1 s:", err.message);
-      await sleep(1000);
+  let jobs = [];
+  while (jobs.length > 0 || !stopping) {
+    if (jobs.length === 0) {
+      try {
+        // Long poll: returns as soon as a job is available, or [] after POP_WAIT.
+        jobs = await call("POST", `/v1/queues/${QUEUE}/pop`, {
+          worker: WORKER,
+          count: 1,
+          wait: POP_WAIT,
+        });
+      } catch (err) {
+        console.log("pop failed, retrying in 1 s:", err.message);
+        await sleep(1000);
+      }
       continue;
     }
     // A job leased before the signal is still finished.
-    for (const job of jobs) await work(job);
+    const job = jobs.shift();
+    try {
+      jobs.push(...(await work(job, jobs.length === 0 && !stopping)));
+    } catch (err) {
+      console.log("could not finish", job.jid, err.message);
+    }
   }
   console.log("stopped");
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The same worker as examples/python, on a client generated from qlessd's OpenAPI
-document: typed requests and responses, one function per operation.
+document: typed requests and responses, one function per operation. Like it, it
+leases its next job with each completion (`pop`) and long-polls only when idle.
 
 Generate the client once (from the repository root), then run the worker:
 
@@ -33,8 +34,10 @@ from qlessd_client.models import (  # noqa: E402
     FailJobRequest,
     HeartbeatJobRequest,
     PopJobsRequest,
+    PopNext,
     PutJobRequest,
 )
+from qlessd_client.types import UNSET  # noqa: E402
 
 URL = os.environ.get("QLESSD_URL", "http://127.0.0.1:5858")
 QUEUE = os.environ.get("QUEUE", "greetings")
@@ -79,7 +82,10 @@ def heartbeat(client, jid, done, lost):
             say("heartbeat failed, will retry:", err)
 
 
-def work(client, job):
+def work(client, job, want_next):
+    """Works one job; returns the jobs leased with its completion (or failure)."""
+    # Lease the next job in the same request, unless we are stopping.
+    pop = PopNext(count=1) if want_next else UNSET
     done, lost = threading.Event(), threading.Event()
     beat = threading.Thread(target=heartbeat, args=(client, job.jid, done, lost))
     beat.start()
@@ -89,16 +95,18 @@ def work(client, job):
     done.set()
     beat.join()
     if lost.is_set():
-        return
+        return []
     if not name:
-        request = FailJobRequest(worker=WORKER, group="Greet-ValueError", message="no name to greet")
-        ok(fail_job.sync_detailed(job.jid, client=client, body=request))
+        request = FailJobRequest(worker=WORKER, group="Greet-ValueError", message="no name to greet",
+                                 pop=pop)
+        answer = ok(fail_job.sync_detailed(job.jid, client=client, body=request))
         say("failed", job.jid)
-        return
-    result = {**job.data, "greeting": f"Hello, {name}!"}
-    request = CompleteJobRequest(worker=WORKER, queue=job.queue, data=result)
-    ok(complete_job.sync_detailed(job.jid, client=client, body=request))
-    say("completed", job.jid)
+    else:
+        result = {**job.data, "greeting": f"Hello, {name}!"}
+        request = CompleteJobRequest(worker=WORKER, queue=job.queue, data=result, pop=pop)
+        answer = ok(complete_job.sync_detailed(job.jid, client=client, body=request))
+        say("completed", job.jid)
+    return list(answer.popped) if answer.popped else []
 
 
 def main():
@@ -122,16 +130,21 @@ def main():
             body = PutJobRequest(klass="Greet", data={"name": names[i % len(names)]}, retries=2)
             say("put", ok(put_job.sync_detailed(QUEUE, client=client, body=body)).jid)
         say("worker", WORKER, "serving queue", QUEUE)
-        while not stopping.is_set():
-            request = PopJobsRequest(worker=WORKER, count=1, wait=POP_WAIT)
-            try:
-                jobs = ok(pop_jobs.sync_detailed(QUEUE, client=client, body=request))
-            except (ApiError, httpx.HTTPError) as err:
-                say("pop failed, retrying in 1 s:", err)
-                stopping.wait(1)
+        jobs = []
+        while jobs or not stopping.is_set():
+            if not jobs:
+                request = PopJobsRequest(worker=WORKER, count=1, wait=POP_WAIT)
+                try:
+                    jobs = ok(pop_jobs.sync_detailed(QUEUE, client=client, body=request))
+                except (ApiError, httpx.HTTPError) as err:
+                    say("pop failed, retrying in 1 s:", err)
+                    stopping.wait(1)
                 continue
-            for job in jobs:  # a job leased before the signal is still finished
-                work(client, job)
+            job = jobs.pop(0)  # a job leased before the signal is still finished
+            try:
+                jobs += work(client, job, want_next=not jobs and not stopping.is_set())
+            except (ApiError, httpx.HTTPError) as err:
+                say("could not finish", job.jid, err)
     say("stopped")
 
 

@@ -3,7 +3,9 @@
 
 It puts a few jobs, then works: lease jobs with a long poll, heartbeat while working,
 complete or fail each one, and stop gracefully on Ctrl-C or SIGTERM (finishing the
-job in hand, never abandoning a lease). Run it against a qlessd on localhost:
+job in hand, never abandoning a lease). Completing (or failing) a job also leases the
+next one in the same request (`"pop"`), so a busy worker makes one request per job;
+only when that finds the queue empty does it long-poll. Run it against a qlessd on localhost:
 
     python3 examples/python/worker.py
 
@@ -98,8 +100,11 @@ def heartbeat(jid, done, lost):
             say("heartbeat failed, will retry:", err)
 
 
-def work(job):
+def work(job, want_next):
+    """Works one job; returns the jobs leased with its completion (or failure)."""
     jid = job["jid"]
+    # Lease the next job in the same request, unless we are stopping.
+    pop = {"pop": {"count": 1}} if want_next else {}
     done, lost = threading.Event(), threading.Event()
     beat = threading.Thread(target=heartbeat, args=(jid, done, lost))
     beat.start()
@@ -109,17 +114,20 @@ def work(job):
         done.set()
         beat.join()
         if not lost.is_set():
-            call("POST", f"/v1/jobs/{jid}/fail",
-                 {"worker": WORKER, "group": f"{job['klass']}-{type(err).__name__}",
-                  "message": str(err)})
+            answer = call("POST", f"/v1/jobs/{jid}/fail",
+                          {"worker": WORKER, "group": f"{job['klass']}-{type(err).__name__}",
+                           "message": str(err), **pop})
             say("failed", jid, err)
-        return
+            return answer.get("popped", [])
+        return []
     done.set()
     beat.join()
-    if not lost.is_set():
-        call("POST", f"/v1/jobs/{jid}/complete",
-             {"worker": WORKER, "queue": job["queue"], "data": result})
-        say("completed", jid)
+    if lost.is_set():
+        return []
+    answer = call("POST", f"/v1/jobs/{jid}/complete",
+                  {"worker": WORKER, "queue": job["queue"], "data": result, **pop})
+    say("completed", jid)
+    return answer.get("popped", [])
 
 
 def main():
@@ -134,17 +142,22 @@ def main():
 
     put_jobs()
     say("worker", WORKER, "serving queue", QUEUE)
-    while not stopping.is_set():
-        # Long poll: returns as soon as a job is available, or [] after POP_WAIT.
-        try:
-            jobs = call("POST", f"/v1/queues/{QUEUE}/pop",
-                        {"worker": WORKER, "count": 1, "wait": POP_WAIT})
-        except (ApiError, OSError) as err:
-            say("pop failed, retrying in 1 s:", err)
-            stopping.wait(1)
+    jobs = []
+    while jobs or not stopping.is_set():
+        if not jobs:
+            # Long poll: returns as soon as a job is available, or [] after POP_WAIT.
+            try:
+                jobs = call("POST", f"/v1/queues/{QUEUE}/pop",
+                            {"worker": WORKER, "count": 1, "wait": POP_WAIT})
+            except (ApiError, OSError) as err:
+                say("pop failed, retrying in 1 s:", err)
+                stopping.wait(1)
             continue
-        for job in jobs:  # a job leased before the signal is still finished
-            work(job)
+        job = jobs.pop(0)  # a job leased before the signal is still finished
+        try:
+            jobs += work(job, want_next=not jobs and not stopping.is_set())
+        except (ApiError, OSError) as err:
+            say("could not finish", job["jid"], err)
     say("stopped")
 
 
