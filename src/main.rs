@@ -1,8 +1,8 @@
 //! The `qlessd` binary: parse settings, set up logging, run the server.
 
 use clap::Parser;
-use qlessd::settings::Settings;
-use qlessd::{core, server, telemetry};
+use qlessd::settings::{Command, Settings};
+use qlessd::{auth, core, server, telemetry};
 
 // A request allocates and frees many small buffers (bodies, JSON, Redis replies) across
 // threads; mimalloc's per-thread heaps cost the gateway about a tenth less CPU per
@@ -16,6 +16,23 @@ async fn main() -> std::process::ExitCode {
     if settings.print_lua {
         print!("{}", core::script::SOURCE);
         return std::process::ExitCode::SUCCESS;
+    }
+    if let Some(Command::Token(args)) = &settings.command {
+        return match auth::new_token(args) {
+            Ok((secret, entry)) => {
+                eprintln!(
+                    "The token's secret is on the first line, shown only now: clients send \
+                     `Authorization: Bearer <secret>`. Add the entry below it to the auth file \
+                     (it holds only the secret's SHA-256), then send qlessd a SIGHUP."
+                );
+                println!("{secret}\n\n{entry}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("qlessd: {message}");
+                std::process::ExitCode::FAILURE
+            }
+        };
     }
     telemetry::init(settings.log_format);
     match server::run(settings).await {

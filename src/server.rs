@@ -15,6 +15,7 @@ use tower::ServiceBuilder;
 use tower_http::compression::CompressionLayer;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::auth::{self, Auth, AuthLayer};
 use crate::clock::Clock;
 use crate::core::embedded::EmbeddedRedis;
 use crate::core::events::EventBus;
@@ -112,8 +113,18 @@ impl AppState {
 }
 
 /// The full application: API routes, `/openapi.json`, `/docs`, and the layer every
-/// request goes through ([`RequestLayer`]).
+/// request goes through ([`RequestLayer`]). No authentication: see
+/// [`authenticated_router`].
 pub fn router(state: AppState) -> Router {
+    build_router(state, AuthLayer::default())
+}
+
+/// [`router`] with every request checked against `auth`'s tokens.
+pub fn authenticated_router(state: AppState, auth: &Auth) -> Router {
+    build_router(state, auth.layer())
+}
+
+fn build_router(state: AppState, auth: AuthLayer) -> Router {
     let (api, _) = routes::router().split_for_parts();
     let deadline = state.limits.request_timeout;
     // The documentation is large (the OpenAPI document about 97 KB, the page's script
@@ -133,6 +144,7 @@ pub fn router(state: AppState) -> Router {
     // service and future again on each request, a few hundred instructions a layer.
     let layers = ServiceBuilder::new()
         .layer(RequestLayer::new(deadline))
+        .layer(auth)
         .layer(DefaultBodyLimit::max(state.limits.body_limit));
     Router::new().fallback_service(layers.service(routes))
 }
@@ -160,6 +172,8 @@ pub async fn serve(
 /// Runs qlessd as configured: embedded or external Redis, script loaded, HTTP served
 /// until SIGINT/SIGTERM, embedded Redis stopped last.
 pub async fn run(settings: Settings) -> Result<(), String> {
+    // Before anything starts: a bad token file or an exposed address is refused at once.
+    let auth = auth::from_settings(&settings)?;
     let embedded = match &settings.redis_url {
         Some(_) => None,
         None => Some(
@@ -173,14 +187,19 @@ pub async fn run(settings: Settings) -> Result<(), String> {
         (None, Some(redis)) => redis.url(),
         (None, None) => unreachable!("embedded Redis starts when no URL is given"),
     };
-    let result = serve_with(&settings, url, embedded.is_none()).await;
+    let result = serve_with(&settings, url, embedded.is_none(), auth).await;
     if let Some(redis) = embedded {
         redis.shutdown().await;
     }
     result
 }
 
-async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<(), String> {
+async fn serve_with(
+    settings: &Settings,
+    url: String,
+    external: bool,
+    auth: Option<Auth>,
+) -> Result<(), String> {
     if settings.request_timeout <= settings.max_wait {
         return Err(format!(
             "--request-timeout ({}s) must be longer than --max-wait ({}s), or long polls \
@@ -217,7 +236,14 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
         // Long polls answer and event streams end now instead of holding it up.
         closing.begin_shutdown();
     };
-    let served = serve(listener, router(state), shutdown).await;
+    let app = match auth {
+        Some(auth) => {
+            tokio::spawn(auth.clone().reload_on_hangup());
+            authenticated_router(state, &auth)
+        }
+        None => router(state),
+    };
+    let served = serve(listener, app, shutdown).await;
     let _ = stop.send(true);
     let _ = sweeper.await;
     served.map_err(|err| format!("server error: {err}"))

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,6 +86,48 @@ pub struct Settings {
     /// Print the Lua script the server loads into Redis, then exit.
     #[arg(long)]
     pub print_lua: bool,
+
+    /// TOML file of API tokens (each a name, the SHA-256 of its secret, scopes and
+    /// optionally namespaces; make one with `qlessd token`). Every request then needs
+    /// `Authorization: Bearer <secret>`, except `/healthz`, `/readyz`, `/docs` and
+    /// `/openapi.json`. Re-read on SIGHUP.
+    #[arg(long, env = "QLESSD_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+
+    /// Serve without `--auth-file` on an address other than loopback. Without this,
+    /// qlessd refuses to start there: anyone who reaches the port could do anything.
+    #[arg(long, env = "QLESSD_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+
+    /// A command to run instead of serving.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Commands run instead of the server.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Make an API token: prints a new random secret and the entry to add to the
+    /// `--auth-file` (which holds only the secret's SHA-256).
+    Token(TokenArgs),
+}
+
+/// The arguments of `qlessd token`.
+#[derive(Debug, Clone, Args)]
+pub struct TokenArgs {
+    /// The token's name, shown in logs instead of its secret.
+    #[arg(long, value_parser = parse_token_name)]
+    pub name: String,
+
+    /// What the token may do (repeat for several): read, produce, work or admin
+    /// (admin implies all).
+    #[arg(long = "scope", required = true,
+          value_parser = ["read", "produce", "work", "admin"])]
+    pub scopes: Vec<String>,
+
+    /// A namespace the token may reach (repeat for several). None: every namespace.
+    #[arg(long = "namespace", value_parser = parse_namespace)]
+    pub namespaces: Vec<String>,
 }
 
 impl Settings {
@@ -104,7 +146,7 @@ impl Settings {
 
 /// Namespace names become part of a Redis hash tag, so braces and other separators
 /// would break the key layout.
-fn parse_namespace(raw: &str) -> Result<String, String> {
+pub(crate) fn parse_namespace(raw: &str) -> Result<String, String> {
     let valid = !raw.is_empty()
         && raw.len() <= 64
         && raw
@@ -115,6 +157,13 @@ fn parse_namespace(raw: &str) -> Result<String, String> {
     } else {
         Err("a namespace is 1-64 characters from [A-Za-z0-9._-]".to_owned())
     }
+}
+
+/// Token names appear in logs and in the auth file: the namespace rule keeps them
+/// short and free of quotes, spaces and control characters.
+pub(crate) fn parse_token_name(raw: &str) -> Result<String, String> {
+    parse_namespace(raw)
+        .map_err(|_| "a token name is 1-64 characters from [A-Za-z0-9._-]".to_owned())
 }
 
 #[cfg(test)]
