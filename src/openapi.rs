@@ -2,7 +2,11 @@
 //! gathered from the routes that declare them (utoipa-axum).
 
 use utoipa::OpenApi;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
 
+use crate::auth::{self, Access};
 use crate::routes;
 
 /// Document-level metadata; the paths come from [`routes::router`].
@@ -48,5 +52,82 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let (_, doc) = routes::router().split_for_parts();
     let mut base = ApiDoc::openapi();
     base.merge(doc);
+    describe_access(&mut base);
     base
+}
+
+/// The name of the security scheme in the document.
+const BEARER: &str = "bearer";
+
+/// Declares the bearer scheme and gives every operation the scope [`auth::ROUTES`]
+/// says it needs: in its description, as its security requirement (the scope as the
+/// role name), and with its 401 and 403 answers. Open operations say so.
+fn describe_access(doc: &mut utoipa::openapi::OpenApi) {
+    if let Some(info) = doc.info.description.as_mut() {
+        info.push_str(
+            "\n\nWhen the server runs with `--auth-file`, requests carry \
+             `Authorization: Bearer <secret>`; each operation names the scope it needs \
+             (`admin` implies every scope). Without a known token the answer is a 401, with \
+             a token lacking the scope or the server's namespace a 403.",
+        );
+    }
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        BEARER,
+        SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+    );
+    let problem = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/problem+json",
+                Content::new(Some(Ref::from_schema_name("Problem"))),
+            )
+            .build()
+    };
+    components.responses.insert(
+        "Unauthorized".to_owned(),
+        RefOr::T(problem(
+            "No bearer token, a malformed `Authorization` header, or an unknown token \
+             (with `WWW-Authenticate: Bearer`)",
+        )),
+    );
+    components.responses.insert(
+        "Forbidden".to_owned(),
+        RefOr::T(problem(
+            "The token lacks the scope this needs, or is not granted the server's namespace",
+        )),
+    );
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let operations = [
+            ("GET", &mut item.get),
+            ("PUT", &mut item.put),
+            ("POST", &mut item.post),
+            ("PATCH", &mut item.patch),
+            ("DELETE", &mut item.delete),
+        ];
+        for (method, operation) in operations {
+            if let (Some(operation), Some(access)) = (operation, auth::access(method, path)) {
+                describe_operation(operation, access);
+            }
+        }
+    }
+}
+
+fn describe_operation(operation: &mut Operation, access: Access) {
+    let note = match access {
+        Access::Open => "No token needed.".to_owned(),
+        Access::Needs(scope) => format!("Scope: `{}`.", scope.word()),
+    };
+    operation.description = Some(match operation.description.take() {
+        Some(description) => format!("{description}\n\n{note}"),
+        None => note,
+    });
+    if let Access::Needs(scope) = access {
+        operation.security = Some(vec![SecurityRequirement::new(BEARER, [scope.word()])]);
+        let responses = &mut operation.responses.responses;
+        for (status, name) in [("401", "Unauthorized"), ("403", "Forbidden")] {
+            responses.insert(status.to_owned(), RefOr::Ref(Ref::from_response_name(name)));
+        }
+    }
 }

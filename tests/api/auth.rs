@@ -391,3 +391,36 @@ async fn every_route_in_the_openapi_document_has_exactly_one_table_entry() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_openapi_document_states_each_operations_scope() {
+    let document = serde_json::to_value(qlessd::openapi::document()).unwrap();
+    assert_eq!(
+        document["components"]["securitySchemes"]["bearer"],
+        json!({"type": "http", "scheme": "bearer"})
+    );
+    for route in qlessd::auth::ROUTES {
+        let Some(operation) = document["paths"][route.path].get(route.method.to_lowercase()) else {
+            continue;
+        };
+        let description = operation["description"].as_str().unwrap_or_default();
+        match route.access {
+            qlessd::auth::Access::Open => {
+                assert!(description.ends_with("No token needed."), "{}", route.path);
+                assert!(operation.get("security").is_none(), "{}", route.path);
+            }
+            qlessd::auth::Access::Needs(scope) => {
+                let what = format!("{} {}", route.method, route.path);
+                let word = scope.word();
+                assert!(
+                    description.ends_with(&format!("Scope: `{word}`.")),
+                    "{what}"
+                );
+                assert_eq!(operation["security"], json!([{"bearer": [word]}]), "{what}");
+                for status in ["401", "403"] {
+                    assert!(operation["responses"][status]["$ref"].is_string(), "{what}");
+                }
+            }
+        }
+    }
+}
