@@ -33,6 +33,7 @@ use tower::{Layer, Service};
 
 use crate::error::ApiError;
 use crate::settings::{Settings, TokenArgs, parse_namespace, parse_token_name};
+use crate::tenants::{self, Addressed};
 
 /// What a token may do. `Admin` implies every other scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,13 +236,31 @@ struct Token {
     digest: [u8; 32],
     /// [`Scope::bit`]s.
     scopes: u8,
-    /// Whether the token's namespaces include this server's.
-    here: bool,
+    /// The namespaces granted; `None`: every namespace.
+    namespaces: Option<Vec<String>>,
 }
 
 impl Token {
     fn grants(&self, scope: Scope) -> bool {
         self.scopes & (scope.bit() | Scope::Admin.bit()) != 0
+    }
+
+    /// Whether the token may use `namespace` (`None`: the unnamed `ql:` one, which
+    /// only a token for every namespace reaches).
+    fn reaches(&self, namespace: Option<&str>) -> bool {
+        match (&self.namespaces, namespace) {
+            (None, _) => true,
+            (Some(granted), Some(namespace)) => granted.iter().any(|name| name == namespace),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// The token's namespace when it is granted exactly one.
+    fn only_namespace(&self) -> Option<&str> {
+        match self.namespaces.as_deref() {
+            Some([only]) => Some(only),
+            _ => None,
+        }
     }
 }
 
@@ -279,7 +298,7 @@ struct AuthShared {
     tokens: ArcSwap<Tokens>,
     /// Where the tokens were read from (for reloads and messages).
     file: PathBuf,
-    /// This server's namespace (`None`: the unnamed `ql:` one).
+    /// The namespace of requests that name none (`None`: the unnamed `ql:` one).
     namespace: Option<String>,
     routes: matchit::Router<PerMethod>,
 }
@@ -287,8 +306,9 @@ struct AuthShared {
 impl Auth {
     /// Reads and checks the token file. The error names the file, the line and the
     /// field at fault, and never quotes a value from the file.
+    /// `namespace` is the default one (`--namespace`), for requests that name none.
     pub fn load(file: &Path, namespace: Option<&str>) -> Result<Self, String> {
-        let tokens = read_tokens(file, namespace)?;
+        let tokens = read_tokens(file)?;
         Ok(Auth(Arc::new(AuthShared {
             tokens: ArcSwap::from_pointee(tokens),
             file: file.to_owned(),
@@ -300,10 +320,24 @@ impl Auth {
     /// Re-reads the file. On an error the tokens in use stay. Returns how many tokens
     /// the file now holds.
     pub fn reload(&self) -> Result<usize, String> {
-        let tokens = read_tokens(&self.0.file, self.0.namespace.as_deref())?;
+        let tokens = read_tokens(&self.0.file)?;
         let count = tokens.0.len();
         self.0.tokens.store(Arc::new(tokens));
         Ok(count)
+    }
+
+    /// Every namespace some token is granted, in file order, without repeats. A
+    /// gateway serves these (read at start-up; a reload does not add any).
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for token in &self.0.tokens.load().0 {
+            for name in token.namespaces.iter().flatten() {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        }
+        names
     }
 
     /// Reloads the file on every SIGHUP, logging the outcome, until the process ends.
@@ -326,8 +360,9 @@ impl Auth {
         }
     }
 
-    /// Decides whether the request may go on to the router.
-    fn check(&self, request: &Request) -> Result<(), ApiError> {
+    /// Decides whether the request may go on to the router, and which namespace it
+    /// addresses when its token decides that ([`Addressed`]).
+    fn check(&self, request: &mut Request) -> Result<(), ApiError> {
         let needed = match method_slot(request.method()) {
             Some(slot) => match self.0.routes.at(request.uri().path()) {
                 Ok(found) => found.value[slot],
@@ -347,11 +382,28 @@ impl Auth {
         let Some(Access::Needs(scope)) = needed else {
             return Ok(());
         };
-        if !token.here {
-            return Err(ApiError::Forbidden(format!(
-                "the token `{}` is not granted this server's namespace",
-                token.name
-            )));
+        // Without a `Qless-Namespace` header: the token's only namespace, else the
+        // default one.
+        let named = tenants::named(request.headers())?;
+        let by_token = match named {
+            Some(_) => None,
+            None => token
+                .only_namespace()
+                .filter(|only| Some(*only) != self.0.namespace.as_deref()),
+        };
+        let target = named.or(by_token).or(self.0.namespace.as_deref());
+        if !token.reaches(target) {
+            return Err(ApiError::Forbidden(match target {
+                Some(name) => format!(
+                    "the token `{}` is not granted the namespace `{name}`",
+                    token.name
+                ),
+                None => format!(
+                    "the token `{}` is not granted the unnamed namespace; name one with \
+                     the Qless-Namespace header",
+                    token.name
+                ),
+            }));
         }
         if !token.grants(scope) {
             return Err(ApiError::Forbidden(format!(
@@ -363,10 +415,15 @@ impl Auth {
         if scope == Scope::Admin {
             tracing::info!(
                 token = %token.name,
+                namespace = target.unwrap_or(""),
                 method = %request.method(),
                 path = request.uri().path(),
                 "admin action"
             );
+        }
+        if let Some(name) = by_token {
+            let addressed = Addressed(name.to_owned());
+            request.extensions_mut().insert(addressed);
         }
         Ok(())
     }
@@ -428,9 +485,9 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
         let checked = match &self.auth {
-            Some(auth) => auth.check(&request),
+            Some(auth) => auth.check(&mut request),
             None => Ok(()),
         };
         match checked {
@@ -519,14 +576,14 @@ struct FileToken {
     namespaces: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
-fn read_tokens(file: &Path, namespace: Option<&str>) -> Result<Tokens, String> {
+fn read_tokens(file: &Path) -> Result<Tokens, String> {
     let text = std::fs::read_to_string(file)
         .map_err(|err| format!("cannot read the auth file {}: {err}", file.display()))?;
-    parse_tokens(&text, namespace).map_err(|message| format!("{}:{message}", file.display()))
+    parse_tokens(&text).map_err(|message| format!("{}:{message}", file.display()))
 }
 
 /// Checks a whole file: the error starts with the line number and names the field.
-fn parse_tokens(text: &str, namespace: Option<&str>) -> Result<Tokens, String> {
+fn parse_tokens(text: &str) -> Result<Tokens, String> {
     let line = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
     let parsed: File = toml::from_str(text).map_err(|err| {
         let at = err.span().map_or(1, |span| line(span.start));
@@ -583,8 +640,8 @@ fn parse_tokens(text: &str, namespace: Option<&str>) -> Result<Tokens, String> {
                 "empty (give at least one of read, produce, work, admin)",
             ));
         }
-        let here = match &entry.namespaces {
-            None => true,
+        let namespaces = match &entry.namespaces {
+            None => None,
             Some(granted) if granted.get_ref().is_empty() => {
                 return Err(fail(
                     granted.span(),
@@ -593,20 +650,22 @@ fn parse_tokens(text: &str, namespace: Option<&str>) -> Result<Tokens, String> {
                 ));
             }
             Some(granted) => {
-                let mut here = false;
+                let mut names = Vec::with_capacity(granted.get_ref().len());
                 for word in granted.get_ref() {
-                    let granted = parse_namespace(word.get_ref())
+                    let name = parse_namespace(word.get_ref())
                         .map_err(|why| fail(word.span(), "namespaces", &why))?;
-                    here |= Some(granted.as_str()) == namespace;
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
                 }
-                here
+                Some(names)
             }
         };
         let token = Token {
             name,
             digest,
             scopes,
-            here,
+            namespaces,
         };
         tokens.push((token, line(entry.name.span().start)));
     }
@@ -642,13 +701,18 @@ mod tests {
              sha256 = \"{}\"\nscopes = [\"admin\"]\n",
             DIGEST.to_uppercase().replace("9F86", "0000")
         );
-        let tokens = parse_tokens(&text, Some("billing")).unwrap();
+        let tokens = parse_tokens(&text).unwrap();
         assert_eq!(tokens.0.len(), 2);
-        assert!(tokens.0[0].grants(Scope::Produce) && !tokens.0[0].grants(Scope::Work));
-        assert!(tokens.0[0].here);
-        assert!(Scope::ALL.iter().all(|scope| tokens.0[1].grants(*scope)));
-        let elsewhere = parse_tokens(&text, Some("shipping")).unwrap();
-        assert!(!elsewhere.0[0].here && elsewhere.0[1].here);
+        let (billing, ops) = (&tokens.0[0], &tokens.0[1]);
+        assert!(billing.grants(Scope::Produce) && !billing.grants(Scope::Work));
+        assert!(billing.reaches(Some("billing")) && !billing.reaches(Some("shipping")));
+        assert!(
+            !billing.reaches(None),
+            "the unnamed namespace needs an unrestricted token"
+        );
+        assert_eq!(billing.only_namespace(), Some("billing"));
+        assert!(Scope::ALL.iter().all(|scope| ops.grants(*scope)));
+        assert!(ops.reaches(Some("shipping")) && ops.reaches(None));
     }
 
     #[test]
@@ -696,7 +760,7 @@ mod tests {
             (entry("scopes = [\"read\"]"), "missing field `sha256`"),
         ];
         for (text, expected) in cases {
-            let message = parse_tokens(&text, None).err().expect(expected);
+            let message = parse_tokens(&text).err().expect(expected);
             assert!(message.contains(expected), "{message:?} lacks {expected:?}");
         }
     }
@@ -704,7 +768,7 @@ mod tests {
     #[test]
     fn errors_never_quote_a_string_from_the_file() {
         let text = entry("sha256 = \"s3cr3t\"\nscopes = \"s3cr3t\"");
-        let message = parse_tokens(&text, None).err().unwrap();
+        let message = parse_tokens(&text).err().unwrap();
         assert!(!message.contains("s3cr3t"), "{message}");
         assert!(message.starts_with("4: "), "{message}");
     }
@@ -719,10 +783,11 @@ mod tests {
         let (secret, entry) = new_token(&args).unwrap();
         assert_eq!(secret.len(), 64);
         assert!(!entry.contains(&secret));
-        let tokens = parse_tokens(&entry, Some("billing")).unwrap();
+        let tokens = parse_tokens(&entry).unwrap();
         let token = tokens.find(secret.as_bytes()).expect("the secret is known");
         assert_eq!(token.name, "billing");
-        assert!(token.grants(Scope::Work) && !token.grants(Scope::Read) && token.here);
+        assert!(token.grants(Scope::Work) && !token.grants(Scope::Read));
+        assert!(token.reaches(Some("billing")));
         assert!(tokens.find(b"not the secret").is_none());
         assert_ne!(new_token(&args).unwrap().0, secret, "secrets are random");
     }

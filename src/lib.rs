@@ -20,6 +20,8 @@
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
 //! * [`sweeper`]: the background upkeep that keeps time for every queue.
+//! * [`tenants`]: several namespaces in one gateway, chosen by the `Qless-Namespace`
+//!   header (or the token); each with its own state.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
 //!
 //! # The path of one request
@@ -47,3 +49,4 @@ pub mod server;
 pub mod settings;
 pub mod sweeper;
 pub mod telemetry;
+pub mod tenants;

@@ -43,6 +43,13 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
+    /// More namespaces to serve besides `--namespace` (comma-separated), chosen per
+    /// request by the `Qless-Namespace` header. Namespaces the `--auth-file` tokens
+    /// grant are served too. Each has its own Redis connections and sweeper.
+    #[arg(long, env = "QLESSD_NAMESPACES", value_delimiter = ',',
+          value_parser = parse_namespace)]
+    pub namespaces: Vec<String>,
+
     /// Maximum number of pooled Redis connections for readiness checks and loading the
     /// script. (Script calls share one pipelined connection of their own.)
     #[arg(long, env = "QLESSD_POOL_SIZE", default_value_t = 16,

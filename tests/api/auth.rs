@@ -19,7 +19,7 @@ const TOKENS: &[(&str, &[&str], Option<&[&str]>)] = &[
     ("worker", &["work"], None),
     ("ops", &["admin"], None),
     ("pipeline", &["produce", "work"], Some(&["prod", "staging"])),
-    ("elsewhere", &["admin"], Some(&["billing"])),
+    ("elsewhere", &["admin"], Some(&["billing", "shipping"])),
 ];
 
 fn hex_sha256(text: &str) -> String {
