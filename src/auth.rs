@@ -760,7 +760,7 @@ mod tests {
             (entry("scopes = [\"read\"]"), "missing field `sha256`"),
         ];
         for (text, expected) in cases {
-            let message = parse_tokens(&text).err().expect(expected);
+            let message = parse_tokens(&text).expect_err(expected);
             assert!(message.contains(expected), "{message:?} lacks {expected:?}");
         }
     }
