@@ -12,8 +12,15 @@ use crate::support::{TestApp, TestResponse};
 /// The namespace every app of these tests serves.
 const NAMESPACE: &str = "prod";
 
-/// (name, scopes, namespaces): each token's secret is `secret-<name>`.
-const TOKENS: &[(&str, &[&str], Option<&[&str]>)] = &[
+/// A token of the test file: (name, scopes, namespaces); its secret is
+/// `secret-<name>`.
+type TestToken = (
+    &'static str,
+    &'static [&'static str],
+    Option<&'static [&'static str]>,
+);
+
+const TOKENS: &[TestToken] = &[
     ("reader", &["read"], None),
     ("producer", &["produce"], None),
     ("worker", &["work"], None),
