@@ -6,3 +6,4 @@ mod jobs;
 mod leasing;
 mod operations;
 mod queues;
+mod tenants;
