@@ -4,7 +4,10 @@
 //!
 //! A request names its token with `Authorization: Bearer <secret>`. No or an unknown
 //! token is a 401 with `WWW-Authenticate: Bearer`; a token without the route's scope,
-//! or not granted this server's namespace, is a 403. The scopes: `read` (every GET and
+//! or not granted the namespace the request addresses, is a 403. That namespace is the
+//! `Qless-Namespace` header's, else the token's when it is granted exactly one, else
+//! the default (`--namespace`; see `tenants`). A token restricted to some namespaces
+//! never reaches the unnamed `ql:` one. The scopes: `read` (every GET and
 //! the event stream), `produce` (putting jobs and creating recurring ones, changing a
 //! job's dependencies), `work` (popping, heartbeats, completing, failing, retrying and
 //! logging to a job), `admin` (everything else, and everything the others may do).

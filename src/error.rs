@@ -19,7 +19,7 @@ pub enum ApiError {
     #[error("{0}")]
     Unauthorized(String),
     /// 403 `forbidden`: the token lacks the scope the route needs, or is not granted
-    /// the server's namespace.
+    /// the namespace the request addresses.
     #[error("{0}")]
     Forbidden(String),
     /// 404 `not_found`: the job, recurring job or route does not exist.

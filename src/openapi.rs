@@ -68,7 +68,9 @@ fn describe_access(doc: &mut utoipa::openapi::OpenApi) {
             "\n\nWhen the server runs with `--auth-file`, requests carry \
              `Authorization: Bearer <secret>`; each operation names the scope it needs \
              (`admin` implies every scope). Without a known token the answer is a 401, with \
-             a token lacking the scope or the server's namespace a 403.",
+             a token lacking the scope or the namespace a 403. A gateway serving several \
+             namespaces takes a request's from its `Qless-Namespace` header; without one, \
+             the token's when it is granted exactly one, else the server's default.",
         );
     }
     let components = doc.components.get_or_insert_with(Default::default);
@@ -95,7 +97,7 @@ fn describe_access(doc: &mut utoipa::openapi::OpenApi) {
     components.responses.insert(
         "Forbidden".to_owned(),
         RefOr::T(problem(
-            "The token lacks the scope this needs, or is not granted the server's namespace",
+            "The token lacks the scope this needs, or is not granted the namespace",
         )),
     );
     for (path, item) in doc.paths.paths.iter_mut() {
