@@ -5,6 +5,10 @@
 //! * [`settings`]: process configuration (flags with `QLESSD_*` environment twins).
 //! * [`server`]: application state, router, graceful serving, and [`server::run`],
 //!   which starts embedded Redis when no URL is given.
+//! * [`browser`]: the checks that keep web pages from forging requests (Origin,
+//!   Content-Type, Host on loopback).
+//! * [`connections`]: the accept loop and its limits (header and idle timeouts,
+//!   connection cap, bounded shutdown).
 //! * [`middleware`]: the one layer every request goes through (request id, deadline,
 //!   panic catcher, request span and server-error log).
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
@@ -32,7 +36,9 @@
 //!      <- core::Error -> ApiError -> problem+json with the right status
 //! ```
 
+pub mod browser;
 pub mod clock;
+pub mod connections;
 pub mod core;
 pub mod error;
 pub mod leasing;

@@ -8,14 +8,16 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceBuilder;
 use tower_http::compression::CompressionLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::browser::BrowserPolicy;
 use crate::clock::Clock;
+use crate::connections::{self, ConnectionLimits};
 use crate::core::embedded::EmbeddedRedis;
 use crate::core::events::EventBus;
 use crate::core::{ConnectOptions, Qless};
@@ -36,6 +38,8 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Longest long-poll wait a client may ask for.
     pub max_wait: Duration,
+    /// Which requests a browser could have forged are refused (`browser.rs`).
+    pub browser: BrowserPolicy,
 }
 
 impl Limits {
@@ -46,6 +50,7 @@ impl Limits {
             batch_body_limit: settings.batch_body_limit,
             request_timeout: settings.request_timeout(),
             max_wait: Duration::from_secs(settings.max_wait),
+            browser: BrowserPolicy::new(settings.listen.ip().is_loopback(), &settings.cors_origins),
         }
     }
 }
@@ -122,39 +127,65 @@ pub fn router(state: AppState) -> Router {
     let docs = Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi::document()))
         .layer(CompressionLayer::new());
-    let routes = Router::new()
+    let mut routes = Router::new()
         .merge(docs)
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone());
+    // Only when asked for: the layer answers preflights and adds the CORS headers.
+    if let Some(cors) = cors(state.limits.browser.cors_origins()) {
+        routes = routes.layer(cors);
+    }
     // The request layer and the body limit wrap the router once, not route by route
     // (`Router::layer`): a layer applied to the router boxes and clones every route's
     // service and future again on each request, a few hundred instructions a layer.
     let layers = ServiceBuilder::new()
-        .layer(RequestLayer::new(deadline))
+        .layer(RequestLayer::new(deadline).with_browser(state.limits.browser.clone()))
         .layer(DefaultBodyLimit::max(state.limits.body_limit));
     Router::new().fallback_service(layers.service(routes))
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish.
+/// CORS for `origins` (none: CORS stays off): their preflights are answered, for the
+/// methods and headers the API uses, and their pages may read the answers.
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    use axum::http::{HeaderName, HeaderValue, Method, header};
+    if origins.is_empty() {
+        return None;
+    }
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    let request_id = HeaderName::from_static("x-request-id");
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::AUTHORIZATION,
+                request_id.clone(),
+            ])
+            .expose_headers([request_id, header::LOCATION, header::RETRY_AFTER])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, with the default
+/// [`ConnectionLimits`]; requests in flight finish (within the shutdown timeout).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // Small writes go out at once. Without TCP_NODELAY (Nagle's algorithm), an SSE
-    // event written while the previous one is still unacknowledged waits for that
-    // acknowledgement: a network round trip, or a delayed ACK of tens of milliseconds.
-    // (On loopback acknowledgements are immediate, so local tests cannot tell.)
-    let listener = listener.tap_io(|stream| {
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(%err, "could not set TCP_NODELAY on a connection");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    connections::serve(listener, router, shutdown, ConnectionLimits::default()).await
 }
 
 /// Runs qlessd as configured: embedded or external Redis, script loaded, HTTP served
@@ -217,7 +248,8 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
         // Long polls answer and event streams end now instead of holding it up.
         closing.begin_shutdown();
     };
-    let served = serve(listener, router(state), shutdown).await;
+    let limits = ConnectionLimits::from_settings(settings);
+    let served = connections::serve(listener, router(state), shutdown, limits).await;
     let _ = stop.send(true);
     let _ = sweeper.await;
     served.map_err(|err| format!("server error: {err}"))

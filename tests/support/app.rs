@@ -71,14 +71,17 @@ impl TestApp {
         self.redis = RedisServer::start();
     }
 
-    /// Sends a request with an optional JSON body.
+    /// Sends a request with an optional JSON body. Every POST, PUT, PATCH and DELETE
+    /// says `Content-Type: application/json`, with a body or without, as qlessd
+    /// requires of them (see `browser.rs`).
     pub async fn request(&self, method: Method, uri: &str, body: Option<Value>) -> TestResponse {
+        let changes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
         let mut builder = Request::builder().method(method).uri(uri);
+        if changes || body.is_some() {
+            builder = builder.header(header::CONTENT_TYPE, "application/json");
+        }
         let body = match body {
-            Some(json) => {
-                builder = builder.header(header::CONTENT_TYPE, "application/json");
-                Body::from(json.to_string())
-            }
+            Some(json) => Body::from(json.to_string()),
             None => Body::empty(),
         };
         self.send(builder.body(body).expect("request")).await
