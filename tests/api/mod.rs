@@ -1,6 +1,7 @@
 //! The HTTP contract, through the real router.
 
 mod admin;
+mod browser;
 mod jobs;
 mod leasing;
 mod operations;

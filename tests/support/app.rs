@@ -46,10 +46,20 @@ impl TestApp {
 
     /// A fresh app whose keys live in `namespace`.
     pub async fn start_with(namespace: Option<&str>) -> Self {
+        Self::start_configured(namespace, |_| {}).await
+    }
+
+    /// A fresh app whose limits come from the default settings as `configure` changes
+    /// them (the Redis URL is this app's own).
+    pub async fn start_configured(
+        namespace: Option<&str>,
+        configure: impl FnOnce(&mut Settings),
+    ) -> Self {
         let redis = RedisServer::start();
         let qless = connect(&redis, namespace).await;
         let clock = Clock::manual(START);
-        let settings = Settings::for_redis(redis.url());
+        let mut settings = Settings::for_redis(redis.url());
+        configure(&mut settings);
         let state = AppState::new(
             qless.clone(),
             clock.clone(),
