@@ -2,6 +2,7 @@
 
 mod admin;
 mod browser;
+mod connections;
 mod jobs;
 mod leasing;
 mod operations;
