@@ -241,7 +241,11 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
         state.leasing.clone(),
         stopped,
     ));
-    tracing::info!(listen = %settings.listen, redis = %url, "qlessd is serving");
+    tracing::info!(
+        listen = %settings.listen,
+        redis = %crate::core::redacted(&url),
+        "qlessd is serving"
+    );
     let closing = state.clone();
     let shutdown = async move {
         shutdown_signal().await;

@@ -137,12 +137,12 @@ impl Qless {
                 })
             }
             Ok(Err(Error::Unavailable(why))) | Ok(Err(Error::Redis(why))) => Err(Error::Startup(
-                format!("cannot use Redis at {}: {why}", options.url),
+                format!("cannot use Redis at {}: {why}", redacted(&options.url)),
             )),
             Ok(Err(other)) => Err(other),
             Err(_) => Err(Error::Startup(format!(
                 "cannot reach Redis at {} (no answer within {}s)",
-                options.url,
+                redacted(&options.url),
                 STARTUP_TIMEOUT.as_secs()
             ))),
         }
@@ -257,6 +257,44 @@ impl Transport {
     }
 }
 
+/// `url` as it may be shown (logs, errors): the password replaced by `***`, whether
+/// in the user information (`redis://:***@host:6379/0`, `rediss://user:***@host`) or
+/// in a query parameter (`unix:///run/redis.sock?pass=***`).
+pub fn redacted(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => return "<not a URL>".to_owned(),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => format!("{user_info}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _))
+                        if key.eq_ignore_ascii_case("pass")
+                            || key.eq_ignore_ascii_case("password") =>
+                    {
+                        format!("{key}=***")
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
 /// `now` as the script receives it: seconds with millisecond precision, without
 /// trailing zeros (logical test times stay short: `1`, `2.5`).
 pub fn format_now(now: f64) -> String {
@@ -348,6 +386,32 @@ mod tests {
                 text.trim_end_matches('0').trim_end_matches('.'),
                 "{now}"
             );
+        }
+    }
+
+    #[test]
+    fn passwords_never_appear_in_a_shown_url() {
+        let cases = [
+            ("redis://:s3cret@host:6379/0", "redis://:***@host:6379/0"),
+            (
+                "rediss://alice:s3cret@host:6380",
+                "rediss://alice:***@host:6380",
+            ),
+            ("redis://alice@host", "redis://alice@host"),
+            ("redis://:p@ss@host/1", "redis://:***@host/1"),
+            ("redis://host:6379", "redis://host:6379"),
+            (
+                "unix:///run/redis.sock?db=2&pass=s3cret",
+                "unix:///run/redis.sock?db=2&pass=***",
+            ),
+            (
+                "redis+unix:///r.sock?password=s3cret",
+                "redis+unix:///r.sock?password=***",
+            ),
+            ("s3cret", "<not a URL>"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redacted(url), shown, "{url}");
         }
     }
 

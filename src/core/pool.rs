@@ -87,8 +87,9 @@ pub fn build(
     checkout_timeout: Duration,
     response_timeout: Duration,
 ) -> Result<Pool, Error> {
-    let invalid =
-        |err: redis::RedisError| Error::Startup(format!("invalid Redis URL {url:?}: {err}"));
+    let invalid = |err: redis::RedisError| {
+        Error::Startup(format!("invalid Redis URL {}: {err}", super::redacted(url)))
+    };
     let inner = RedisConnectionManager::new(url).map_err(invalid)?;
     let client = redis::Client::open(url).map_err(invalid)?;
     let config = AsyncConnectionConfig::new()

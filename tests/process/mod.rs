@@ -2,3 +2,4 @@
 
 mod binary;
 mod embedded;
+mod hardening;
