@@ -36,6 +36,10 @@ const MIN_REDIS_VERSION: (u32, u32) = (6, 2);
 /// How long start-up waits for Redis to answer before giving up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a readiness check waits for Redis, whatever the pool's timeout: a probe
+/// must hear "not ready" quickly (load balancers time out in a second or two).
+const READY_TIMEOUT: Duration = Duration::from_millis(150);
+
 /// Most calls sent in one `batch` invocation by [`Qless::call_many`]: about 2-4 ms of
 /// Redis time for puts or completions, so other clients wait at most that long.
 pub const BATCH_CALLS: usize = 100;
@@ -172,8 +176,19 @@ impl Qless {
     }
 
     /// Readiness: Redis answers and holds the script (loading it again if Redis lost
-    /// its script cache, e.g. after a restart).
+    /// its script cache, e.g. after a restart), within [`READY_TIMEOUT`].
     pub async fn ready(&self) -> Result<(), Error> {
+        tokio::time::timeout(READY_TIMEOUT, self.check_ready())
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Unavailable(format!(
+                    "no answer from Redis within {} ms",
+                    READY_TIMEOUT.as_millis()
+                )))
+            })
+    }
+
+    async fn check_ready(&self) -> Result<(), Error> {
         let transport = &self.inner.transport;
         let mut conn = transport.pool.get().await?;
         let exists = conn

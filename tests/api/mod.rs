@@ -3,6 +3,7 @@
 mod admin;
 mod browser;
 mod connections;
+mod details;
 mod jobs;
 mod leasing;
 mod operations;
