@@ -92,7 +92,7 @@ impl AppState {
     /// Builds the state and starts relaying the script's events to waiting pops.
     /// Must be called inside a tokio runtime.
     pub fn new(qless: Qless, clock: Clock, limits: Limits) -> Self {
-        let events = EventBus::start(qless.url().to_owned(), qless.prefix());
+        let events = EventBus::start_at(qless.endpoint().clone(), qless.prefix());
         let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
         tokio::spawn(leasing.clone().listen(events.clone()));
         let (stopping, shutdown) = watch::channel(false);
@@ -221,6 +221,7 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
     }
     let qless = Qless::connect(ConnectOptions {
         url: url.clone(),
+        redis_ca_file: settings.redis_ca_file.clone(),
         namespace: settings.namespace.clone(),
         pool_size: settings.pool_size,
         checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),

@@ -28,6 +28,7 @@ pub use jobs::{CompleteArgs, Completion, PutArgs, RetryArgs, Tracked};
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
+pub use resp::Endpoint;
 pub use script::Script;
 
 /// The oldest Redis the script is known to run on.
@@ -47,9 +48,11 @@ pub const BATCH_CALLS: usize = 100;
 /// Options for [`Qless::connect`].
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
-    /// A Redis URL (`redis://` or `unix://`, with the password and database in it as
-    /// redis-rs reads them; TLS is not supported).
+    /// A Redis URL (`redis://`, `rediss://` for TLS, or `unix://`, with the password
+    /// and database in it as redis-rs reads them).
     pub url: String,
+    /// CA certificates (PEM) trusted for a `rediss://` URL instead of the system's.
+    pub redis_ca_file: Option<std::path::PathBuf>,
     /// `None`: the plain `ql:` prefix. `Some(ns)`: keys under `ql:{ns}:`.
     pub namespace: Option<String>,
     /// Maximum pooled connections (readiness checks, script loading).
@@ -79,7 +82,7 @@ struct Inner {
     calls: group::Grouper,
     /// Everything else: start-up checks, readiness, loading the script.
     transport: Transport,
-    url: String,
+    endpoint: Endpoint,
 }
 
 /// The pooled redis-rs connections, the script and the namespace key.
@@ -103,8 +106,11 @@ impl Qless {
     /// Connects, checks the server (reachable, recent enough, safe eviction policy)
     /// and loads the script. Fails fast with a one-line message.
     pub async fn connect(options: ConnectOptions) -> Result<Self, Error> {
+        let ca_file = options.redis_ca_file.as_deref();
+        let endpoint = Endpoint::new(&options.url, ca_file)?;
         let pool = pool::build(
             &options.url,
+            ca_file,
             options.pool_size,
             options.checkout_timeout,
             options.response_timeout,
@@ -126,7 +132,7 @@ impl Qless {
         match tokio::time::timeout(STARTUP_TIMEOUT, checks).await {
             Ok(Ok(())) => {
                 let target = group::Target {
-                    url: options.url.clone(),
+                    endpoint: endpoint.clone(),
                     script: transport.script.clone(),
                     namespace_key: transport.namespace_key.clone(),
                     connect_timeout: options.checkout_timeout,
@@ -136,7 +142,7 @@ impl Qless {
                     inner: std::sync::Arc::new(Inner {
                         calls: group::Grouper::start(target, options.group_calls),
                         transport,
-                        url: options.url.clone(),
+                        endpoint,
                     }),
                 })
             }
@@ -157,9 +163,14 @@ impl Qless {
         &self.inner.transport.script
     }
 
-    /// The Redis URL (for connections outside the pool, such as subscriptions).
+    /// The Redis URL, password included: never log it (see [`redacted`]).
     pub fn url(&self) -> &str {
-        &self.inner.url
+        self.inner.endpoint.url()
+    }
+
+    /// How to reach Redis (for connections outside the pool, such as subscriptions).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.inner.endpoint
     }
 
     /// The prefix of every key and channel: `ql:` or `ql:{ns}:`.

@@ -2,7 +2,7 @@
 //! are refused (`src/browser.rs`), configured CORS origins are served.
 
 use axum::body::Body;
-use axum::http::{Method, Request, header};
+use axum::http::{Method, Request};
 use serde_json::json;
 
 use crate::support::{TestApp, TestResponse};
@@ -35,7 +35,16 @@ async fn requests_a_web_page_could_forge_change_nothing() {
     app.post("/v1/queues/q/jobs", json!({"klass": "K", "data": {}}))
         .await;
     let json = ("content-type", "application/json");
-    let cases: &[(&str, Method, &str, &[(&str, &str)], &str, u16, &str)] = &[
+    type Case<'a> = (
+        &'a str,
+        Method,
+        &'a str,
+        &'a [(&'a str, &'a str)],
+        &'a str,
+        u16,
+        &'a str,
+    );
+    let cases: &[Case] = &[
         (
             "a bodiless POST without a type",
             Method::POST,

@@ -8,3 +8,4 @@ mod jobs;
 mod leasing;
 mod operations;
 mod queues;
+mod tls;

@@ -66,8 +66,10 @@ fn a_redis_password_never_appears_in_the_log_of_a_failed_start() {
 }
 
 /// Starts qlessd on a test Redis with `args`, and waits until it answers.
+// The child is returned to the caller, which waits on it.
+#[allow(clippy::zombie_processes)]
 fn spawn(redis: &RedisServer, port: u16, args: &[&str]) -> Child {
-    let child = Command::new(BINARY)
+    let mut child = Command::new(BINARY)
         .env("QLESSD_REDIS_URL", redis.url())
         .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
         .env_remove("RUST_LOG")
@@ -88,7 +90,11 @@ fn spawn(redis: &RedisServer, port: u16, args: &[&str]) -> Child {
                 return child;
             }
         }
-        assert!(Instant::now() < deadline, "qlessd did not start");
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("qlessd did not start");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -122,6 +128,7 @@ fn sigterm_ends_qlessd_within_the_shutdown_timeout_whatever_clients_do() {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("qlessd was still running 10 s after SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -137,6 +137,7 @@ impl TestApp {
 pub async fn connect(redis: &RedisServer, namespace: Option<&str>) -> Qless {
     Qless::connect(ConnectOptions {
         url: redis.url(),
+        redis_ca_file: None,
         namespace: namespace.map(str::to_owned),
         pool_size: 4,
         checkout_timeout: Duration::from_secs(5),
