@@ -121,7 +121,10 @@ impl Qless {
             namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
         };
         let checks = async {
-            let mut conn = transport.pool.get().await?;
+            // A connection of its own rather than a pooled one: the pool retries a
+            // failing connect until its timeout and reports only that it timed out,
+            // where this reports why (a wrong password, an untrusted certificate).
+            let mut conn = transport.pool.dedicated_connection().await?;
             let info = conn.query(redis::cmd("INFO").arg("server")).await?;
             check_version(&redis::from_redis_value::<String>(info).unwrap_or_default())?;
             if options.external {

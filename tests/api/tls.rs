@@ -238,6 +238,7 @@ async fn a_tls_redis_whose_ca_is_not_trusted_is_refused_at_start_up() {
     eprintln!("untrusted CA: {message}");
     assert!(!message.contains("pw-S3cret"), "{message}");
     assert!(message.contains("rediss://:***@localhost"), "{message}");
+    assert!(message.contains("certificate"), "{message}");
     let missing = Qless::connect(options(url, Some(PathBuf::from("/nonexistent/ca.pem"))))
         .await
         .expect_err("a missing CA file was accepted");

@@ -62,6 +62,7 @@ fn a_redis_password_never_appears_in_the_log_of_a_failed_start() {
         );
         assert!(log.contains("***"), "the URL is not shown redacted:\n{log}");
         assert!(log.contains("cannot use Redis at"), "{log}");
+        assert!(log.contains("WRONGPASS"), "the cause is not shown: {log}");
     }
 }
 
@@ -136,4 +137,20 @@ fn sigterm_ends_qlessd_within_the_shutdown_timeout_whatever_clients_do() {
     let took = started.elapsed();
     assert!(status.success(), "{status}");
     assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
+}
+
+#[test]
+fn help_documents_the_network_settings_with_their_environment_variables() {
+    let output = Command::new(BINARY).arg("--help").output().unwrap();
+    let help = String::from_utf8(output.stdout).unwrap();
+    for env in [
+        "QLESSD_CORS_ORIGIN",
+        "QLESSD_HEADER_TIMEOUT",
+        "QLESSD_IDLE_TIMEOUT",
+        "QLESSD_MAX_CONNECTIONS",
+        "QLESSD_SHUTDOWN_TIMEOUT",
+        "QLESSD_REDIS_CA_FILE",
+    ] {
+        assert!(help.contains(env), "--help does not mention {env}");
+    }
 }
