@@ -38,7 +38,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tower::Service;
 
@@ -225,6 +225,9 @@ struct Activity {
     head_since: AtomicU64,
     /// Requests whose answer has not been produced yet.
     busy: AtomicUsize,
+    /// Wakes the timeout check when a deadline may have come closer (a request was
+    /// answered, or a new one began to arrive).
+    changed: Notify,
 }
 
 impl Activity {
@@ -234,6 +237,7 @@ impl Activity {
             last_io: AtomicU64::new(0),
             head_since: AtomicU64::new(1),
             busy: AtomicUsize::new(0),
+            changed: Notify::new(),
         }
     }
 
@@ -249,6 +253,7 @@ impl Activity {
         self.last_io.store(now, Ordering::Relaxed);
         if self.busy.load(Ordering::Relaxed) == 0 && self.head_since.load(Ordering::Relaxed) == 0 {
             self.head_since.store(now + 1, Ordering::Relaxed);
+            self.changed.notify_one();
         }
     }
 
@@ -266,6 +271,7 @@ impl Activity {
     fn request_answered(&self) {
         self.busy.fetch_sub(1, Ordering::Relaxed);
         self.last_io.store(self.now(), Ordering::Relaxed);
+        self.changed.notify_one();
     }
 
     fn awaiting_head(&self) -> bool {
@@ -295,7 +301,12 @@ impl Activity {
                 return why;
             }
             let wait = Duration::from_millis(deadline.saturating_sub(now).max(1));
-            tokio::time::sleep(wait).await;
+            // A notification sent since the last look is kept (`notify_one`), so none
+            // is missed between computing the deadline and waiting here.
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.changed.notified() => {}
+            }
         }
     }
 }

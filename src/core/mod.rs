@@ -130,7 +130,11 @@ impl Qless {
             if options.external {
                 warn_about_eviction(&mut conn).await;
             }
-            transport.load(&mut conn).await
+            transport.load(&mut conn).await?;
+            // Readiness checks are bounded tightly (READY_TIMEOUT): the first one must
+            // find a pooled connection open rather than open one (a TLS handshake).
+            drop(transport.pool.get().await?);
+            Ok(())
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, checks).await {
             Ok(Ok(())) => {
