@@ -5,9 +5,9 @@
 //!   later request; otherwise it is closed. A client sending a byte a second
 //!   (slowloris) holds a connection for that long, not forever.
 //! * **Idle timeout.** A keep-alive connection with no request in progress and no
-//!   bytes moving either way for `idle_timeout` is closed. A long poll is a request in
-//!   progress, and an event stream writes a keep-alive comment every few seconds, so
-//!   neither is idle; a client that stops reading its answer is.
+//!   bytes moving either way for `idle_timeout` is closed. A long poll and an event
+//!   stream are requests in progress, so neither is idle; a client that stops reading
+//!   its answer is.
 //! * **Connection cap.** At most `max_connections` connections are served at once. At
 //!   the cap the loop stops accepting: new connections wait in the kernel's listen
 //!   backlog, unanswered, until a served one closes (and beyond the backlog the kernel
@@ -32,7 +32,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
+use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -388,18 +390,19 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
         self.activity.request_started();
         Answering {
             future: self.router.clone().call(request),
-            _busy: Busy(self.activity.clone()),
+            busy: Some(Busy(self.activity.clone())),
         }
     }
 }
 
 pin_project_lite::pin_project! {
     /// A request's answer being produced; the request stops counting as in progress
-    /// when this is dropped (answered, or abandoned with its connection).
+    /// when this is dropped (answered, or abandoned with its connection), or for an
+    /// event stream when its body ends.
     struct Answering {
         #[pin]
         future: RouterFuture,
-        _busy: Busy,
+        busy: Option<Busy>,
     }
 }
 
@@ -407,7 +410,50 @@ impl Future for Answering {
     type Output = Result<Response, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().future.poll(cx)
+        let this = self.project();
+        let Ok(response) = std::task::ready!(this.future.poll(cx));
+        let streams = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+        if !streams {
+            return Poll::Ready(Ok(response));
+        }
+        // An event stream is quiet between events (and keep-alive comments), but it is
+        // a request in progress, not an idle connection, until its body ends.
+        let busy = this.busy.take();
+        Poll::Ready(Ok(
+            response.map(|body| Body::new(Streaming { body, _busy: busy }))
+        ))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An event stream's body, counting as a request in progress while it lasts.
+    struct Streaming {
+        #[pin]
+        body: Body,
+        _busy: Option<Busy>,
+    }
+}
+
+impl HttpBody for Streaming {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

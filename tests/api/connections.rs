@@ -301,3 +301,59 @@ async fn a_request_that_never_finishes_is_dropped_at_the_shutdown_timeout() {
     assert!(took < shutdown_timeout * 3, "took {took:?}");
     closed_within(&mut stuck, Duration::from_secs(1)).await;
 }
+
+#[tokio::test]
+async fn a_quiet_event_stream_is_not_closed_as_idle() {
+    let app = TestApp::start().await;
+    let idle_timeout = Duration::from_secs(1);
+    let server = Server::start(
+        &app,
+        ConnectionLimits {
+            idle_timeout,
+            ..limits()
+        },
+    )
+    .await;
+    assert!(
+        app.state
+            .events
+            .wait_subscribed(Duration::from_secs(5))
+            .await
+    );
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    stream
+        .write_all(b"GET /v1/events HTTP/1.1\r\nhost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&received).contains("\r\n\r\n") {
+        let n = stream.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed before the stream began");
+        received.extend_from_slice(&chunk[..n]);
+    }
+    assert!(String::from_utf8_lossy(&received).starts_with("HTTP/1.1 200"));
+    // Nothing happens for well over the idle timeout (the stream's keep-alive comments
+    // come every 15 s): the connection must stay open.
+    let quiet = tokio::time::timeout(idle_timeout * 5 / 2, stream.read(&mut chunk)).await;
+    assert!(
+        quiet.is_err(),
+        "the quiet stream was closed or written to: {quiet:?}"
+    );
+    // And it still carries events.
+    app.post(
+        "/v1/queues/q/jobs",
+        serde_json::json!({"klass": "K", "data": {}}),
+    )
+    .await;
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+        .await
+        .expect("no event after the quiet time")
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&chunk[..n]).contains("put"),
+        "{:?}",
+        String::from_utf8_lossy(&chunk[..n])
+    );
+    server.shut_down(Duration::from_secs(5)).await;
+}
