@@ -27,7 +27,9 @@
 //! # The path of one request
 //!
 //! ```text
-//! HTTP -> middleware (request id, span, panic catcher, deadline) -> body limit
+//! HTTP -> connections (accept loop: header/idle timeouts, connection cap)
+//!      -> middleware (request id, span, panic catcher, deadline, browser checks)
+//!      -> body limit
 //!      -> routes::<resource>::<handler>     extract + validate
 //!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA, alone or grouped
 //!                                           with concurrent calls (reload on NOSCRIPT)
