@@ -131,8 +131,8 @@ fn is_loopback_host(host: &[u8]) -> bool {
         }
         return address.parse::<Ipv6Addr>().is_ok_and(|ip| ip.is_loopback());
     } else {
-        match host.rsplit_once(':') {
-            Some((name, port)) if is_port_suffix(&format!(":{port}")) => name,
+        match host.find(':') {
+            Some(colon) if is_port_suffix(&host[colon..]) => &host[..colon],
             Some(_) => return false,
             None => host,
         }

@@ -29,7 +29,7 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
@@ -40,7 +40,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tower::Service;
 
@@ -190,6 +190,13 @@ async fn serve_connection(
     // Both timeouts are kept by `Activity` (see the module documentation).
     builder.keep_alive(true).header_read_timeout(None);
     let mut connection = pin!(builder.serve_connection(io, service));
+    // One timer for the connection's life, set to the next moment a timeout could
+    // expire (never later: see `Activity::next_check`). Requests do not touch it, so a
+    // request costs no timer work; when it fires it is pushed further out, in place.
+    let first = activity
+        .next_check(limits)
+        .unwrap_or_else(|_| tokio::time::Instant::now());
+    let mut timer = pin!(tokio::time::sleep_until(first));
     let mut shutting_down = false;
     loop {
         tokio::select! {
@@ -199,10 +206,13 @@ async fn serve_connection(
                 }
                 return;
             }
-            why = activity.expired(limits) => {
-                tracing::debug!(why, "closing a connection");
-                return;
-            }
+            () = timer.as_mut() => match activity.next_check(limits) {
+                Ok(next) => timer.as_mut().reset(next),
+                Err(why) => {
+                    tracing::debug!(why, "closing a connection");
+                    return;
+                }
+            },
             _ = closing.wait_for(|closing| *closing), if !shutting_down => {
                 shutting_down = true;
                 if activity.awaiting_head() {
@@ -219,7 +229,7 @@ async fn serve_connection(
 /// milliseconds since the connection was accepted.
 #[derive(Debug)]
 struct Activity {
-    accepted: Instant,
+    accepted: tokio::time::Instant,
     /// When bytes last moved either way.
     last_io: AtomicU64,
     /// One more than when the connection started waiting for a request head (its
@@ -227,19 +237,15 @@ struct Activity {
     head_since: AtomicU64,
     /// Requests whose answer has not been produced yet.
     busy: AtomicUsize,
-    /// Wakes the timeout check when a deadline may have come closer (a request was
-    /// answered, or a new one began to arrive).
-    changed: Notify,
 }
 
 impl Activity {
     fn new() -> Self {
         Activity {
-            accepted: Instant::now(),
+            accepted: tokio::time::Instant::now(),
             last_io: AtomicU64::new(0),
             head_since: AtomicU64::new(1),
             busy: AtomicUsize::new(0),
-            changed: Notify::new(),
         }
     }
 
@@ -255,7 +261,6 @@ impl Activity {
         self.last_io.store(now, Ordering::Relaxed);
         if self.busy.load(Ordering::Relaxed) == 0 && self.head_since.load(Ordering::Relaxed) == 0 {
             self.head_since.store(now + 1, Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -273,43 +278,41 @@ impl Activity {
     fn request_answered(&self) {
         self.busy.fetch_sub(1, Ordering::Relaxed);
         self.last_io.store(self.now(), Ordering::Relaxed);
-        self.changed.notify_one();
     }
 
     fn awaiting_head(&self) -> bool {
         self.head_since.load(Ordering::Relaxed) != 0
     }
 
-    /// Resolves with the reason once the connection has overstayed a timeout.
-    async fn expired(&self, limits: ConnectionLimits) -> &'static str {
-        loop {
-            let now = self.now();
-            let head_since = self.head_since.load(Ordering::Relaxed);
-            let (deadline, why) = if head_since != 0 {
-                (
-                    head_since - 1 + limits.header_timeout.as_millis() as u64,
-                    "the request head took too long",
-                )
-            } else if self.busy.load(Ordering::Relaxed) == 0 {
-                (
-                    self.last_io.load(Ordering::Relaxed) + limits.idle_timeout.as_millis() as u64,
-                    "the connection was idle too long",
-                )
-            } else {
-                // A request is in progress: look again later.
-                (now + limits.idle_timeout.as_millis() as u64, "")
-            };
-            if now >= deadline && !why.is_empty() {
-                return why;
+    /// When to look at the connection next, or why it has overstayed a timeout.
+    ///
+    /// The moment returned is never later than the earliest a timeout could expire,
+    /// whatever happens meanwhile, so nothing needs to move the timer earlier: a head
+    /// that begins later has its deadline at least `header_timeout` from now, and an
+    /// idle time that begins later ends at least `idle_timeout` from now. (So an idle
+    /// connection is looked at every `header_timeout`, a busy one every
+    /// `min(header_timeout, idle_timeout)`: a timer firing, not work per request.)
+    fn next_check(&self, limits: ConnectionLimits) -> Result<tokio::time::Instant, &'static str> {
+        let now = self.now();
+        let header = limits.header_timeout.as_millis() as u64;
+        let idle = limits.idle_timeout.as_millis() as u64;
+        let head_since = self.head_since.load(Ordering::Relaxed);
+        let next = if head_since != 0 {
+            let deadline = head_since - 1 + header;
+            if now >= deadline {
+                return Err("the request head took too long");
             }
-            let wait = Duration::from_millis(deadline.saturating_sub(now).max(1));
-            // A notification sent since the last look is kept (`notify_one`), so none
-            // is missed between computing the deadline and waiting here.
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = self.changed.notified() => {}
+            deadline.min(now + idle)
+        } else if self.busy.load(Ordering::Relaxed) == 0 {
+            let deadline = self.last_io.load(Ordering::Relaxed) + idle;
+            if now >= deadline {
+                return Err("the connection was idle too long");
             }
-        }
+            deadline.min(now + header)
+        } else {
+            now + header.min(idle)
+        };
+        Ok(self.accepted + Duration::from_millis(next))
     }
 }
 
