@@ -34,7 +34,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
-use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -400,8 +399,8 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
 
 pin_project_lite::pin_project! {
     /// A request's answer being produced; the request stops counting as in progress
-    /// when this is dropped (answered, or abandoned with its connection), or for an
-    /// event stream when its body ends.
+    /// when this is dropped (answered, or abandoned with its connection), or for a
+    /// streamed body (an event stream) when the body ends.
     struct Answering {
         #[pin]
         future: RouterFuture,
@@ -415,15 +414,12 @@ impl Future for Answering {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let Ok(response) = std::task::ready!(this.future.poll(cx));
-        let streams = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
-        if !streams {
+        if response.body().size_hint().exact().is_some() {
             return Poll::Ready(Ok(response));
         }
-        // An event stream is quiet between events (and keep-alive comments), but it is
-        // a request in progress, not an idle connection, until its body ends.
+        // A body of unknown length is streamed: an event stream is quiet between
+        // events (and keep-alive comments), but it is a request in progress, not an
+        // idle connection, until its body ends.
         let busy = this.busy.take();
         Poll::Ready(Ok(
             response.map(|body| Body::new(Streaming { body, _busy: busy }))
@@ -432,7 +428,8 @@ impl Future for Answering {
 }
 
 pin_project_lite::pin_project! {
-    /// An event stream's body, counting as a request in progress while it lasts.
+    /// A streamed body (an event stream), counting as a request in progress while it
+    /// lasts.
     struct Streaming {
         #[pin]
         body: Body,
