@@ -5,8 +5,14 @@
 //! * [`settings`]: process configuration (flags with `QLESSD_*` environment twins).
 //! * [`server`]: application state, router, graceful serving, and [`server::run`],
 //!   which starts embedded Redis when no URL is given.
+//! * [`browser`]: the checks that keep web pages from forging requests (Origin,
+//!   Content-Type, Host on loopback).
+//! * [`connections`]: the accept loop and its limits (header and idle timeouts,
+//!   connection cap, bounded shutdown).
 //! * [`middleware`]: the one layer every request goes through (request id, deadline,
 //!   panic catcher, request span and server-error log).
+//! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
+//!   route's scope, and the layer checking every request against both.
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
 //! * [`error`]: [`error::ApiError`], rendered as `application/problem+json`.
 //! * [`routes`]: one module per resource; thin handlers.
@@ -18,13 +24,17 @@
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
 //! * [`sweeper`]: the background upkeep that keeps time for every queue.
+//! * [`tenants`]: several namespaces in one gateway, chosen by the `Qless-Namespace`
+//!   header (or the token); each with its own state.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
 //! * [`healthcheck`]: `qlessd healthcheck`, the container health probe.
 //!
 //! # The path of one request
 //!
 //! ```text
-//! HTTP -> middleware (request id, span, panic catcher, deadline) -> body limit
+//! HTTP -> connections (accept loop: header/idle timeouts, connection cap)
+//!      -> middleware (request id, span, panic catcher, deadline, browser checks)
+//!      -> auth (bearer token, scope, namespace) -> body limit
 //!      -> routes::<resource>::<handler>     extract + validate
 //!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA, alone or grouped
 //!                                           with concurrent calls (reload on NOSCRIPT)
@@ -33,7 +43,10 @@
 //!      <- core::Error -> ApiError -> problem+json with the right status
 //! ```
 
+pub mod auth;
+pub mod browser;
 pub mod clock;
+pub mod connections;
 pub mod core;
 pub mod error;
 pub mod healthcheck;
@@ -46,3 +59,4 @@ pub mod server;
 pub mod settings;
 pub mod sweeper;
 pub mod telemetry;
+pub mod tenants;

@@ -6,16 +6,23 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::convert::Infallible;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::serve::ListenerExt;
+use axum::extract::Request;
+use axum::response::Response;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower::ServiceBuilder;
+use tower::{Layer, Service, ServiceBuilder};
 use tower_http::compression::CompressionLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::auth::{self, Auth, AuthLayer};
+use crate::browser::BrowserPolicy;
 use crate::clock::Clock;
+use crate::connections::{self, ConnectionLimits};
 use crate::core::embedded::EmbeddedRedis;
 use crate::core::events::EventBus;
 use crate::core::{ConnectOptions, Qless};
@@ -23,6 +30,7 @@ use crate::error::ApiError;
 use crate::leasing::Leasing;
 use crate::middleware::RequestLayer;
 use crate::settings::Settings;
+use crate::tenants::Tenants;
 use crate::{openapi, routes, sweeper};
 
 /// Limits the handlers enforce, taken from [`Settings`].
@@ -38,6 +46,8 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Largest job `data`, in bytes of JSON text (`--max-job-size`).
     pub max_job_size: u64,
+    /// Which requests a browser could have forged are refused (`browser.rs`).
+    pub browser: BrowserPolicy,
 }
 
 impl Limits {
@@ -49,6 +59,7 @@ impl Limits {
             request_timeout: settings.request_timeout(),
             max_wait: Duration::from_secs(settings.max_wait),
             max_job_size: settings.max_job_size,
+            browser: BrowserPolicy::new(settings.listen.ip().is_loopback(), &settings.cors_origins),
         }
     }
 }
@@ -90,7 +101,7 @@ impl AppState {
     /// Builds the state and starts relaying the script's events to waiting pops.
     /// Must be called inside a tokio runtime.
     pub fn new(qless: Qless, clock: Clock, limits: Limits) -> Self {
-        let events = EventBus::start(qless.url().to_owned(), qless.prefix());
+        let events = EventBus::start_at(qless.endpoint().clone(), qless.prefix());
         let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
         tokio::spawn(leasing.clone().listen(events.clone()));
         let (stopping, shutdown) = watch::channel(false);
@@ -115,10 +126,94 @@ impl AppState {
 }
 
 /// The full application: API routes, `/openapi.json`, `/docs`, and the layer every
-/// request goes through ([`RequestLayer`]).
+/// request goes through ([`RequestLayer`]). No authentication: see
+/// [`authenticated_router`].
 pub fn router(state: AppState) -> Router {
+    tenant_router(state, Vec::new(), None)
+}
+
+/// [`router`] with every request checked against `auth`'s tokens.
+pub fn authenticated_router(state: AppState, auth: &Auth) -> Router {
+    tenant_router(state, Vec::new(), Some(auth))
+}
+
+/// The application serving several namespaces ([`Tenants`]): `default` for requests
+/// that name none, `others` by name; with `auth`, every request checked against its
+/// tokens.
+pub fn tenant_router(
+    default: AppState,
+    others: Vec<(String, AppState)>,
+    auth: Option<&Auth>,
+) -> Router {
+    let deadline = default.limits.request_timeout;
+    let browser = default.limits.browser.clone();
+    let default_name = default.qless.namespace_key().map(|key| {
+        key.trim_start_matches("ql:{")
+            .trim_end_matches('}')
+            .to_owned()
+    });
+    let others = others
+        .into_iter()
+        .map(|(name, state)| (name, namespace_service(state)))
+        .collect();
+    let tenants = Tenants::new((default_name, namespace_service(default)), others);
+    // The request layer wraps the router once, not route by route (`Router::layer`):
+    // a layer applied to the router boxes and clones every route's service and future
+    // again on each request, a few hundred instructions a layer.
+    let cors = cors(browser.cors_origins());
+    let layers = ServiceBuilder::new()
+        .layer(RequestLayer::new(deadline).with_browser(browser))
+        .layer(auth.map_or_else(AuthLayer::default, Auth::layer));
+    let app = Router::new().fallback_service(layers.service(tenants));
+    // Only when asked for, and outside the token check: a preflight carries no token.
+    match cors {
+        Some(cors) => app.layer(cors),
+        None => app,
+    }
+}
+
+/// CORS for `origins` (none: CORS stays off): their preflights are answered, for the
+/// methods and headers the API uses, and their pages may read the answers.
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    use axum::http::{HeaderName, HeaderValue, Method, header};
+    if origins.is_empty() {
+        return None;
+    }
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    let request_id = HeaderName::from_static("x-request-id");
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::AUTHORIZATION,
+                request_id.clone(),
+            ])
+            .expose_headers([request_id, header::LOCATION, header::RETRY_AFTER])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// The routes of one namespace's state, behind the body limit (outside the router,
+/// like the request layer).
+fn namespace_service(
+    state: AppState,
+) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send>
++ Clone
++ Send
++ Sync
++ 'static {
     let (api, _) = routes::router().split_for_parts();
-    let deadline = state.limits.request_timeout;
     // The documentation is large (the OpenAPI document about 97 KB, the page's script
     // 1.5 MB) and gzip shrinks it four- to sixfold; the API's answers are small and
     // stay uncompressed.
@@ -131,38 +226,24 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone());
-    // The request layer and the body limit wrap the router once, not route by route
-    // (`Router::layer`): a layer applied to the router boxes and clones every route's
-    // service and future again on each request, a few hundred instructions a layer.
-    let layers = ServiceBuilder::new()
-        .layer(RequestLayer::new(deadline))
-        .layer(DefaultBodyLimit::max(state.limits.body_limit));
-    Router::new().fallback_service(layers.service(routes))
+    DefaultBodyLimit::max(state.limits.body_limit).layer(routes)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish.
+/// Serves `router` on `listener` until `shutdown` resolves, with the default
+/// [`ConnectionLimits`]; requests in flight finish (within the shutdown timeout).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // Small writes go out at once. Without TCP_NODELAY (Nagle's algorithm), an SSE
-    // event written while the previous one is still unacknowledged waits for that
-    // acknowledgement: a network round trip, or a delayed ACK of tens of milliseconds.
-    // (On loopback acknowledgements are immediate, so local tests cannot tell.)
-    let listener = listener.tap_io(|stream| {
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(%err, "could not set TCP_NODELAY on a connection");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    connections::serve(listener, router, shutdown, ConnectionLimits::default()).await
 }
 
 /// Runs qlessd as configured: embedded or external Redis, script loaded, HTTP served
 /// until SIGINT/SIGTERM, embedded Redis stopped last.
 pub async fn run(settings: Settings) -> Result<(), String> {
+    // Before anything starts: a bad token file or an exposed address is refused at once.
+    let auth = auth::from_settings(&settings)?;
     let embedded = match &settings.redis_url {
         Some(_) => None,
         None => Some(
@@ -180,14 +261,19 @@ pub async fn run(settings: Settings) -> Result<(), String> {
         (None, Some(redis)) => redis.url(),
         (None, None) => unreachable!("embedded Redis starts when no URL is given"),
     };
-    let result = serve_with(&settings, url, embedded.is_none()).await;
+    let result = serve_with(&settings, url, embedded.is_none(), auth).await;
     if let Some(redis) = embedded {
         redis.shutdown().await;
     }
     result
 }
 
-async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<(), String> {
+async fn serve_with(
+    settings: &Settings,
+    url: String,
+    external: bool,
+    auth: Option<Auth>,
+) -> Result<(), String> {
     if settings.request_timeout <= settings.max_wait {
         return Err(format!(
             "--request-timeout ({}s) must be longer than --max-wait ({}s), or long polls \
@@ -195,38 +281,83 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
             settings.request_timeout, settings.max_wait
         ));
     }
-    let qless = Qless::connect(ConnectOptions {
-        url: url.clone(),
-        namespace: settings.namespace.clone(),
-        pool_size: settings.pool_size,
-        checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
-        response_timeout: settings.request_timeout(),
-        external,
-        group_calls: settings.group_calls as usize,
-    })
-    .await
-    .map_err(|err| err.to_string())?;
-    let state = AppState::new(qless, Clock::system(), Limits::from_settings(settings));
+    // The default namespace, then every other one named by `--namespaces` or granted
+    // by a token: each with its own state (connections, events, waiters, sweeper).
+    let mut others: Vec<String> = Vec::new();
+    let granted = auth.as_ref().map(Auth::namespaces).unwrap_or_default();
+    for name in settings.namespaces.iter().chain(&granted) {
+        if Some(name) != settings.namespace.as_ref() && !others.contains(name) {
+            others.push(name.clone());
+        }
+    }
+    let clock = Clock::system();
+    let connect = |namespace: Option<String>| {
+        let options = ConnectOptions {
+            url: url.clone(),
+            redis_ca_file: settings.redis_ca_file.clone(),
+            namespace,
+            pool_size: settings.pool_size,
+            checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
+            response_timeout: settings.request_timeout(),
+            external,
+            group_calls: settings.group_calls as usize,
+        };
+        let clock = clock.clone();
+        async move {
+            let qless = Qless::connect(options)
+                .await
+                .map_err(|err| err.to_string())?;
+            Ok::<_, String>(AppState::new(qless, clock, Limits::from_settings(settings)))
+        }
+    };
+    let state = connect(settings.namespace.clone()).await?;
+    let mut tenants = Vec::with_capacity(others.len());
+    for name in others {
+        let state = connect(Some(name.clone())).await?;
+        tenants.push((name, state));
+    }
     let listener = TcpListener::bind(settings.listen)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", settings.listen))?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let sweeper = tokio::spawn(sweeper::run(
-        state.qless.clone(),
-        state.clock.clone(),
-        state.leasing.clone(),
-        stopped,
-    ));
-    tracing::info!(listen = %settings.listen, redis = %url, "qlessd is serving");
-    let closing = state.clone();
+    let every: Vec<AppState> = std::iter::once(state.clone())
+        .chain(tenants.iter().map(|(_, state)| state.clone()))
+        .collect();
+    let sweepers: Vec<_> = every
+        .iter()
+        .map(|state| {
+            tokio::spawn(sweeper::run(
+                state.qless.clone(),
+                state.clock.clone(),
+                state.leasing.clone(),
+                stopped.clone(),
+            ))
+        })
+        .collect();
+    let served_namespaces: Vec<&str> = tenants.iter().map(|(name, _)| name.as_str()).collect();
+    tracing::info!(
+        listen = %settings.listen,
+        redis = %crate::core::redacted(&url),
+        namespaces = ?served_namespaces,
+        "qlessd is serving"
+    );
     let shutdown = async move {
         shutdown_signal().await;
         // Long polls answer and event streams end now instead of holding it up.
-        closing.begin_shutdown();
+        for state in every {
+            state.begin_shutdown();
+        }
     };
-    let served = serve(listener, router(state), shutdown).await;
+    if let Some(auth) = &auth {
+        tokio::spawn(auth.clone().reload_on_hangup());
+    }
+    let app = tenant_router(state, tenants, auth.as_ref());
+    let limits = ConnectionLimits::from_settings(settings);
+    let served = connections::serve(listener, app, shutdown, limits).await;
     let _ = stop.send(true);
-    let _ = sweeper.await;
+    for sweeper in sweepers {
+        let _ = sweeper.await;
+    }
     served.map_err(|err| format!("server error: {err}"))
 }
 

@@ -1,10 +1,16 @@
 //! The HTTP contract, through the real router.
 
 mod admin;
+mod auth;
+mod browser;
 mod complete_and_pop;
+mod connections;
+mod details;
 mod document;
 mod jobs;
 mod leasing;
 mod limits;
 mod operations;
 mod queues;
+mod tenants;
+mod tls;

@@ -1,8 +1,10 @@
 //! The `qlessd` binary and its embedded Redis, as a user runs them; the examples and
 //! the README's walkthrough, run against it.
 
+mod auth;
 mod binary;
 mod embedded;
 mod examples;
+mod hardening;
 mod readme;
 mod running;
