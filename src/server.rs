@@ -38,6 +38,8 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Largest job `data`, in bytes of JSON text (`--max-job-size`).
     pub max_job_size: u64,
+    /// How long an idempotency key answers its first put (`--idempotency-ttl`).
+    pub idempotency_ttl: f64,
 }
 
 impl Limits {
@@ -49,6 +51,7 @@ impl Limits {
             request_timeout: settings.request_timeout(),
             max_wait: Duration::from_secs(settings.max_wait),
             max_job_size: settings.max_job_size,
+            idempotency_ttl: settings.idempotency_ttl as f64,
         }
     }
 }

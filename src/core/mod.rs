@@ -24,7 +24,9 @@ use std::time::Duration;
 use redis::{ServerErrorKind, Value};
 
 pub use error::{Error, ScriptCode};
-pub use jobs::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs, Tracked};
+pub use jobs::{
+    CompleteArgs, Completion, Idempotency, PutArgs, PutOutcome, RequeueKeep, RetryArgs, Tracked,
+};
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
@@ -268,6 +270,8 @@ fn reads(command: &str) -> bool {
     matches!(
         command,
         "get"
+            | "get.ext"
+            | "throttle.get"
             | "multiget"
             | "peek"
             | "jobs"
