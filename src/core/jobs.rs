@@ -47,9 +47,9 @@ impl PutArgs {
             .option("depends", self.depends.as_deref().map(json_list))
             .option(
                 "throttles",
-                self.throttles.as_deref().map(|names| {
-                    serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())
-                }),
+                self.throttles
+                    .as_deref()
+                    .map(|names| serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())),
             )
             .option("backoff", self.backoff)
             .into_vec()
@@ -228,7 +228,9 @@ impl Qless {
         now: f64,
         jobs: Vec<(PutArgs, bool)>,
     ) -> Result<Vec<Result<Option<String>, Error>>, Error> {
-        let jobs = jobs.into_iter().map(|(job, if_absent)| (job, if_absent, None));
+        let jobs = jobs
+            .into_iter()
+            .map(|(job, if_absent)| (job, if_absent, None));
         Ok(self
             .put_batch(now, jobs.collect())
             .await?
@@ -551,7 +553,9 @@ impl PutOutcome {
                 jid: jid.clone(),
                 created: created == "1",
             }),
-            _ => Err(Error::reply("put.idem answered something else than [jid, created]")),
+            _ => Err(Error::reply(
+                "put.idem answered something else than [jid, created]",
+            )),
         }
     }
 }

@@ -17,6 +17,7 @@ mod reply;
 mod resp;
 pub mod script;
 mod subscription;
+mod throttles;
 mod workers;
 
 use std::time::Duration;
@@ -31,6 +32,7 @@ pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
 pub use script::Script;
+pub use throttles::ThrottleLimits;
 
 /// The oldest Redis the script runs on: its `#!lua` shebang (script flags) is a
 /// Redis 7 feature.

@@ -606,7 +606,9 @@ fn location(prefix: &str, jid: &str) -> Result<HeaderValue, ApiError> {
 }
 
 /// The outcome of each batch item, or the error of the first item the script refused.
-fn outcomes(results: Vec<Result<PutOutcome, core::Error>>) -> Result<Vec<PutJobResponse>, ApiError> {
+fn outcomes(
+    results: Vec<Result<PutOutcome, core::Error>>,
+) -> Result<Vec<PutJobResponse>, ApiError> {
     results
         .into_iter()
         .enumerate()

@@ -2,6 +2,7 @@
 
 mod admin;
 mod document;
+mod features;
 mod jobs;
 mod leasing;
 mod limits;
