@@ -1,6 +1,7 @@
 //! The HTTP contract, through the real router.
 
 mod admin;
+mod auth;
 mod document;
 mod features;
 mod jobs;
@@ -8,3 +9,4 @@ mod leasing;
 mod limits;
 mod operations;
 mod queues;
+mod tenants;
