@@ -625,3 +625,47 @@ async fn bad_throttle_limits_are_refused() {
         .await
         .assert_problem(404, "not_found");
 }
+
+// ---- what stock qless clients see ---------------------------------------------------
+
+#[tokio::test]
+async fn stock_clients_see_the_plain_job_object_and_counts() {
+    let app = TestApp::start().await;
+    set_throttle(&app, "x", json!({"maximum": 1})).await;
+    for jid in ["a", "b"] {
+        put(
+            &app,
+            "q",
+            json!({"jid": jid, "klass": "K", "throttles": ["x"], "backoff": {"initial": 1}}),
+        )
+        .await;
+    }
+    pop(&app, "q", "w", 2).await;
+    app.post(
+        "/v1/jobs/a/heartbeat",
+        json!({"worker": "w", "progress": 5}),
+    )
+    .await;
+    // The script's own `get` (what qless clients call) keeps the spec's 17 keys.
+    let raw = app
+        .qless
+        .call("get", app.clock.now(), &["a".to_owned()])
+        .await
+        .unwrap();
+    let redis::Value::BulkString(bytes) = raw else {
+        panic!("get answered {raw:?}")
+    };
+    let object: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(object.as_object().unwrap().len(), 17, "{object}");
+    // The job held back by the throttle still reads `waiting`.
+    let raw = app
+        .qless
+        .call("get", app.clock.now(), &["b".to_owned()])
+        .await
+        .unwrap();
+    let redis::Value::BulkString(bytes) = raw else {
+        panic!("get answered {raw:?}")
+    };
+    let object: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(object["state"], "waiting");
+}
