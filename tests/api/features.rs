@@ -640,16 +640,24 @@ async fn stock_clients_see_the_plain_job_object_and_counts() {
         )
         .await;
     }
-    pop(&app, "q", "w", 2).await;
-    app.post(
-        "/v1/jobs/a/heartbeat",
-        json!({"worker": "w", "progress": 5}),
-    )
-    .await;
+    let running = pop(&app, "q", "w", 2).await;
+    assert_eq!(running.len(), 1);
+    let (held, parked) = if running[0] == "a" {
+        ("a", "b")
+    } else {
+        ("b", "a")
+    };
+    let beat = app
+        .post(
+            &format!("/v1/jobs/{held}/heartbeat"),
+            json!({"worker": "w", "progress": 5}),
+        )
+        .await;
+    assert_eq!(beat.status, StatusCode::OK, "{}", beat.text);
     // The script's own `get` (what qless clients call) keeps the spec's 17 keys.
     let raw = app
         .qless
-        .call("get", app.clock.now(), &["a".to_owned()])
+        .call("get", app.clock.now(), &[held.to_owned()])
         .await
         .unwrap();
     let redis::Value::BulkString(bytes) = raw else {
@@ -660,7 +668,7 @@ async fn stock_clients_see_the_plain_job_object_and_counts() {
     // The job held back by the throttle still reads `waiting`.
     let raw = app
         .qless
-        .call("get", app.clock.now(), &["b".to_owned()])
+        .call("get", app.clock.now(), &[parked.to_owned()])
         .await
         .unwrap();
     let redis::Value::BulkString(bytes) = raw else {
