@@ -8,6 +8,7 @@
 //! cargo bench --bench lifecycle -- direct memory   # some sections: memory, direct,
 //!                                                  # http, worker
 //! cargo bench --bench lifecycle -- --jobs 5000 --runs 1
+//! cargo bench --bench lifecycle -- features        # put/pop with throttles + backoff
 //! cargo bench --bench lifecycle -- instructions gateway-instructions   # valgrind
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
@@ -710,6 +711,9 @@ async fn main() {
     }
     if options.wants("bullmq") {
         bullmq(&options).await;
+    }
+    if options.wants("features") {
+        features(&options).await;
     }
     if options.wants("instructions") {
         instructions().await;
@@ -1696,6 +1700,83 @@ async fn bullmq(options: &Options) {
             "{label:<46} {rate:>9.0} {cpu:>13.1} {:>10.2} {:>12.2}   (target >= {rate_target}x{cpu_note})",
             rate / bull_rate,
             cpu / bull_cpu
+        );
+    }
+}
+
+/// What the gateway features cost (opt-in: `-- features`): put and pop(1) at
+/// concurrency 50 on the plain path, then with every job naming a throttle (limits
+/// high enough never to hold a job back, so each pop pays the whole check and each
+/// lease is recorded) and carrying a backoff policy. Medians of `--runs`.
+async fn features(options: &Options) {
+    use qlessd::core::ThrottleLimits;
+    println!(
+        "\n== gateway features: put and pop(1), {} jobs, concurrency 50, median of {} runs ==",
+        options.jobs, options.runs
+    );
+    let mut target = Target::start(64).await;
+    let clock = Clock::system();
+    let mut rows: Vec<(&str, Vec<Figure>)> = vec![
+        ("put, plain", vec![]),
+        ("put, throttles + backoff", vec![]),
+        ("pop(1), plain", vec![]),
+        ("pop(1), throttles + backoff", vec![]),
+    ];
+    for _ in 0..options.runs {
+        for featured in [false, true] {
+            target.flush().await;
+            if featured {
+                let limits = ThrottleLimits {
+                    maximum: 1_000_000,
+                    rate_jobs: 1_000_000,
+                    rate_seconds: 60.0,
+                };
+                target
+                    .qless
+                    .throttle_set(clock.now(), "bench-throttle", limits)
+                    .await
+                    .expect("throttle.set");
+            }
+            target.reset_stats().await;
+            let (q, c) = (target.qless.clone(), clock.clone());
+            let per_second = drive(options.jobs, 50, move |i| {
+                let (q, c) = (q.clone(), c.clone());
+                async move {
+                    let mut args = put_args("bench", format!("bench-{i}"), i);
+                    if featured {
+                        args.throttles = Some(vec!["bench-throttle".to_owned()]);
+                        args.backoff = Some(r#"{"initial":5,"factor":2,"max":300}"#.to_owned());
+                    }
+                    q.put(c.now(), args).await.expect("put");
+                }
+            })
+            .await;
+            let usec = target.evalsha_usec().await;
+            rows[usize::from(featured)]
+                .1
+                .push(Figure { per_second, usec });
+            target.reset_stats().await;
+            let (q, c) = (target.qless.clone(), clock.clone());
+            let per_second = drive(options.jobs, 50, move |_| {
+                let (q, c) = (q.clone(), c.clone());
+                async move { pop_one(&q, c.now(), "bench").await }
+            })
+            .await;
+            let usec = target.evalsha_usec().await;
+            rows[2 + usize::from(featured)]
+                .1
+                .push(Figure { per_second, usec });
+        }
+    }
+    println!(
+        "{:<32} {:>12} {:>16}",
+        "command", "calls/s", "redis usec/call"
+    );
+    for (label, figures) in rows {
+        let figure = median_figure(&figures);
+        println!(
+            "{label:<32} {:>12.0} {:>16.1}",
+            figure.per_second, figure.usec
         );
     }
 }

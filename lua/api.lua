@@ -48,6 +48,7 @@ local function command(name)
         Qless.raise('QL_ARG', 'Put', 'Odd number of additional args: ' .. (n - 8))
       end
       local priority, tags, retries, depends
+      local throttles, backoff   -- extension options (extra.lua, throttle.lua)
       if n > 8 then
         local opts = {}
         for i = 9, n, 2 do opts[A[i]] = A[i + 1] end
@@ -68,6 +69,18 @@ local function command(name)
             Qless.raise('QL_ARG', 'Put', 'Arg "depends" not JSON: ' .. opts.depends)
           end
         end
+        if opts.throttles ~= nil then
+          throttles = Qless.json_strings(opts.throttles)
+          if not throttles then
+            Qless.raise('QL_ARG', 'Put', 'Arg "throttles" not a JSON list: ' .. opts.throttles)
+          end
+        end
+        if opts.backoff ~= nil then
+          backoff = opts.backoff
+          if backoff ~= '' and not Qless.Extra.backoff_parse(backoff) then
+            Qless.raise('QL_ARG', 'Put', 'Arg "backoff" not a backoff policy: ' .. backoff)
+          end
+        end
       end
       if name == 'requeue' and not redis.call('hget', P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
@@ -83,8 +96,91 @@ local function command(name)
       if name == 'put.ifabsent' and redis.call('hget', P .. 'j:' .. jid, 'jid') then
         return false
       end
-      return Qless.Queue.put(now, A[3], queue, jid, klass, data, delay, priority, tags,
+      local result = Qless.Queue.put(now, A[3], queue, jid, klass, data, delay, priority, tags,
         retries, depends)
+      -- Extension options: stored beside the job (an empty list / text removes them).
+      if throttles then
+        if #throttles > 0 then
+          redis.call('hset', P .. 'j:' .. jid, 'throttles', cjson.encode(throttles))
+        else
+          redis.call('hdel', P .. 'j:' .. jid, 'throttles')
+        end
+      end
+      if backoff then
+        if backoff ~= '' then
+          redis.call('hset', P .. 'j:' .. jid, 'backoff', backoff)
+        else
+          redis.call('hdel', P .. 'j:' .. jid, 'backoff')
+        end
+      end
+      return result
+    end
+
+  elseif name == 'put.idem' then
+    -- Extension. put.idem(key, ttl, 'put'|'put.ifabsent', <the arguments of put>) ->
+    -- { jid, 1 } when the put ran (or { jid, 0 } for put.ifabsent finding the job),
+    -- { first jid, 0 } when idempotency key `key` was used for a put less than `ttl`
+    -- seconds ago (nothing written then). The key then answers this jid for `ttl`.
+    return function(now, A)
+      local ikey, ttl, mode = A[3], tonumber(A[4]), A[5]
+      if ikey == nil or ikey == '' then
+        Qless.raise('QL_ARG', 'PutIdem', 'Arg "key" missing')
+      end
+      if ttl == nil or ttl <= 0 or ttl == 1 / 0 then
+        Qless.raise('QL_ARG', 'PutIdem', 'Arg "ttl" must be a positive number: ' ..
+          tostring(A[4]))
+      end
+      if mode ~= 'put' and mode ~= 'put.ifabsent' then
+        Qless.raise('QL_ARG', 'PutIdem', 'Arg "mode" must be "put" or "put.ifabsent"')
+      end
+      local first = Qless.Extra.idempotent(now, ikey)
+      if first then return { first, '0' } end
+      local args = { mode, A[2], unpack(A, 6) }
+      local jid = command(mode)(now, args)
+      local created = '1'
+      if not jid then
+        jid = A[8]
+        created = '0'
+      end
+      Qless.Extra.remember(now, ikey, jid, ttl)
+      return { jid, created }
+    end
+
+  elseif name == 'get.ext' then
+    -- Extension. get.ext(jid) -> the job object of `get` plus its `progress`,
+    -- `result` and `throttles` when it has them, or nil.
+    return function(now, A)
+      return Qless.Extra.job_json(Qless.jid_arg(A[3]))
+    end
+
+  elseif name == 'throttle.set' then
+    -- Extension. throttle.set(name, maximum, rate_jobs, rate_seconds) -> 1. Each
+    -- limit is a number >= 0 (0: none).
+    return function(now, A)
+      local tname = A[3]
+      if tname == nil or tname == '' then
+        Qless.raise('QL_ARG', 'Throttle', 'Arg "name" missing')
+      end
+      local values = {}
+      for i = 4, 6 do
+        local v = tonumber(A[i])
+        if v == nil or v ~= v or v < 0 or v == 1 / 0 then
+          Qless.raise('QL_ARG', 'Throttle', 'Limits must be numbers >= 0: ' .. tostring(A[i]))
+        end
+        values[#values + 1] = v
+      end
+      return Qless.Throttle.set(now, tname, values[1], values[2], values[3])
+    end
+
+  elseif name == 'throttle.get' or name == 'throttle.delete' then
+    -- Extension. throttle.get(name) -> JSON or nil; throttle.delete(name) -> 1|0.
+    return function(now, A)
+      local tname = A[3]
+      if tname == nil or tname == '' then
+        Qless.raise('QL_ARG', 'Throttle', 'Arg "name" missing')
+      end
+      if name == 'throttle.get' then return Qless.Throttle.get(now, tname) end
+      return Qless.Throttle.delete(now, tname)
     end
 
   elseif name == 'pop' then
@@ -117,12 +213,19 @@ local function command(name)
       if Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Complete', 'Arg "data" missing or not JSON: ' .. tostring(data))
       end
-      local nextq, delay, depends = nil, 0, nil
+      local nextq, delay, depends, result = nil, 0, nil, nil
       if #A > 6 then
         local opts = {}
         for i = 7, #A, 2 do opts[A[i]] = A[i + 1] end
         nextq = opts['next']
         if opts['keep-data'] ~= nil then data = nil end
+        -- Extension option `result`: the job's result, stored beside its data.
+        if opts.result ~= nil then
+          if Qless.json_decode(opts.result) == nil then
+            Qless.raise('QL_ARG', 'Complete', 'Arg "result" not JSON: ' .. opts.result)
+          end
+          result = opts.result
+        end
         if opts.delay ~= nil then
           delay = Qless.number_arg(opts.delay, 'Complete', 'Arg "delay" not a number: ')
         end
@@ -142,7 +245,12 @@ local function command(name)
           Qless.queue_arg(nextq)
         end
       end
-      return Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
+      local state = Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
+      -- (A completion may purge the job at once: no result is written then.)
+      if result and redis.call('exists', P .. 'j:' .. jid) == 1 then
+        redis.call('hset', P .. 'j:' .. jid, 'result', result)
+      end
+      return state
     end
 
   elseif name == 'complete.report' then
@@ -163,16 +271,28 @@ local function command(name)
     end
 
   elseif name == 'heartbeat' then
-    -- heartbeat(jid, worker, [data]) -> the new expiry (integer)
+    -- heartbeat(jid, worker, [data], ['progress', json]) -> the new expiry (integer).
+    -- Extension: `progress <json>` (after data, or in its place) is stored beside the
+    -- job's data; `progress` itself is not JSON, so it cannot be mistaken for data.
     return function(now, A)
       local jid, worker, data = Qless.jid_arg(A[3]), A[4], A[5]
       if worker == nil or worker == '' then
         Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing')
       end
+      local progress
+      if data == 'progress' or A[6] == 'progress' then
+        if data == 'progress' then data = nil end
+        progress = A[#A]
+        if Qless.json_decode(progress) == nil then
+          Qless.raise('QL_ARG', 'Heartbeat', 'Arg "progress" not JSON: ' .. tostring(progress))
+        end
+      end
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Heartbeat', 'Arg "data" not JSON: ' .. data)
       end
-      return Qless.Job.heartbeat(now, jid, worker, data)
+      local expires = Qless.Job.heartbeat(now, jid, worker, data)
+      if progress then redis.call('hset', P .. 'j:' .. jid, 'progress', progress) end
+      return expires
     end
 
   elseif name == 'get' then
@@ -220,7 +340,10 @@ local function command(name)
         Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing')
       end
       local delay = 0
-      if A[6] ~= nil then
+      if A[6] == 'backoff' then
+        -- Extension: the delay is the job's backoff for this attempt (0 without one).
+        delay = Qless.Extra.backoff_delay(jid, queue, 1)
+      elseif A[6] ~= nil then
         delay = Qless.number_arg(A[6], 'Retry', 'Arg "delay" not a number: ')
       end
       return Qless.Job.retry(now, jid, queue, worker, delay, A[7], A[8])

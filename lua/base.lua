@@ -47,6 +47,9 @@ local RELEASED
 -- only when a call first uses it, from its file's method factory.
 local Qless
 local config_factory, job_factory, queue_factory, recurring_factory, worker_factory
+-- The gateway's own features (extra.lua, throttle.lua): progress and results,
+-- idempotent puts, retry backoff, throttles.
+local extra_factory, throttle_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -69,6 +72,10 @@ Qless = setmetatable({ [0] = function(name)
     return setmetatable({ [0] = config_factory }, LAZY)
   elseif name == 'Worker' then
     return setmetatable({ [0] = worker_factory }, LAZY)
+  elseif name == 'Extra' then
+    return setmetatable({ [0] = extra_factory }, LAZY)
+  elseif name == 'Throttle' then
+    return setmetatable({ [0] = throttle_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code

@@ -86,7 +86,7 @@ function job_factory(name)
     return function(now, jid, worker, queue, data, nextq, delay, depends)
       local key = P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'priority',
-        'history')
+        'history', 'throttles')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Complete', 'Job ' .. jid .. ' does not exist')
@@ -111,6 +111,7 @@ function job_factory(name)
       -- A running job is only in -locks (pop takes it out of -work, and -scheduled jobs
       -- go through -work), so that is the one entry to remove.
       redis.call('zrem', P .. 'q:' .. queue .. '-locks', jid)
+      if f[8] then Qless.Throttle.release(now, jid, f[8], queue) end   -- throttle.lua
       Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
       -- Usually neither ql:tracked nor the job's -dependents set exists: one EXISTS then
@@ -173,7 +174,7 @@ function job_factory(name)
     -- fail(now, jid, worker, group, message, [data]) -> jid
     return function(now, jid, worker, group, message, data)
       local key = P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue')
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'throttles')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Fail', 'Job ' .. jid .. 'does not exist')
@@ -203,6 +204,7 @@ function job_factory(name)
       redis.call('zrem', qkey .. '-work', jid)
       redis.call('zrem', qkey .. '-locks', jid)
       redis.call('zrem', qkey .. '-scheduled', jid)
+      if f[4] then Qless.Throttle.release(now, jid, f[4], queue) end   -- throttle.lua
       local failure = '{"group":' .. egroup .. ',"message":' .. emessage .. ',"when":' ..
         when .. ',"worker":' .. eworker .. '}'
       if data then
@@ -220,7 +222,7 @@ function job_factory(name)
     -- retry(now, jid, queue, worker, delay, [group], [message]) -> floor(remaining)
     return function(now, jid, queue, worker, delay, group, message)
       local key = P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'priority')
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'priority', 'throttles')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Retry', 'Job ' .. jid .. ' does not exist')
@@ -234,6 +236,7 @@ function job_factory(name)
       local remaining = tonumber(redis.call('hincrby', key, 'remaining', '-1'))
       redis.call('hdel', key, 'grace')
       redis.call('zrem', P .. 'q:' .. stored .. '-locks', jid)
+      if f[5] then Qless.Throttle.release(now, jid, f[5], stored) end   -- throttle.lua
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
       local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
       local when = NOWF
@@ -336,7 +339,7 @@ function job_factory(name)
       for i = 1, #jids do
         local jid = jids[i]
         local key = P .. 'j:' .. jid
-        local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags')
+        local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags', 'throttles')
         local state = f[1]
         if state ~= 'complete' then
           local queue, worker = f[2], f[3]
@@ -355,6 +358,7 @@ function job_factory(name)
             redis.call('zrem', qkey .. '-scheduled', jid)
             redis.call('zrem', qkey .. '-depends', jid)
           end
+          if f[6] then Qless.Throttle.release(now, jid, f[6], queue) end   -- throttle.lua
           local deps = redis.call('smembers', key .. '-dependencies')
           for k = 1, #deps do
             redis.call('srem', P .. 'j:' .. deps[k] .. '-dependents', jid)

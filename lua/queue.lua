@@ -75,13 +75,18 @@ function queue_factory(name)
             redis.call('hdel', key, 'grace')
             local remaining = tonumber(redis.call('hincrby', key, 'remaining', '-1'))
             if remaining >= 0 then
-              handed[#handed + 1] = jid
+              -- (extra.lua) With a backoff the job is scheduled for later instead.
+              if not Qless.Extra.lock_backoff(now, queue, jid) then
+                handed[#handed + 1] = jid
+              end
             else
               local jq = f[4] or ''
               local jqkey = P .. 'q:' .. jq
               redis.call('zrem', jqkey .. '-work', jid)
               redis.call('zrem', jqkey .. '-locks', jid)
               redis.call('zrem', jqkey .. '-scheduled', jid)
+              local throttles = redis.call('hget', key, 'throttles')   -- (throttle.lua)
+              if throttles then Qless.Throttle.release(now, jid, throttles, jq) end
               local group = 'failed-retries-' .. jq
               local egroup = cjson.encode(group)
               local message = cjson.encode('Job exhausted retries in queue "' .. jq .. '"')
@@ -128,7 +133,7 @@ function queue_factory(name)
       local old = {}
       if redis.call('exists', key) == 1 then
         old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
-          'retries', 'tags', 'failure', 'history')
+          'retries', 'tags', 'failure', 'history', 'throttles')
       end
       local exists = old[1]
       local ostate, oqueue, oworker = old[2], old[3], old[4]
@@ -209,6 +214,8 @@ function queue_factory(name)
         end
         -- 7. No longer complete.
         if ostate == 'complete' then redis.call('zrem', P .. 'completed', jid) end
+        -- (throttle.lua) Its throttle slots, or its wait for one, end.
+        if old[10] then Qless.Throttle.release(now, jid, old[10], oqueue) end
       end
       -- 8. Tags into the index, score now (the counter moves only for new ones).
       if #tags > 0 then
@@ -362,6 +369,12 @@ function queue_factory(name)
               -- one call; a member whose hash is gone is dropped, as it would be anyway.
               local top = call('zpopmax', qkey .. '-work', limit)
               for i = 1, #top, 2 do jids[#jids + 1] = top[i] end
+              -- (throttle.lua) Only once some throttle has limits: jobs whose throttle
+              -- is full wait apart and the next jobs take their place.
+              if st.throttles == nil then st.throttles = call('exists', P .. 'throttles') == 1 end
+              if st.throttles and #top > 0 then
+                jids = Qless.Throttle.admit(now, q, qkey, jids, handed, top)
+              end
             end
           end
           local got = 0

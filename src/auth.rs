@@ -171,6 +171,10 @@ pub const ROUTES: &[Route] = &[
     // Tags, failures, workers, configuration.
     route("GET", "/v1/tags", Needs(Read)),
     route("GET", "/v1/tags/{tag}/jobs", Needs(Read)),
+    // Throttles: limits are an operator's to set.
+    route("GET", "/v1/throttles/{name}", Needs(Read)),
+    route("PUT", "/v1/throttles/{name}", Needs(Admin)),
+    route("DELETE", "/v1/throttles/{name}", Needs(Admin)),
     route("GET", "/v1/failures", Needs(Read)),
     route("GET", "/v1/failures/{group}", Needs(Read)),
     route("POST", "/v1/failures/{group}/unfail", Needs(Admin)),

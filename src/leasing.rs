@@ -377,7 +377,8 @@ impl Leasing {
             return;
         };
         match (event.event.as_deref(), event.queue, event.to) {
-            (Some("put"), Some(queue), _) | (Some("advanced"), _, Some(queue)) => {
+            // `unthrottled`: a job that waited for room in a throttle is back in its queue.
+            (Some("put" | "unthrottled"), Some(queue), _) | (Some("advanced"), _, Some(queue)) => {
                 self.job_available(&queue)
             }
             (Some("lock_lost"), _, _) => self.wake_all(),

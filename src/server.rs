@@ -48,6 +48,8 @@ pub struct Limits {
     pub max_job_size: u64,
     /// Which requests a browser could have forged are refused (`browser.rs`).
     pub browser: BrowserPolicy,
+    /// How long an idempotency key answers its first put (`--idempotency-ttl`).
+    pub idempotency_ttl: f64,
 }
 
 impl Limits {
@@ -60,6 +62,7 @@ impl Limits {
             max_wait: Duration::from_secs(settings.max_wait),
             max_job_size: settings.max_job_size,
             browser: BrowserPolicy::new(settings.listen.ip().is_loopback(), &settings.cors_origins),
+            idempotency_ttl: settings.idempotency_ttl as f64,
         }
     }
 }

@@ -90,6 +90,11 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_job_size: u64,
 
+    /// How long an `Idempotency-Key` of a put answers the first put's jid (seconds).
+    #[arg(long, env = "QLESSD_IDEMPOTENCY_TTL", default_value_t = 86400,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idempotency_ttl: u64,
+
     /// Requests taking longer than this are answered with 503 (seconds). Long polls are
     /// bounded separately by `--max-wait`, which this must exceed.
     #[arg(long, env = "QLESSD_REQUEST_TIMEOUT", default_value_t = 60)]

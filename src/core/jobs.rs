@@ -26,6 +26,10 @@ pub struct PutArgs {
     pub retries: Option<i64>,
     /// Jobs to wait for. Unset or empty: existing dependencies are kept.
     pub depends: Option<Vec<String>>,
+    /// Throttles the job holds while it runs (extension). Unset: kept; empty: none.
+    pub throttles: Option<Vec<String>>,
+    /// Retry backoff policy as JSON text (extension). Unset: kept.
+    pub backoff: Option<String>,
 }
 
 impl PutArgs {
@@ -41,8 +45,30 @@ impl PutArgs {
             .option("tags", self.tags.as_deref().map(json_list))
             .option("retries", self.retries)
             .option("depends", self.depends.as_deref().map(json_list))
+            .option(
+                "throttles",
+                self.throttles
+                    .as_deref()
+                    .map(|names| serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())),
+            )
+            .option("backoff", self.backoff)
             .into_vec()
     }
+}
+
+/// An idempotency key for a put (extension `put.idem`): a repeated put with the same
+/// key within `ttl` seconds answers the first put's jid and writes nothing.
+#[derive(Debug, Clone)]
+pub struct Idempotency {
+    pub key: String,
+    pub ttl: f64,
+}
+
+/// What a put answered: the job's jid, and whether this call created (or reset) it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutOutcome {
+    pub jid: String,
+    pub created: bool,
 }
 
 /// What a requeue keeps from the job rather than taking from its arguments.
@@ -71,6 +97,8 @@ pub struct CompleteArgs {
     /// Leave the stored data as it is (`data` is then ignored): the `keep-data`
     /// extension option, which other qless clients never send.
     pub keep_data: bool,
+    /// The job's result (JSON text), stored beside its data (extension).
+    pub result: Option<String>,
 }
 
 impl CompleteArgs {
@@ -84,6 +112,7 @@ impl CompleteArgs {
             .option("delay", self.delay)
             .option("depends", self.depends.as_deref().map(json_list))
             .option("keep-data", self.keep_data.then_some(1))
+            .option("result", self.result)
             .into_vec()
     }
 }
@@ -116,7 +145,8 @@ pub struct RetryArgs {
     pub jid: String,
     pub queue: String,
     pub worker: String,
-    pub delay: f64,
+    /// `None`: the job's backoff for this attempt (0 when it has none).
+    pub delay: Option<f64>,
     /// With `message`: the failure recorded (and used if retries are exhausted).
     pub group: Option<String>,
     pub message: Option<String>,
@@ -124,11 +154,12 @@ pub struct RetryArgs {
 
 impl RetryArgs {
     fn into_args(self) -> Vec<String> {
-        let mut argv = Args::new()
-            .arg(self.jid)
-            .arg(self.queue)
-            .arg(self.worker)
-            .arg(self.delay);
+        let argv = Args::new().arg(self.jid).arg(self.queue).arg(self.worker);
+        let mut argv = match self.delay {
+            Some(delay) => argv.arg(delay),
+            // Extension: the script takes the job's backoff for this attempt.
+            None => argv.arg("backoff"),
+        };
         if let (Some(group), Some(message)) = (self.group, self.message) {
             argv = argv.arg(group).arg(message);
         }
@@ -224,9 +255,9 @@ pub struct Tracked {
 }
 
 impl Qless {
-    /// `get`: one job, or `None`.
+    /// `get.ext`: one job with its progress, result and throttles, or `None`.
     pub async fn get(&self, now: f64, jid: &str) -> Result<Option<Job>, Error> {
-        reply::optional_json(self.call("get", now, &[jid.to_owned()]).await?)
+        reply::optional_json(self.call("get.ext", now, &[jid.to_owned()]).await?)
     }
 
     /// `multiget`: the jobs that exist, in the order asked.
@@ -262,6 +293,20 @@ impl Qless {
         reply::string(self.call("requeue", now, argv).await?)
     }
 
+    /// `put.idem`: `put` (or `put.ifabsent`) unless the idempotency key answered a
+    /// put less than its ttl ago: then that put's jid, `created: false`, nothing
+    /// written.
+    pub async fn put_idempotent(
+        &self,
+        now: f64,
+        args: PutArgs,
+        if_absent: bool,
+        idem: Idempotency,
+    ) -> Result<PutOutcome, Error> {
+        let (command, argv) = idem_call(args, if_absent, idem);
+        PutOutcome::from_reply(self.call(command, now, argv).await?)
+    }
+
     /// `put.ifabsent`: `put`, unless a job with this jid already exists (checked and
     /// written atomically). Returns the jid when it was created, `None` when it existed.
     pub async fn put_if_absent(&self, now: f64, args: PutArgs) -> Result<Option<String>, Error> {
@@ -275,17 +320,54 @@ impl Qless {
         now: f64,
         jobs: Vec<(PutArgs, bool)>,
     ) -> Result<Vec<Result<Option<String>, Error>>, Error> {
+        let jobs = jobs
+            .into_iter()
+            .map(|(job, if_absent)| (job, if_absent, None));
+        Ok(self
+            .put_batch(now, jobs.collect())
+            .await?
+            .into_iter()
+            .map(|r| r.map(|outcome| outcome.created.then_some(outcome.jid)))
+            .collect())
+    }
+
+    /// `put` (or `put.ifabsent` for jobs flagged `true`, `put.idem` for jobs with an
+    /// idempotency key) for many jobs in one pipelined round trip; one result per job.
+    pub async fn put_batch(
+        &self,
+        now: f64,
+        jobs: Vec<(PutArgs, bool, Option<Idempotency>)>,
+    ) -> Result<Vec<Result<PutOutcome, Error>>, Error> {
+        let mut jids = Vec::with_capacity(jobs.len());
         let calls: Vec<(&str, Vec<String>)> = jobs
             .into_iter()
-            .map(|(job, if_absent)| {
-                let command = if if_absent { "put.ifabsent" } else { "put" };
-                (command, job.into_args())
+            .map(|(job, if_absent, idem)| {
+                jids.push(job.jid.clone());
+                match idem {
+                    Some(idem) => idem_call(job, if_absent, idem),
+                    None if if_absent => ("put.ifabsent", job.into_args()),
+                    None => ("put", job.into_args()),
+                }
             })
             .collect();
+        let idem: Vec<bool> = calls.iter().map(|(c, _)| *c == "put.idem").collect();
         let results = self.call_many(now, &calls).await?;
         Ok(results
             .into_iter()
-            .map(|r| r.and_then(reply::optional_string))
+            .zip(jids)
+            .zip(idem)
+            .map(|((r, jid), idem)| {
+                r.and_then(|value| {
+                    if idem {
+                        PutOutcome::from_reply(value)
+                    } else {
+                        Ok(PutOutcome {
+                            created: reply::optional_string(value)?.is_some(),
+                            jid,
+                        })
+                    }
+                })
+            })
             .collect())
     }
 
@@ -330,7 +412,25 @@ impl Qless {
         worker: &str,
         data: Option<&str>,
     ) -> Result<i64, Error> {
-        let args = Args::new().arg(jid).arg(worker).args(data).into_vec();
+        self.heartbeat_progress(now, jid, worker, data, None).await
+    }
+
+    /// `heartbeat` with the extension option `progress` (JSON text), stored beside
+    /// the job's data.
+    pub async fn heartbeat_progress(
+        &self,
+        now: f64,
+        jid: &str,
+        worker: &str,
+        data: Option<&str>,
+        progress: Option<&str>,
+    ) -> Result<i64, Error> {
+        let args = Args::new()
+            .arg(jid)
+            .arg(worker)
+            .args(data)
+            .option("progress", progress)
+            .into_vec();
         reply::integer(self.call("heartbeat", now, args).await?)
     }
 
@@ -362,19 +462,24 @@ impl Qless {
             .collect())
     }
 
-    /// `heartbeat` for many `(jid, worker, data)` in one pipelined round trip; one
-    /// result (the new expiry) per job.
+    /// `heartbeat` for many `(jid, worker, data, progress)` in one pipelined round
+    /// trip; one result (the new expiry) per job.
     pub async fn heartbeat_many(
         &self,
         now: f64,
-        jobs: Vec<(String, String, Option<String>)>,
+        jobs: Vec<(String, String, Option<String>, Option<String>)>,
     ) -> Result<Vec<Result<i64, Error>>, Error> {
         let calls: Vec<(&str, Vec<String>)> = jobs
             .into_iter()
-            .map(|(jid, worker, data)| {
+            .map(|(jid, worker, data, progress)| {
                 (
                     "heartbeat",
-                    Args::new().arg(jid).arg(worker).args(data).into_vec(),
+                    Args::new()
+                        .arg(jid)
+                        .arg(worker)
+                        .args(data)
+                        .option("progress", progress)
+                        .into_vec(),
                 )
             })
             .collect();
@@ -613,4 +718,28 @@ impl Qless {
     pub async fn tracked(&self, now: f64) -> Result<Tracked, Error> {
         reply::json(self.call("track", now, &[]).await?)
     }
+}
+
+impl PutOutcome {
+    /// `put.idem`'s reply: `[jid, 1|0]`.
+    fn from_reply(value: redis::Value) -> Result<Self, Error> {
+        let words = reply::strings(value)?;
+        match words.as_slice() {
+            [jid, created] => Ok(PutOutcome {
+                jid: jid.clone(),
+                created: created == "1",
+            }),
+            _ => Err(Error::reply(
+                "put.idem answered something else than [jid, created]",
+            )),
+        }
+    }
+}
+
+/// The `put.idem` call wrapping a put.
+fn idem_call(args: PutArgs, if_absent: bool, idem: Idempotency) -> (&'static str, Vec<String>) {
+    let mode = if if_absent { "put.ifabsent" } else { "put" };
+    let mut argv = Args::new().arg(idem.key).arg(idem.ttl).arg(mode).into_vec();
+    argv.extend(args.into_args());
+    ("put.idem", argv)
 }

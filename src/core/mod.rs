@@ -17,6 +17,7 @@ mod reply;
 mod resp;
 pub mod script;
 mod subscription;
+mod throttles;
 mod workers;
 
 use std::time::Duration;
@@ -25,13 +26,15 @@ use redis::{ServerErrorKind, Value};
 
 pub use error::{Error, ScriptCode};
 pub use jobs::{
-    CompleteArgs, Completion, FailArgs, Leased, PutArgs, RequeueKeep, RetryArgs, Tracked,
+    CompleteArgs, Completion, FailArgs, Idempotency, Leased, PutArgs, PutOutcome, RequeueKeep,
+    RetryArgs, Tracked,
 };
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
 pub use resp::Endpoint;
 pub use script::Script;
+pub use throttles::ThrottleLimits;
 
 /// The oldest Redis the script runs on: its `#!lua` shebang (script flags) is a
 /// Redis 7 feature.
@@ -303,6 +306,8 @@ fn reads(command: &str) -> bool {
     matches!(
         command,
         "get"
+            | "get.ext"
+            | "throttle.get"
             | "multiget"
             | "peek"
             | "jobs"

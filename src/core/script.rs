@@ -20,6 +20,10 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/worker.lua"),
             "\n",
+            include_str!("../../lua/extra.lua"),
+            "\n",
+            include_str!("../../lua/throttle.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )

@@ -110,6 +110,20 @@ pub struct Job {
     /// Jobs this one waits for.
     #[serde(deserialize_with = "wire::list")]
     pub dependencies: Vec<String>,
+    /// The progress its worker last reported with a heartbeat (any JSON value), apart
+    /// from `data`. Shown by `GET /v1/jobs/{jid}`; absent when none was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub progress: Option<wire::JsonData>,
+    /// The result its worker completed it with (any JSON value), apart from `data`;
+    /// kept as long as the job is. Shown by `GET /v1/jobs/{jid}`; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub result: Option<wire::JsonData>,
+    /// The throttles it holds while running. Shown by `GET /v1/jobs/{jid}`; absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttles: Option<Vec<String>>,
 }
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,

@@ -20,6 +20,11 @@ pub struct HeartbeatJobRequest {
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,
+    /// The job's progress (any JSON value), stored beside its data (which it leaves
+    /// as it is) and shown with the job; absent keeps the last one.
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub progress: Option<crate::model::wire::RawJson>,
 }
 
 /// Reply of a heartbeat.
@@ -60,6 +65,11 @@ pub struct CompleteJobRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
+    /// The job's result (any JSON value), stored beside its data (which it leaves as
+    /// it is) and shown with the job for as long as the job is kept.
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub result: Option<crate::model::wire::RawJson>,
     /// After ending the job, lease up to `count` jobs of the queue it ran in to the
     /// same worker, in the same call (they come back as `popped`). Nothing is leased
     /// when the job could not be ended.
@@ -162,7 +172,9 @@ pub struct RetryJobRequest {
     /// The queue to put the job back in.
     #[schema(value_type = crate::model::Name)]
     pub queue: String,
-    /// Seconds before it becomes waiting again (default 0).
+    /// Seconds before it becomes waiting again. Absent: the job's backoff for this
+    /// attempt (its own `backoff`, else its queue's `<queue>-backoff` option), or 0
+    /// when it has none.
     #[serde(default)]
     #[schema(minimum = 0)]
     pub delay: Option<f64>,

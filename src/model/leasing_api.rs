@@ -98,6 +98,10 @@ pub struct CompleteJobsItem {
     #[serde(default)]
     #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
     pub depends: Option<Vec<String>>,
+    /// The job's result (any JSON value), stored beside its data.
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub result: Option<crate::model::wire::RawJson>,
 }
 
 /// Body of `POST /v1/jobs/complete`.
@@ -155,6 +159,10 @@ pub struct HeartbeatJobsItem {
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,
+    /// The job's progress (any JSON value), stored beside its data.
+    #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub progress: Option<crate::model::wire::RawJson>,
 }
 
 /// Body of `POST /v1/jobs/heartbeat`.

@@ -12,6 +12,7 @@ mod queue;
 mod queues_api;
 mod recurring;
 mod text;
+mod throttle;
 pub mod wire;
 mod worker;
 
@@ -27,4 +28,5 @@ pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
 pub use queues_api::*;
 pub use recurring::RecurringJob;
 pub use text::{Name, Text};
+pub use throttle::{SetThrottleRequest, Throttle, ThrottleRate};
 pub use worker::{WorkerJobs, WorkerSummary};

@@ -49,6 +49,47 @@ pub struct PutJobRequest {
     /// says `created: false`), so that duplicate producers do not reset a job.
     #[serde(default)]
     pub if_absent: bool,
+    /// Throttles (names) the job holds while it runs: a pop leases it only while
+    /// each of them has room (`PUT /v1/throttles/{name}`). Absent: kept from an
+    /// existing job; empty: none.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 100)]
+    pub throttles: Option<Vec<String>>,
+    /// How long a retry without a delay, or a lock expiry, waits before the job runs
+    /// again. Absent: kept from an existing job, else the queue's
+    /// `<queue>-backoff` option, else none.
+    #[serde(default)]
+    pub backoff: Option<Backoff>,
+    /// In a batch item: the item's idempotency key (as the `Idempotency-Key` header
+    /// of a single put). A put repeating a key used within `--idempotency-ttl` answers
+    /// the first put's jid with `created: false` and writes nothing.
+    #[serde(default)]
+    #[schema(value_type = Option<crate::model::Name>)]
+    pub idempotency_key: Option<String>,
+}
+
+/// A retry backoff: attempt n (1 for the first retry) waits
+/// `min(max, initial * factor^(n-1))` seconds, less up to `jitter` of it (a
+/// fraction derived from the jid and attempt, so it differs between jobs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"initial": 5, "factor": 2, "max": 300, "jitter": 0.2}))]
+pub struct Backoff {
+    /// Seconds before the first retry (at least 0).
+    #[schema(minimum = 0)]
+    pub initial: f64,
+    /// Growth per attempt (at least 1, default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub factor: Option<f64>,
+    /// Longest wait, seconds (default: no bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    pub max: Option<f64>,
+    /// Fraction of the wait that may be taken off, 0 to 1 (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1)]
+    pub jitter: Option<f64>,
 }
 
 /// The outcome of a put.

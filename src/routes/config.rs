@@ -36,6 +36,8 @@ enum Kind {
     Seconds { positive: bool },
     /// A whole number from `min` to [`MAX_COUNT`].
     Whole { min: i64 },
+    /// A retry backoff policy, as JSON text (`{"initial": 5, "factor": 2, ...}`).
+    Backoff,
 }
 
 /// The options qlessd knows (see the qless core's configuration), by name.
@@ -52,10 +54,12 @@ const OPTIONS: [(&str, Kind); 9] = [
     ("max-worker-age", Kind::Seconds { positive: true }),
 ];
 
-/// Per-queue options: `<queue>-heartbeat`, `<queue>-max-concurrency` (0: no limit).
-const QUEUE_OPTIONS: [(&str, Kind); 2] = [
+/// Per-queue options: `<queue>-heartbeat`, `<queue>-max-concurrency` (0: no limit),
+/// `<queue>-backoff` (the default retry backoff of the queue's jobs).
+const QUEUE_OPTIONS: [(&str, Kind); 3] = [
     ("-heartbeat", Kind::Seconds { positive: true }),
     ("-max-concurrency", Kind::Whole { min: 0 }),
+    ("-backoff", Kind::Backoff),
 ];
 
 /// What qlessd knows about `option`; `None` for an option of a client's own.
@@ -80,6 +84,16 @@ fn stored_text(option: &str, value: &ConfigScalar, custom: bool) -> Result<Strin
     match (kind, value) {
         (Kind::Text, ConfigScalar::Text(text)) => Ok(text.clone()),
         (Kind::Text, _) => bad(format!("config option {option} is text: give a string")),
+        (Kind::Backoff, ConfigScalar::Text(text)) => match serde_json::from_str(text) {
+            Ok(backoff) => super::queues::backoff_text(&backoff),
+            Err(err) => bad(format!(
+                "config option {option} is a backoff policy as JSON text \
+                 ({{\"initial\": 5, \"factor\": 2, \"max\": 300, \"jitter\": 0.2}}): {err}"
+            )),
+        },
+        (Kind::Backoff, _) => bad(format!(
+            "config option {option} is a backoff policy as JSON text: give a string"
+        )),
         (Kind::Seconds { positive }, ConfigScalar::Number(seconds)) => {
             let low_ok = if positive {
                 *seconds > 0.0

@@ -45,6 +45,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// * `completed` `{"jid","event","queue"}`, `advanced` `{"jid","to","event","queue"}`:
 ///   the job finished, or moved on to queue `to`;
 /// * `failed` `{"message","jid","group","event","worker"}`: the job failed;
+/// * `unthrottled` `{"jid","event","queue"}`: a job that waited for room in a
+///   throttle is back in its queue (qlessd's throttles; other qless clients ignore it);
 /// * `config_set` `{"option","event","value"}`, `config_unset` `{"event","option"}`.
 ///
 /// For tracked jobs also `tracked` `{"jid","transition"}` with `transition` one of
@@ -120,8 +122,9 @@ const TRANSITIONS: [&str; 6] = [
 ];
 
 /// The event types a stream can be filtered by (`ready` and `lagged` are always sent).
-const EVENT_KINDS: [&str; 10] = [
+const EVENT_KINDS: [&str; 11] = [
     "put",
+    "unthrottled",
     "lock_lost",
     "canceled",
     "completed",

@@ -138,9 +138,16 @@ async fn heartbeat_job(
     validate::name("jid", &jid)?;
     validate::name("worker", &body.worker)?;
     let data = job_data(body.data.as_ref(), &state)?;
+    let progress = job_data(body.progress.as_ref(), &state)?;
     let expires = state
         .qless
-        .heartbeat(state.clock.now(), &jid, &body.worker, data.as_deref())
+        .heartbeat_progress(
+            state.clock.now(),
+            &jid,
+            &body.worker,
+            data.as_deref(),
+            progress.as_deref(),
+        )
         .await?;
     Ok(Json(HeartbeatJobResponse {
         expires: expires as f64,
@@ -232,6 +239,7 @@ fn complete_args(
         delay,
         depends,
         pop: _,
+        result,
     } = body;
     validate::name("jid", &jid)?;
     validate::name("worker", &worker)?;
@@ -255,6 +263,7 @@ fn complete_args(
         next,
         delay,
         depends,
+        result: JobData::optional(result.as_ref(), max_job_size)?.map(JobData::into_text),
     })
 }
 
@@ -312,6 +321,7 @@ async fn complete_jobs(
                 delay: job.delay,
                 depends: job.depends,
                 pop: None,
+                result: job.result,
             };
             complete_args(job.jid, body, state.limits.max_job_size)
                 .map_err(|err| at_item(index, err))
@@ -382,9 +392,11 @@ async fn heartbeat_jobs(
         validate::name("jid", &job.jid).map_err(|err| at_item(index, err))?;
         validate::name("worker", &job.worker).map_err(|err| at_item(index, err))?;
         let data = job_data(job.data.as_ref(), &state).map_err(|err| at_item(index, err))?;
-        calls.push((job.jid, job.worker, data));
+        let progress =
+            job_data(job.progress.as_ref(), &state).map_err(|err| at_item(index, err))?;
+        calls.push((job.jid, job.worker, data, progress));
     }
-    let jids: Vec<String> = calls.iter().map(|(jid, _, _)| jid.clone()).collect();
+    let jids: Vec<String> = calls.iter().map(|(jid, ..)| jid.clone()).collect();
     let results = state.qless.heartbeat_many(state.clock.now(), calls).await?;
     let jobs = jids
         .into_iter()
@@ -534,7 +546,10 @@ async fn retry_job(
     validate::name("jid", &jid)?;
     validate::name("worker", &body.worker)?;
     validate::name("queue", &body.queue)?;
-    let delay = validate::seconds("delay", body.delay.unwrap_or(0.0))?;
+    let delay = body
+        .delay
+        .map(|delay| validate::seconds("delay", delay))
+        .transpose()?;
     match (&body.group, &body.message) {
         (Some(group), Some(_)) => validate::name("group", group)?,
         (None, None) => {}
@@ -557,7 +572,7 @@ async fn retry_job(
             (remaining, Some(leased))
         }
     };
-    if remaining >= 0 && delay == 0.0 {
+    if remaining >= 0 && delay.is_none_or(|delay| delay == 0.0) {
         // The script announces no retry; a long poll here need not wait for its recheck.
         state.leasing.job_available(&body.queue);
     }
@@ -635,6 +650,7 @@ async fn requeue_job(
         tags: body.tags,
         retries: body.retries,
         depends: body.depends,
+        ..PutArgs::default()
     };
     let jid = state
         .qless

@@ -11,6 +11,7 @@ mod leasing;
 mod queues;
 mod recurring;
 mod tags;
+mod throttles;
 pub mod validate;
 mod workers;
 
@@ -28,6 +29,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(events::router())
         .merge(recurring::router())
         .merge(tags::router())
+        .merge(throttles::router())
         .merge(failures::router())
         .merge(workers::router())
         .merge(config::router())

@@ -6,16 +6,16 @@
 use std::fmt::Write as _;
 
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{BatchJson, Json, Path, Query};
 use super::validate::{self, JobData};
-use crate::core::{self, Listing, PutArgs, RecurArgs};
+use crate::core::{self, Idempotency, Listing, PutArgs, PutOutcome, RecurArgs};
 use crate::error::ApiError;
 use crate::model::{
-    CreateRecurringJobRequest, CreatedRecurringJob, Job, PayloadTooLarge, PeekJobsQuery,
+    Backoff, CreateRecurringJobRequest, CreatedRecurringJob, Job, PayloadTooLarge, PeekJobsQuery,
     PopJobsRequest, Problem, PutJobRequest, PutJobResponse, PutJobsRequest, PutJobsResponse,
     QueueCounts, QueueJids, QueueJobState, QueueJobsQuery, QueueStats, QueueStatsQuery,
     Unavailable, UnsupportedMediaType,
@@ -115,10 +115,18 @@ async fn forget_queue(
 /// tags and retries not given are kept from an existing job.
 ///
 /// With `"if_absent": true` nothing changes when the jid already exists: the answer is
-/// `200` with `created: false` (the unique add of work queues).
+/// `200` with `created: false` (the unique add of work queues). With an
+/// `Idempotency-Key` header a repeated put answers the first one's jid (`200`,
+/// `created: false`). `throttles` and `backoff` are described with the body.
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs", tag = "queues",
     operation_id = "put_job",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name"),
+        ("Idempotency-Key" = Option<crate::model::Name>, Header, description = "A key \
+         of the producer's choosing: a put repeating a key used less than \
+         `--idempotency-ttl` ago (default a day) answers the first put's jid with \
+         `created: false` and writes nothing, so a producer may retry after a timeout \
+         without making a duplicate. Checked and recorded by the script: safe with many \
+         gateways.")),
     request_body = PutJobRequest,
     responses(
         (status = 201, description = "The job was put (created, or moved and reset)",
@@ -137,17 +145,39 @@ async fn forget_queue(
 async fn put_job(
     State(state): State<AppState>,
     Path(queue): Path<String>,
-    Json(body): Json<PutJobRequest>,
+    headers: HeaderMap,
+    Json(mut body): Json<PutJobRequest>,
 ) -> Result<Response, ApiError> {
     validate::name("queue", &queue)?;
-    let (job, if_absent) = put_args(&queue, body, state.limits.max_job_size)?;
+    if let Some(key) = headers.get("idempotency-key") {
+        let key = key
+            .to_str()
+            .map_err(|_| ApiError::BadRequest("Idempotency-Key must be visible ASCII".into()))?;
+        if body.idempotency_key.is_some() {
+            return Err(ApiError::BadRequest(
+                "give the idempotency key in the Idempotency-Key header or in \
+                 idempotency_key, not both"
+                    .into(),
+            ));
+        }
+        body.idempotency_key = Some(key.to_owned());
+    }
+    let (job, if_absent, idem) = put_args(&queue, body, &state)?;
     let jid = job.jid.clone();
     let now = state.clock.now();
-    let created = if if_absent {
-        state.qless.put_if_absent(now, job).await?.is_some()
-    } else {
-        state.qless.put(now, job).await?;
-        true
+    let (jid, created) = match idem {
+        Some(idem) => {
+            let outcome = state
+                .qless
+                .put_idempotent(now, job, if_absent, idem)
+                .await?;
+            (outcome.jid, outcome.created)
+        }
+        None if if_absent => (jid, state.qless.put_if_absent(now, job).await?.is_some()),
+        None => {
+            state.qless.put(now, job).await?;
+            (jid, true)
+        }
     };
     let body = Json(PutJobResponse { jid, created });
     // The house rule (see the document's description): a put that creates the job at
@@ -204,13 +234,10 @@ async fn put_jobs(
         .jobs
         .into_iter()
         .enumerate()
-        .map(|(index, job)| {
-            put_args(&queue, job, state.limits.max_job_size).map_err(|err| at_item(index, err))
-        })
+        .map(|(index, job)| put_args(&queue, job, &state).map_err(|err| at_item(index, err)))
         .collect::<Result<Vec<_>, _>>()?;
-    let jids: Vec<String> = jobs.iter().map(|(job, _)| job.jid.clone()).collect();
-    let results = state.qless.put_many(state.clock.now(), jobs).await?;
-    let jobs = outcomes(jids, results)?;
+    let results = state.qless.put_batch(state.clock.now(), jobs).await?;
+    let jobs = outcomes(results)?;
     Ok(Json(PutJobsResponse { jobs }))
 }
 
@@ -424,8 +451,9 @@ async fn create_recurring_job(
 fn put_args(
     queue: &str,
     job: PutJobRequest,
-    max_job_size: u64,
-) -> Result<(PutArgs, bool), ApiError> {
+    state: &AppState,
+) -> Result<(PutArgs, bool, Option<Idempotency>), ApiError> {
+    let max_job_size = state.limits.max_job_size;
     let jid = jid_or_new(job.jid)?;
     validate::text("klass", &job.klass)?;
     let priority = job
@@ -436,6 +464,18 @@ fn put_args(
     whole("retries", job.retries)?;
     name_list("tag", job.tags.as_deref())?;
     name_list("dependency", job.depends.as_deref())?;
+    name_list("throttle", job.throttles.as_deref())?;
+    let backoff = job.backoff.as_ref().map(backoff_text).transpose()?;
+    let idem = match job.idempotency_key {
+        Some(key) => {
+            validate::name("idempotency key", &key)?;
+            Some(Idempotency {
+                key,
+                ttl: state.limits.idempotency_ttl,
+            })
+        }
+        None => None,
+    };
     let args = PutArgs {
         // No worker puts through the API: a previous holder is told it lost the job.
         worker: String::new(),
@@ -448,8 +488,34 @@ fn put_args(
         tags: job.tags,
         retries: job.retries,
         depends: job.depends,
+        throttles: job.throttles,
+        backoff,
     };
-    Ok((args, job.if_absent))
+    Ok((args, job.if_absent, idem))
+}
+
+/// A backoff policy, checked, as the JSON text the script stores.
+pub(super) fn backoff_text(backoff: &Backoff) -> Result<String, ApiError> {
+    let bad = |what: &str| Err(ApiError::BadRequest(format!("backoff: {what}")));
+    if !(backoff.initial.is_finite() && backoff.initial >= 0.0) {
+        return bad("initial must be a finite number of seconds, at least 0");
+    }
+    if let Some(factor) = backoff.factor
+        && !(factor.is_finite() && factor >= 1.0)
+    {
+        return bad("factor must be a finite number, at least 1");
+    }
+    if let Some(max) = backoff.max
+        && !(max.is_finite() && max >= 0.0)
+    {
+        return bad("max must be a finite number of seconds, at least 0");
+    }
+    if let Some(jitter) = backoff.jitter
+        && !(0.0..=1.0).contains(&jitter)
+    {
+        return bad("jitter must be between 0 and 1");
+    }
+    serde_json::to_string(backoff).map_err(|err| ApiError::Internal(format!("backoff: {err}")))
 }
 
 /// Checks a recurring-job request and turns it into script arguments.
@@ -541,17 +607,13 @@ fn location(prefix: &str, jid: &str) -> Result<HeaderValue, ApiError> {
 
 /// The outcome of each batch item, or the error of the first item the script refused.
 fn outcomes(
-    jids: Vec<String>,
-    results: Vec<Result<Option<String>, core::Error>>,
+    results: Vec<Result<PutOutcome, core::Error>>,
 ) -> Result<Vec<PutJobResponse>, ApiError> {
-    jids.into_iter()
-        .zip(results)
+    results
+        .into_iter()
         .enumerate()
-        .map(|(index, (jid, result))| match result {
-            Ok(reply) => Ok(PutJobResponse {
-                jid,
-                created: reply.is_some(),
-            }),
+        .map(|(index, result)| match result {
+            Ok(PutOutcome { jid, created }) => Ok(PutJobResponse { jid, created }),
             Err(err) => Err(at_item(index, err.into())),
         })
         .collect()

@@ -209,6 +209,9 @@ fn jobs_are_lists_of_objects_and_jids_are_lists_of_ids() {
         for (field, property) in properties {
             let items = &property["items"];
             match field.as_str() {
+                // The throttle rate's `{"jobs": N, "seconds": S}` is a count, by the
+                // interface its issue fixed.
+                "jobs" if name == "ThrottleRate" => {}
                 "jobs" => {
                     assert!(
                         items["$ref"].is_string(),

@@ -7,6 +7,7 @@ mod complete_and_pop;
 mod connections;
 mod details;
 mod document;
+mod features;
 mod jobs;
 mod leasing;
 mod limits;

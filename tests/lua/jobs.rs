@@ -740,7 +740,7 @@ async fn retry_with_a_delay_schedules_the_job() {
     put(&qless, 0.0, "q", "a").await;
     pop(&qless, 1.0, "q", "w", 1).await;
     let mut args = retry_args("a", "w", "q");
-    args.delay = 30.0;
+    args.delay = Some(30.0);
     qless.retry(2.0, args).await.unwrap();
     assert_eq!(state(&qless, "a").await, "scheduled");
     assert!(pop(&qless, 31.0, "q", "w", 1).await.is_empty());

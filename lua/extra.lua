@@ -1,0 +1,109 @@
+-- extra.lua: what the gateway adds to a job beside the qless model: progress and
+-- result (kept apart from `data`), idempotent puts, and retry backoff.
+--
+-- Everything lives in keys and hash fields that stock qless clients never read
+-- (lua/README.md, "Gateway features"), so they keep working on the same Redis.
+
+-- The methods of Qless.Extra, made on first use (see base.lua).
+function extra_factory(name)
+  if name == 'job_json' then
+    -- The job object of jid (as `get` gives it) plus, when the job has them, its
+    -- `progress` and `result` (JSON text, as strings like `data`); nil if no job.
+    return function(jid)
+      local buf = {}
+      if not Qless.job_buffer(buf, jid) then return nil end
+      local f = redis.call('hmget', P .. 'j:' .. jid, 'progress', 'result', 'throttles')
+      if f[1] or f[2] or f[3] then
+        -- The object ends with '}' in the buffer's last piece: insert before it.
+        local last = buf[#buf]
+        local extra = ''
+        if f[1] then extra = extra .. ',"progress":' .. cjson.encode(f[1]) end
+        if f[2] then extra = extra .. ',"result":' .. cjson.encode(f[2]) end
+        if f[3] then extra = extra .. ',"throttles":' .. f[3] end
+        buf[#buf] = string.sub(last, 1, -2) .. extra .. '}'
+      end
+      return table.concat(buf)
+    end
+
+  elseif name == 'idempotent' then
+    -- The jid an idempotency key answers while it is fresh (its `until` is after
+    -- now), or nil.
+    return function(now, ikey)
+      local f = redis.call('hmget', P .. 'idem:' .. ikey, 'jid', 'until')
+      if f[1] and (tonumber(f[2]) or 0) > now then return f[1] end
+      return nil
+    end
+
+  elseif name == 'remember' then
+    -- Records that idempotency key ikey answers jid until now + ttl. Redis expires
+    -- the key a little after that (by its own clock) so that it does not pile up.
+    return function(now, ikey, jid, ttl)
+      local key = P .. 'idem:' .. ikey
+      redis.call('hset', key, 'jid', jid, 'until', Qless.numarg(now + ttl))
+      redis.call('expire', key, string.format('%d', math.ceil(ttl) + 60))
+    end
+
+  elseif name == 'backoff_parse' then
+    -- A backoff policy's JSON text as {initial, factor, max, jitter}, or nil when
+    -- it is not a valid one: initial >= 0, factor >= 1, max >= 0, 0 <= jitter <= 1
+    -- (factor, max and jitter are optional: 2, none, 0).
+    return function(text)
+      local b = Qless.json_decode(text)
+      if type(b) ~= 'table' then return nil end
+      local initial, factor, max, jitter = b.initial, b.factor or 2, b.max, b.jitter or 0
+      if type(initial) ~= 'number' or initial < 0 or initial ~= initial or initial == 1 / 0 then
+        return nil
+      end
+      if type(factor) ~= 'number' or factor < 1 or factor == 1 / 0 then return nil end
+      if max ~= nil and (type(max) ~= 'number' or max < 0 or max ~= max) then return nil end
+      if type(jitter) ~= 'number' or jitter < 0 or jitter > 1 then return nil end
+      return { initial = initial, factor = factor, max = max, jitter = jitter }
+    end
+
+  elseif name == 'backoff_delay' then
+    -- The backoff of job jid (its own policy, else its queue's `<queue>-backoff`
+    -- option) for its next attempt, in seconds; 0 when it has none. The attempt
+    -- number is the retries used so far plus `offset` (1 when read before the retry
+    -- uses one, 0 after).
+    -- Jitter takes up to that fraction off the delay, by an amount derived from the
+    -- jid and the attempt: the same on every gateway, spread across jobs.
+    return function(jid, queue, offset)
+      local f = redis.call('hmget', P .. 'j:' .. jid, 'backoff', 'retries', 'remaining', 'queue')
+      local text = f[1]
+      if not text then
+        text = redis.call('hget', P .. 'config', (queue or f[4] or '') .. '-backoff')
+      end
+      if not text then return 0 end
+      local b = Qless.Extra.backoff_parse(text)
+      if not b then return 0 end
+      local attempt = (tonumber(f[2]) or 5) - (tonumber(f[3]) or 5) + offset
+      if attempt < 1 then attempt = 1 end
+      local delay = b.initial * b.factor ^ (attempt - 1)
+      if b.max and delay > b.max then delay = b.max end
+      if b.jitter > 0 then
+        local h = attempt * 7919
+        for i = 1, #jid do h = (h * 31 + string.byte(jid, i)) % 1000003 end
+        delay = delay * (1 - b.jitter * (h / 1000003))
+      end
+      return delay
+    end
+
+  elseif name == 'lock_backoff' then
+    -- A job whose lock expired and that still has retries: if it has a backoff, it
+    -- is scheduled in its queue after that delay (its throttle slots freed) instead
+    -- of being handed to the popping worker. Returns true when it was scheduled.
+    -- (`remaining` was already lowered by the caller: offset 0.)
+    return function(now, queue, jid)
+      local key = P .. 'j:' .. jid
+      local delay = Qless.Extra.backoff_delay(jid, queue, 0)
+      if delay <= 0 then return false end
+      local qkey = P .. 'q:' .. queue
+      redis.call('zrem', qkey .. '-locks', jid)
+      redis.call('zadd', qkey .. '-scheduled', Qless.numarg(now + delay), jid)
+      redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', '0')
+      local throttles = redis.call('hget', key, 'throttles')
+      if throttles then Qless.Throttle.release(now, jid, throttles, queue) end
+      return true
+    end
+  end
+end
