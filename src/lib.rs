@@ -19,6 +19,8 @@
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
 //! * [`sweeper`]: the background upkeep that keeps time for every queue.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
+//! * [`ui`]: the dashboard at `/ui` (server-rendered HTML, vendored htmx, SVG charts),
+//!   calling the same `core` methods as the routes.
 //! * [`healthcheck`]: `qlessd healthcheck`, the container health probe.
 //!
 //! # The path of one request
@@ -46,3 +48,4 @@ pub mod server;
 pub mod settings;
 pub mod sweeper;
 pub mod telemetry;
+pub mod ui;

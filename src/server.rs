@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use crate::leasing::Leasing;
 use crate::middleware::RequestLayer;
 use crate::settings::Settings;
-use crate::{openapi, routes, sweeper};
+use crate::{openapi, routes, sweeper, ui};
 
 /// Limits the handlers enforce, taken from [`Settings`].
 #[derive(Debug, Clone)]
@@ -130,7 +130,8 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state.clone());
+        .with_state(state.clone())
+        .merge(ui::router(state.clone()).layer(CompressionLayer::new()));
     // The request layer and the body limit wrap the router once, not route by route
     // (`Router::layer`): a layer applied to the router boxes and clones every route's
     // service and future again on each request, a few hundred instructions a layer.

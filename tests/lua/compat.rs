@@ -155,10 +155,10 @@ async fn timeout_leaves_the_job_in_its_workers_job_set() {
     assert_eq!(score, Some(61.0), "the set keeps the job at its old expiry");
     // `workers` counts it as held until that expiry, then as stalled.
     let w = &qless.workers(3.0).await.unwrap()[0];
-    assert_eq!((w.name.as_str(), w.jobs, w.stalled), ("w", 1, 0));
-    assert_eq!(qless.worker(3.0, "w").await.unwrap().jobs, ["a"]);
+    assert_eq!((w.name.as_str(), w.running, w.stalled), ("w", 1, 0));
+    assert_eq!(qless.worker(3.0, "w").await.unwrap().jids, ["a"]);
     let w = &qless.workers(62.0).await.unwrap()[0];
-    assert_eq!((w.jobs, w.stalled), (0, 1));
+    assert_eq!((w.running, w.stalled), (0, 1));
     // the job itself is stalled at the front of its queue, and pops again
     assert_eq!(super::jobs::state(&qless, "a").await, "stalled");
     assert_eq!(pop(&qless, 63.0, "q", "w2", 1).await, ["a"]);

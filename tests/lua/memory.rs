@@ -123,7 +123,7 @@ async fn out_of_memory_a_pop_leases_nothing_and_a_grouped_call_changes_nothing()
     let q = qless.queue(2.0, "q").await.unwrap();
     assert_eq!((q.waiting, q.running), (1, 1));
     assert_eq!(qless.peek(2.0, "q", 1).await.unwrap()[0].jid, "a");
-    assert_eq!(qless.worker(2.0, "w").await.unwrap().jobs, ["b"]);
+    assert_eq!(qless.worker(2.0, "w").await.unwrap().jids, ["b"]);
     assert_eq!(state(&namespaced, "n").await, "waiting");
     // a read the script refuses is answered with the script's own error
     let bad = qless
