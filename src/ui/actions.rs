@@ -213,7 +213,12 @@ pub(super) async fn failure_group(
                 move_or_cancel(&ui, &group, &page.jids, unfail).await?;
             }
         }
-        _ => return Err(refused(StatusCode::BAD_REQUEST, "scope must be jobs or all")),
+        _ => {
+            return Err(refused(
+                StatusCode::BAD_REQUEST,
+                "scope must be jobs or all",
+            ));
+        }
     }
     back(format!("/ui/failures/{}", seg(&group)))
 }
@@ -266,7 +271,10 @@ pub(super) async fn recurring(
             };
             let interval = number("interval")?;
             if interval.is_some_and(|i| !(i > 0.0 && i.is_finite())) {
-                return Err(refused(StatusCode::BAD_REQUEST, "interval must be positive"));
+                return Err(refused(
+                    StatusCode::BAD_REQUEST,
+                    "interval must be positive",
+                ));
             }
             let priority = number("priority")?
                 .map(|p| validate::finite("priority", p))

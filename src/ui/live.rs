@@ -102,7 +102,11 @@ pub(super) async fn stream(
                 },
                 _ = shutdown.changed() => break,
             }
-            if tx.send(SseEvent::default().event("changed").data("")).await.is_err() {
+            if tx
+                .send(SseEvent::default().event("changed").data("1"))
+                .await
+                .is_err()
+            {
                 break;
             }
             // Coalesce: whatever happens in the next second is one more refresh.

@@ -66,7 +66,10 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/jobs/{jid}/{action}", post(actions::job))
         .route("/ui/failures", get(pages::failures))
         .route("/ui/failures/{group}", get(pages::failure_group))
-        .route("/ui/failures/{group}/{action}", post(actions::failure_group))
+        .route(
+            "/ui/failures/{group}/{action}",
+            post(actions::failure_group),
+        )
         .route("/ui/workers", get(pages::workers))
         .route("/ui/workers/{worker}", get(pages::worker))
         .route("/ui/tags", get(pages::tags))

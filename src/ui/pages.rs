@@ -66,21 +66,15 @@ pub(super) async fn overview(State(ui): State<Ui>, Query(p): Query<Paging>) -> U
 }
 
 /// `GET /ui/partials/overview`: the overview's body alone, for live refreshes.
-pub(super) async fn overview_partial(
-    State(ui): State<Ui>,
-    Query(p): Query<Paging>,
-) -> UiResult {
+pub(super) async fn overview_partial(State(ui): State<Ui>, Query(p): Query<Paging>) -> UiResult {
     overview_body(&ui, p.offset).await
 }
 
 async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
     let now = ui.app.clock.now();
     let qless = &ui.app.qless;
-    let (queues, failed, workers) = tokio::try_join!(
-        qless.queues(now),
-        qless.failed(now),
-        qless.workers(now)
-    )?;
+    let (queues, failed, workers) =
+        tokio::try_join!(qless.queues(now), qless.failed(now), qless.workers(now))?;
     let start = (offset as usize).min(queues.len());
     let shown = &queues[start..(start + PAGE as usize).min(queues.len())];
     let mut groups: Vec<(&String, &i64)> = failed.iter().collect();
@@ -90,9 +84,7 @@ async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
         (t.0 + q.waiting, t.1 + q.running, t.2 + q.stalled)
     });
     let series = ui.throughput.series();
-    let (done, bad) = series
-        .iter()
-        .fold((0, 0), |t, s| (t.0 + s.0, t.1 + s.1));
+    let (done, bad) = series.iter().fold((0, 0), |t, s| (t.0 + s.0, t.1 + s.1));
     Ok(html! {
         div #overview hx-get=(format!("/ui/partials/overview?offset={offset}"))
             hx-trigger="qless-changed from:body, every 30s" hx-swap="outerHTML" {
@@ -202,7 +194,12 @@ pub(super) async fn queue(
         "stalled" => Some(Listing::Stalled),
         "depends" => Some(Listing::Depends),
         "recurring" => Some(Listing::Recurring),
-        _ => return Err(refused(axum::http::StatusCode::BAD_REQUEST, "unknown state")),
+        _ => {
+            return Err(refused(
+                axum::http::StatusCode::BAD_REQUEST,
+                "unknown state",
+            ));
+        }
     };
     let now = ui.app.clock.now();
     let qless = &ui.app.qless;
@@ -290,7 +287,8 @@ fn timing(stats: &TimingStats) -> Markup {
         .iter()
         .rposition(|&n| n > 0)
         .map_or(59, |i| i.max(59));
-    let series: Vec<(String, u64)> = stats.histogram[..=last.min(stats.histogram.len().saturating_sub(1))]
+    let series: Vec<(String, u64)> = stats.histogram
+        [..=last.min(stats.histogram.len().saturating_sub(1))]
         .iter()
         .enumerate()
         .map(|(i, &n)| (charts::bucket_label(i), n.max(0) as u64))
@@ -457,7 +455,11 @@ pub(super) async fn failure_group(
 ) -> UiResult {
     validate::name("group", &group)?;
     let now = ui.app.clock.now();
-    let page = ui.app.qless.failed_group(now, &group, p.offset, PAGE).await?;
+    let page = ui
+        .app
+        .qless
+        .failed_group(now, &group, p.offset, PAGE)
+        .await?;
     let jobs = ui.app.qless.multiget(now, &page.jids).await?;
     let base = format!("/ui/failures/{}", seg(&group));
     let page_fields: Vec<(&str, &str)> = std::iter::once(("scope", "jobs"))
@@ -623,7 +625,10 @@ pub(super) async fn recurring_list(State(ui): State<Ui>, Query(p): Query<Paging>
 pub(super) async fn recurring(State(ui): State<Ui>, Path(jid): Path<String>) -> UiResult {
     validate::name("jid", &jid)?;
     let Some(t) = ui.app.qless.recur_get(ui.app.clock.now(), &jid).await? else {
-        return Err(refused(axum::http::StatusCode::NOT_FOUND, "no such recurring job"));
+        return Err(refused(
+            axum::http::StatusCode::NOT_FOUND,
+            "no such recurring job",
+        ));
     };
     let base = format!("/ui/recurring/{}", seg(&jid));
     Ok(layout(

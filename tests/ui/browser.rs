@@ -122,7 +122,10 @@ async fn wait_text(client: &Client, css: &str, ok: impl Fn(&str) -> bool) -> Str
         if ok(&text) {
             return text;
         }
-        assert!(Instant::now() < deadline, "{css} never matched; last text {text:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{css} never matched; last text {text:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -168,15 +171,49 @@ async fn an_operator_retries_a_failed_job_unfails_a_group_and_pauses_a_queue() {
 
     // The overview lists the queues and the failure groups; follow a queue.
     client.goto(&format!("{base}/ui")).await.unwrap();
-    wait_text(&client, "#queues", |t| t.contains("emails") && t.contains("reports")).await;
+    wait_text(&client, "#queues", |t| {
+        t.contains("emails") && t.contains("reports")
+    })
+    .await;
     wait_text(&client, "#failure-groups", |t| t.contains("smtp-refused")).await;
     screenshot(&client, "ui-overview.png").await;
+
+    // Live: a job put into a new queue shows up without a reload (the page's event
+    // stream tells htmx to fetch the overview again). Each put is a new event, so
+    // putting again until it shows covers a stream that was still connecting.
+    let deadline = Instant::now() + PATIENCE;
+    for n in 0.. {
+        put(&app, "live-queue", &format!("live-{n}")).await;
+        // The table is replaced as it refreshes: a stale element reads as empty.
+        let text = match client.find(Locator::Css("#queues")).await {
+            Ok(table) => table.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if text.contains("live-queue") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the overview never updated itself"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     click(&client, Locator::LinkText("emails")).await;
     wait_text(&client, "#queue-name", |t| t == "emails").await;
-    assert!(client.current_url().await.unwrap().path().ends_with("/ui/queues/emails"));
+    assert!(
+        client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .ends_with("/ui/queues/emails")
+    );
 
     // Open the failed job from its group and retry it: it leaves the group.
-    client.goto(&format!("{base}/ui/failures/smtp-refused")).await.unwrap();
+    client
+        .goto(&format!("{base}/ui/failures/smtp-refused"))
+        .await
+        .unwrap();
     click(&client, Locator::LinkText("broken-1")).await;
     wait_text(&client, "#state", |t| t == "failed").await;
     wait_text(&client, "#failure", |t| t.contains("it broke")).await;
@@ -195,17 +232,46 @@ async fn an_operator_retries_a_failed_job_unfails_a_group_and_pauses_a_queue() {
     click(&client, Locator::XPath("//button[text()='Unfail all']")).await;
     wait_text(&client, "#group-total", |t| t == "0").await;
     assert!(app.qless.failed(app.clock.now()).await.unwrap().is_empty());
-    let report = app.qless.get(app.clock.now(), "report-1").await.unwrap().unwrap();
-    assert_eq!((report.state.as_str(), report.queue.as_str()), ("waiting", "reports"));
+    let report = app
+        .qless
+        .get(app.clock.now(), "report-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (report.state.as_str(), report.queue.as_str()),
+        ("waiting", "reports")
+    );
 
     // Pause `emails`: pops there return nothing.
-    client.goto(&format!("{base}/ui/queues/emails")).await.unwrap();
+    client
+        .goto(&format!("{base}/ui/queues/emails"))
+        .await
+        .unwrap();
     click(&client, Locator::XPath("//button[text()='Pause']")).await;
     wait_text(&client, "#paused", |t| t == "paused").await;
-    let popped = app.qless.pop(app.clock.now(), "emails", "w2", 10).await.unwrap();
-    assert!(popped.is_empty(), "a paused queue handed out {}", popped.len());
-    let reports = app.qless.pop(app.clock.now(), "reports", "w2", 10).await.unwrap();
+    let popped = app
+        .qless
+        .pop(app.clock.now(), "emails", "w2", 10)
+        .await
+        .unwrap();
+    assert!(
+        popped.is_empty(),
+        "a paused queue handed out {}",
+        popped.len()
+    );
+    let reports = app
+        .qless
+        .pop(app.clock.now(), "reports", "w2", 10)
+        .await
+        .unwrap();
     assert_eq!(reports.len(), 3, "other queues still pop");
+    let live = app
+        .qless
+        .pop(app.clock.now(), "live-queue", "w2", 1)
+        .await
+        .unwrap();
+    assert_eq!(live.len(), 1, "other queues still pop");
 
     client.close().await.unwrap();
     let _ = stop.send(());

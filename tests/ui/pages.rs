@@ -65,7 +65,12 @@ async fn an_unknown_job_or_state_is_a_4xx_page() {
     let app = TestApp::start().await;
     let missing = app.get("/ui/jobs/nope").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
-    assert!(missing.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    assert!(
+        missing.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
     let bad = app.get("/ui/queues/emails?state=lost").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
@@ -82,7 +87,13 @@ async fn an_action_without_the_form_token_is_refused_and_changes_nothing() {
     let token = token_in(&app.get("/ui/queues/emails").await.text);
     let done = post_form(&app, "/ui/queues/emails/pause", &format!("csrf={token}")).await;
     assert_eq!(done.status, StatusCode::SEE_OTHER);
-    assert!(app.qless.queue(app.clock.now(), "emails").await.unwrap().paused);
+    assert!(
+        app.qless
+            .queue(app.clock.now(), "emails")
+            .await
+            .unwrap()
+            .paused
+    );
 }
 
 #[tokio::test]
@@ -97,20 +108,40 @@ async fn job_actions_change_the_job_as_the_api_would() {
         ("track", ""),
         ("move", "queue=later"),
     ] {
-        let response =
-            post_form(&app, &format!("/ui/jobs/j1/{action}"), &format!("csrf={token}&{form}")).await;
-        assert_eq!(response.status, StatusCode::SEE_OTHER, "{action}: {}", response.text);
+        let response = post_form(
+            &app,
+            &format!("/ui/jobs/j1/{action}"),
+            &format!("csrf={token}&{form}"),
+        )
+        .await;
+        assert_eq!(
+            response.status,
+            StatusCode::SEE_OTHER,
+            "{action}: {}",
+            response.text
+        );
     }
     let job = app.qless.get(app.clock.now(), "j1").await.unwrap().unwrap();
     assert_eq!(job.priority, 7.0);
     assert_eq!(job.tags, ["vip"]);
     assert!(job.tracked);
     assert_eq!(job.queue, "later");
-    let bad = post_form(&app, "/ui/jobs/j1/priority", &format!("csrf={token}&priority=high")).await;
+    let bad = post_form(
+        &app,
+        "/ui/jobs/j1/priority",
+        &format!("csrf={token}&priority=high"),
+    )
+    .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     let cancel = post_form(&app, "/ui/jobs/j1/cancel", &format!("csrf={token}")).await;
     assert_eq!(cancel.status, StatusCode::SEE_OTHER);
-    assert!(app.qless.get(app.clock.now(), "j1").await.unwrap().is_none());
+    assert!(
+        app.qless
+            .get(app.clock.now(), "j1")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -129,7 +160,12 @@ async fn a_failure_group_is_unfailed_by_job_and_cancelled_whole() {
     assert_eq!(one.status, StatusCode::SEE_OTHER);
     let a = app.qless.get(app.clock.now(), "a").await.unwrap().unwrap();
     assert_eq!((a.state.as_str(), a.queue.as_str()), ("waiting", "emails"));
-    let all = post_form(&app, "/ui/failures/smtp/cancel", &format!("csrf={token}&scope=all")).await;
+    let all = post_form(
+        &app,
+        "/ui/failures/smtp/cancel",
+        &format!("csrf={token}&scope=all"),
+    )
+    .await;
     assert_eq!(all.status, StatusCode::SEE_OTHER);
     assert!(app.qless.failed(app.clock.now()).await.unwrap().is_empty());
     assert!(app.qless.get(app.clock.now(), "b").await.unwrap().is_none());
@@ -165,16 +201,74 @@ async fn recurring_jobs_and_config_are_edited_through_forms() {
     )
     .await;
     assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.text);
-    let t = app.qless.recur_get(app.clock.now(), "nightly").await.unwrap().unwrap();
+    let t = app
+        .qless
+        .recur_get(app.clock.now(), "nightly")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((t.interval, t.priority), (60.0, 3.0));
     assert_eq!(t.tags, ["new", "other"]);
-    let set = post_form(&app, "/ui/config", &format!("csrf={token}&option=heartbeat&value=90")).await;
+    let set = post_form(
+        &app,
+        "/ui/config",
+        &format!("csrf={token}&option=heartbeat&value=90"),
+    )
+    .await;
     assert_eq!(set.status, StatusCode::SEE_OTHER, "{}", set.text);
-    let value = app.qless.config_get(app.clock.now(), "heartbeat").await.unwrap();
+    let value = app
+        .qless
+        .config_get(app.clock.now(), "heartbeat")
+        .await
+        .unwrap();
     assert_eq!(value, Some(serde_json::json!("90")));
-    let refused = post_form(&app, "/ui/config", &format!("csrf={token}&option=heartbeat&value=-5")).await;
+    let refused = post_form(
+        &app,
+        "/ui/config",
+        &format!("csrf={token}&option=heartbeat&value=-5"),
+    )
+    .await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
-    let deleted = post_form(&app, "/ui/recurring/nightly/delete", &format!("csrf={token}")).await;
+    let deleted = post_form(
+        &app,
+        "/ui/recurring/nightly/delete",
+        &format!("csrf={token}"),
+    )
+    .await;
     assert_eq!(deleted.status, StatusCode::SEE_OTHER);
-    assert!(app.qless.recur_get(app.clock.now(), "nightly").await.unwrap().is_none());
+    assert!(
+        app.qless
+            .recur_get(app.clock.now(), "nightly")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn the_live_stream_says_changed_when_a_job_moves() {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let app = TestApp::start().await;
+    assert!(
+        app.state
+            .events
+            .wait_subscribed(std::time::Duration::from_secs(5))
+            .await
+    );
+    let request = Request::builder()
+        .uri("/ui/live")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    put(&app, "emails", "j1").await;
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), body.frame())
+        .await
+        .expect("a frame in time")
+        .expect("a frame")
+        .expect("no error");
+    let text = String::from_utf8_lossy(frame.data_ref().expect("data")).into_owned();
+    assert!(text.contains("event: changed"), "{text}");
 }
