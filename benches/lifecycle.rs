@@ -9,7 +9,11 @@
 //!                                                  # http, worker
 //! cargo bench --bench lifecycle -- --jobs 5000 --runs 1
 //! cargo bench --bench lifecycle -- instructions gateway-instructions   # valgrind
+//! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! ```
+//!
+//! With `BENCH_AUTH` set, the gateway runs with an `--auth-file` (one admin token among
+//! a few others) and every request carries its bearer token.
 //!
 //! Redis-side cost per call is `usec_per_call` of `cmdstat_evalsha` from
 //! `INFO commandstats`, reset before each phase: it is the time the script itself
@@ -882,6 +886,7 @@ async fn gateway_instructions() {
         .arg(target.url())
         .arg("--listen")
         .arg(addr.to_string());
+    with_auth_file(&mut command);
     let gateway = Gateway::spawn(command, addr, "/readyz").await;
     let pid = gateway.pid();
     let mut rows = Vec::new();
@@ -933,6 +938,7 @@ impl Gateway {
             .arg(target.url())
             .arg("--listen")
             .arg(addr.to_string());
+        with_auth_file(&mut command);
         let gateway = Gateway::spawn(command, addr, "/readyz").await;
         // Let the event subscription that wakes long polls settle.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -989,6 +995,40 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// With `BENCH_AUTH` set, gives the gateway an auth file: an admin token for the
+/// benchmark's secret ([`http_client::BENCH_SECRET`]) after four others, so a request
+/// is checked against a file of realistic size.
+fn with_auth_file(command: &mut Command) {
+    use sha2::Digest as _;
+    static FILE: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    if std::env::var_os("BENCH_AUTH").is_none() {
+        return;
+    }
+    let dir = FILE.get_or_init(|| tempfile::tempdir().expect("temp dir"));
+    let file = dir.path().join("tokens.toml");
+    let hex = |text: &str| -> String {
+        sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
+    };
+    let mut tokens = String::new();
+    for (name, secret, scope) in [
+        ("reader", "reader-secret", "read"),
+        ("producer", "producer-secret", "produce"),
+        ("worker", "worker-secret", "work"),
+        ("other", "other-secret", "work"),
+        ("bench", http_client::BENCH_SECRET, "admin"),
+    ] {
+        tokens.push_str(&format!(
+            "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nscopes = [\"{scope}\"]\n",
+            hex(secret)
+        ));
+    }
+    std::fs::write(&file, tokens).expect("write the auth file");
+    command.arg("--auth-file").arg(&file);
 }
 
 /// The gateway binary: this build's, or another one named by `BENCH_QLESSD` (to

@@ -14,6 +14,14 @@ pub enum ApiError {
     /// 400 `bad_request`: malformed JSON, a missing or ill-typed field, a bad name.
     #[error("{0}")]
     BadRequest(String),
+    /// 401 `unauthorized` (with `WWW-Authenticate: Bearer`): no bearer token, a
+    /// malformed `Authorization` header, or a token the server does not know.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403 `forbidden`: the token lacks the scope the route needs, or is not granted
+    /// the namespace the request addresses.
+    #[error("{0}")]
+    Forbidden(String),
     /// 404 `not_found`: the job, recurring job or route does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -46,6 +54,8 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) | ApiError::LockLost(_) => StatusCode::CONFLICT,
@@ -60,6 +70,8 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "bad_request",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
@@ -102,8 +114,17 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if matches!(self, ApiError::Unavailable(_)) {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        match self {
+            ApiError::Unavailable(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::Unauthorized(_) => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"qlessd\""),
+                );
+            }
+            _ => {}
         }
         response
     }

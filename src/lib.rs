@@ -7,6 +7,8 @@
 //!   which starts embedded Redis when no URL is given.
 //! * [`middleware`]: the one layer every request goes through (request id, deadline,
 //!   panic catcher, request span and server-error log).
+//! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
+//!   route's scope, and the layer checking every request against both.
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
 //! * [`error`]: [`error::ApiError`], rendered as `application/problem+json`.
 //! * [`routes`]: one module per resource; thin handlers.
@@ -18,6 +20,8 @@
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
 //! * [`sweeper`]: the background upkeep that keeps time for every queue.
+//! * [`tenants`]: several namespaces in one gateway, chosen by the `Qless-Namespace`
+//!   header (or the token); each with its own state.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
 //! * [`ui`]: the dashboard at `/ui` (server-rendered HTML, vendored htmx, SVG charts),
 //!   calling the same `core` methods as the routes.
@@ -26,7 +30,7 @@
 //! # The path of one request
 //!
 //! ```text
-//! HTTP -> middleware (request id, span, panic catcher, deadline) -> body limit
+//! HTTP -> middleware (request id, span, panic catcher, deadline) -> auth -> body limit
 //!      -> routes::<resource>::<handler>     extract + validate
 //!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA, alone or grouped
 //!                                           with concurrent calls (reload on NOSCRIPT)
@@ -35,6 +39,7 @@
 //!      <- core::Error -> ApiError -> problem+json with the right status
 //! ```
 
+pub mod auth;
 pub mod clock;
 pub mod core;
 pub mod error;
@@ -48,4 +53,5 @@ pub mod server;
 pub mod settings;
 pub mod sweeper;
 pub mod telemetry;
+pub mod tenants;
 pub mod ui;

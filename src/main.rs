@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use qlessd::settings::{Command, Settings};
-use qlessd::{core, healthcheck, server, telemetry};
+use qlessd::{auth, core, healthcheck, server, telemetry};
 
 // A request allocates and frees many small buffers (bodies, JSON, Redis replies) across
 // threads; mimalloc's per-thread heaps cost the gateway about a tenth less CPU per
@@ -20,6 +20,18 @@ async fn main() -> std::process::ExitCode {
     }
     let outcome = match &settings.command {
         Some(Command::Healthcheck(args)) => healthcheck::run(settings.listen, args).await,
+        Some(Command::Token(args)) => match auth::new_token(args) {
+            Ok((secret, entry)) => {
+                eprintln!(
+                    "The token's secret is on the first line, shown only now: clients send \
+                     `Authorization: Bearer <secret>`. Add the entry below it to the auth file \
+                     (it holds only the secret's SHA-256), then send qlessd a SIGHUP."
+                );
+                println!("{secret}\n\n{entry}");
+                Ok(())
+            }
+            Err(message) => Err(message),
+        },
         None => {
             telemetry::init(settings.log_format);
             server::run(settings).await

@@ -5,7 +5,11 @@
 //! schema, so a generated client has a single error type.
 
 use utoipa::OpenApi;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
 
+use crate::auth::{self, Access};
 use crate::routes;
 
 /// Document-level metadata; the paths come from [`routes::router`].
@@ -51,6 +55,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let mut base = ApiDoc::openapi();
     base.merge(doc);
     problem_examples(&mut base);
+    describe_access(&mut base);
     base
 }
 
@@ -96,6 +101,73 @@ fn problem_examples(doc: &mut utoipa::openapi::OpenApi) {
     }
 }
 
+/// The name of the security scheme in the document.
+const BEARER: &str = "bearer";
+
+/// Declares the bearer scheme and gives every operation the scope [`auth::ROUTES`]
+/// says it needs: in its description, as its security requirement (the scope as the
+/// role name), and with its 401 and 403 answers. Open operations say so.
+fn describe_access(doc: &mut utoipa::openapi::OpenApi) {
+    if let Some(info) = doc.info.description.as_mut() {
+        info.push_str(
+            "\n\nWhen the server runs with `--auth-file`, requests carry \
+             `Authorization: Bearer <secret>`; each operation names the scope it needs \
+             (`admin` implies every scope). Without a known token the answer is a 401, with \
+             a token lacking the scope or the namespace a 403. A gateway serving several \
+             namespaces takes a request's from its `Qless-Namespace` header; without one, \
+             the token's when it is granted exactly one, else the server's default.",
+        );
+    }
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        BEARER,
+        SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+    );
+    let problem = |status: u16, description: &str| {
+        let (code, title) = code_of(status);
+        let mut content = Content::new(Some(Ref::from_schema_name("Problem")));
+        content.example = Some(crate::model::problem_example(
+            status,
+            title,
+            code,
+            description,
+        ));
+        ResponseBuilder::new()
+            .description(description)
+            .content("application/problem+json", content)
+            .build()
+    };
+    components.responses.insert(
+        "Unauthorized".to_owned(),
+        RefOr::T(problem(
+            401,
+            "No bearer token, a malformed `Authorization` header, or an unknown token \
+             (with `WWW-Authenticate: Bearer`)",
+        )),
+    );
+    components.responses.insert(
+        "Forbidden".to_owned(),
+        RefOr::T(problem(
+            403,
+            "The token lacks the scope this needs, or is not granted the namespace",
+        )),
+    );
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let operations = [
+            ("GET", &mut item.get),
+            ("PUT", &mut item.put),
+            ("POST", &mut item.post),
+            ("PATCH", &mut item.patch),
+            ("DELETE", &mut item.delete),
+        ];
+        for (method, operation) in operations {
+            if let (Some(operation), Some(access)) = (operation, auth::access(method, path)) {
+                describe_operation(operation, access);
+            }
+        }
+    }
+}
+
 /// The `code` and title a status carries when only one code is possible (see
 /// `ApiError::code`).
 fn code_of(status: u16) -> (&'static str, &'static str) {
@@ -112,5 +184,23 @@ fn code_of(status: u16) -> (&'static str, &'static str) {
         500 => ("internal", "Internal Server Error"),
         503 => ("unavailable", "Service Unavailable"),
         _ => ("error", "Error"),
+    }
+}
+
+fn describe_operation(operation: &mut Operation, access: Access) {
+    let note = match access {
+        Access::Open => "No token needed.".to_owned(),
+        Access::Needs(scope) => format!("Scope: `{}`.", scope.word()),
+    };
+    operation.description = Some(match operation.description.take() {
+        Some(description) => format!("{description}\n\n{note}"),
+        None => note,
+    });
+    if let Access::Needs(scope) = access {
+        operation.security = Some(vec![SecurityRequirement::new(BEARER, [scope.word()])]);
+        let responses = &mut operation.responses.responses;
+        for (status, name) in [("401", "Unauthorized"), ("403", "Forbidden")] {
+            responses.insert(status.to_owned(), RefOr::Ref(Ref::from_response_name(name)));
+        }
     }
 }

@@ -6,15 +6,20 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::convert::Infallible;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::extract::Request;
+use axum::response::Response;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower::ServiceBuilder;
+use tower::{Layer, Service, ServiceBuilder};
 use tower_http::compression::CompressionLayer;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::auth::{self, Auth, AuthLayer};
 use crate::clock::Clock;
 use crate::core::embedded::EmbeddedRedis;
 use crate::core::events::EventBus;
@@ -23,6 +28,7 @@ use crate::error::ApiError;
 use crate::leasing::Leasing;
 use crate::middleware::RequestLayer;
 use crate::settings::Settings;
+use crate::tenants::Tenants;
 use crate::{openapi, routes, sweeper, ui};
 
 /// Limits the handlers enforce, taken from [`Settings`].
@@ -115,10 +121,55 @@ impl AppState {
 }
 
 /// The full application: API routes, `/openapi.json`, `/docs`, and the layer every
-/// request goes through ([`RequestLayer`]).
+/// request goes through ([`RequestLayer`]). No authentication: see
+/// [`authenticated_router`].
 pub fn router(state: AppState) -> Router {
+    tenant_router(state, Vec::new(), None)
+}
+
+/// [`router`] with every request checked against `auth`'s tokens.
+pub fn authenticated_router(state: AppState, auth: &Auth) -> Router {
+    tenant_router(state, Vec::new(), Some(auth))
+}
+
+/// The application serving several namespaces ([`Tenants`]): `default` for requests
+/// that name none, `others` by name; with `auth`, every request checked against its
+/// tokens.
+pub fn tenant_router(
+    default: AppState,
+    others: Vec<(String, AppState)>,
+    auth: Option<&Auth>,
+) -> Router {
+    let deadline = default.limits.request_timeout;
+    let default_name = default.qless.namespace_key().map(|key| {
+        key.trim_start_matches("ql:{")
+            .trim_end_matches('}')
+            .to_owned()
+    });
+    let others = others
+        .into_iter()
+        .map(|(name, state)| (name, namespace_service(state)))
+        .collect();
+    let tenants = Tenants::new((default_name, namespace_service(default)), others);
+    // The request layer wraps the router once, not route by route (`Router::layer`):
+    // a layer applied to the router boxes and clones every route's service and future
+    // again on each request, a few hundred instructions a layer.
+    let layers = ServiceBuilder::new()
+        .layer(RequestLayer::new(deadline))
+        .layer(auth.map_or_else(AuthLayer::default, Auth::layer));
+    Router::new().fallback_service(layers.service(tenants))
+}
+
+/// The routes of one namespace's state, behind the body limit (outside the router,
+/// like the request layer).
+fn namespace_service(
+    state: AppState,
+) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send>
++ Clone
++ Send
++ Sync
++ 'static {
     let (api, _) = routes::router().split_for_parts();
-    let deadline = state.limits.request_timeout;
     // The documentation is large (the OpenAPI document about 97 KB, the page's script
     // 1.5 MB) and gzip shrinks it four- to sixfold; the API's answers are small and
     // stay uncompressed.
@@ -131,14 +182,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone())
+        // The dashboard: per namespace, like the API.
         .merge(ui::router(state.clone()).layer(CompressionLayer::new()));
-    // The request layer and the body limit wrap the router once, not route by route
-    // (`Router::layer`): a layer applied to the router boxes and clones every route's
-    // service and future again on each request, a few hundred instructions a layer.
-    let layers = ServiceBuilder::new()
-        .layer(RequestLayer::new(deadline))
-        .layer(DefaultBodyLimit::max(state.limits.body_limit));
-    Router::new().fallback_service(layers.service(routes))
+    DefaultBodyLimit::max(state.limits.body_limit).layer(routes)
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish.
@@ -164,6 +210,8 @@ pub async fn serve(
 /// Runs qlessd as configured: embedded or external Redis, script loaded, HTTP served
 /// until SIGINT/SIGTERM, embedded Redis stopped last.
 pub async fn run(settings: Settings) -> Result<(), String> {
+    // Before anything starts: a bad token file or an exposed address is refused at once.
+    let auth = auth::from_settings(&settings)?;
     let embedded = match &settings.redis_url {
         Some(_) => None,
         None => Some(
@@ -181,14 +229,19 @@ pub async fn run(settings: Settings) -> Result<(), String> {
         (None, Some(redis)) => redis.url(),
         (None, None) => unreachable!("embedded Redis starts when no URL is given"),
     };
-    let result = serve_with(&settings, url, embedded.is_none()).await;
+    let result = serve_with(&settings, url, embedded.is_none(), auth).await;
     if let Some(redis) = embedded {
         redis.shutdown().await;
     }
     result
 }
 
-async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<(), String> {
+async fn serve_with(
+    settings: &Settings,
+    url: String,
+    external: bool,
+    auth: Option<Auth>,
+) -> Result<(), String> {
     if settings.request_timeout <= settings.max_wait {
         return Err(format!(
             "--request-timeout ({}s) must be longer than --max-wait ({}s), or long polls \
@@ -196,38 +249,81 @@ async fn serve_with(settings: &Settings, url: String, external: bool) -> Result<
             settings.request_timeout, settings.max_wait
         ));
     }
-    let qless = Qless::connect(ConnectOptions {
-        url: url.clone(),
-        namespace: settings.namespace.clone(),
-        pool_size: settings.pool_size,
-        checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
-        response_timeout: settings.request_timeout(),
-        external,
-        group_calls: settings.group_calls as usize,
-    })
-    .await
-    .map_err(|err| err.to_string())?;
-    let state = AppState::new(qless, Clock::system(), Limits::from_settings(settings));
+    // The default namespace, then every other one named by `--namespaces` or granted
+    // by a token: each with its own state (connections, events, waiters, sweeper).
+    let mut others: Vec<String> = Vec::new();
+    let granted = auth.as_ref().map(Auth::namespaces).unwrap_or_default();
+    for name in settings.namespaces.iter().chain(&granted) {
+        if Some(name) != settings.namespace.as_ref() && !others.contains(name) {
+            others.push(name.clone());
+        }
+    }
+    let clock = Clock::system();
+    let connect = |namespace: Option<String>| {
+        let options = ConnectOptions {
+            url: url.clone(),
+            namespace,
+            pool_size: settings.pool_size,
+            checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
+            response_timeout: settings.request_timeout(),
+            external,
+            group_calls: settings.group_calls as usize,
+        };
+        let clock = clock.clone();
+        async move {
+            let qless = Qless::connect(options)
+                .await
+                .map_err(|err| err.to_string())?;
+            Ok::<_, String>(AppState::new(qless, clock, Limits::from_settings(settings)))
+        }
+    };
+    let state = connect(settings.namespace.clone()).await?;
+    let mut tenants = Vec::with_capacity(others.len());
+    for name in others {
+        let state = connect(Some(name.clone())).await?;
+        tenants.push((name, state));
+    }
     let listener = TcpListener::bind(settings.listen)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", settings.listen))?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let sweeper = tokio::spawn(sweeper::run(
-        state.qless.clone(),
-        state.clock.clone(),
-        state.leasing.clone(),
-        stopped,
-    ));
-    tracing::info!(listen = %settings.listen, redis = %url, "qlessd is serving");
-    let closing = state.clone();
+    let every: Vec<AppState> = std::iter::once(state.clone())
+        .chain(tenants.iter().map(|(_, state)| state.clone()))
+        .collect();
+    let sweepers: Vec<_> = every
+        .iter()
+        .map(|state| {
+            tokio::spawn(sweeper::run(
+                state.qless.clone(),
+                state.clock.clone(),
+                state.leasing.clone(),
+                stopped.clone(),
+            ))
+        })
+        .collect();
+    let served_namespaces: Vec<&str> = tenants.iter().map(|(name, _)| name.as_str()).collect();
+    tracing::info!(
+        listen = %settings.listen,
+        redis = %url,
+        namespaces = ?served_namespaces,
+        "qlessd is serving"
+    );
     let shutdown = async move {
         shutdown_signal().await;
         // Long polls answer and event streams end now instead of holding it up.
-        closing.begin_shutdown();
+        for state in every {
+            state.begin_shutdown();
+        }
     };
-    let served = serve(listener, router(state), shutdown).await;
+    if let Some(auth) = &auth {
+        tokio::spawn(auth.clone().reload_on_hangup());
+    }
+    let app = tenant_router(state, tenants, auth.as_ref());
+    let served = serve(listener, app, shutdown).await;
     let _ = stop.send(true);
-    let _ = sweeper.await;
+    for sweeper in sweepers {
+        let _ = sweeper.await;
+    }
     served.map_err(|err| format!("server error: {err}"))
 }
 

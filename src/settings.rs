@@ -50,6 +50,13 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
+    /// More namespaces to serve besides `--namespace` (comma-separated), chosen per
+    /// request by the `Qless-Namespace` header. Namespaces the `--auth-file` tokens
+    /// grant are served too. Each has its own Redis connections and sweeper.
+    #[arg(long, env = "QLESSD_NAMESPACES", value_delimiter = ',',
+          value_parser = parse_namespace)]
+    pub namespaces: Vec<String>,
+
     /// Maximum number of pooled Redis connections for readiness checks and loading the
     /// script. (Script calls share one pipelined connection of their own.)
     #[arg(long, env = "QLESSD_POOL_SIZE", default_value_t = 16,
@@ -107,6 +114,18 @@ pub struct Settings {
           value_parser = parse_memory)]
     pub redis_maxmemory: MaxMemory,
 
+    /// TOML file of API tokens (each a name, the SHA-256 of its secret, scopes and
+    /// optionally namespaces; make one with `qlessd token`). Every request then needs
+    /// `Authorization: Bearer <secret>`, except `/healthz`, `/readyz`, `/docs` and
+    /// `/openapi.json`. Re-read on SIGHUP.
+    #[arg(long, env = "QLESSD_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+
+    /// Serve without `--auth-file` on an address other than loopback. Without this,
+    /// qlessd refuses to start there: anyone who reaches the port could do anything.
+    #[arg(long, env = "QLESSD_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+
     /// What to do instead of serving (none: serve).
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -118,6 +137,9 @@ pub enum Command {
     /// Ask the qlessd serving on `--listen` whether it is ready (`GET /readyz`): exit
     /// 0 if it answers 200, 1 otherwise. For container health checks without curl.
     Healthcheck(HealthcheckArgs),
+    /// Make an API token: prints a new random secret and the entry to add to the
+    /// `--auth-file` (which holds only the secret's SHA-256).
+    Token(TokenArgs),
 }
 
 /// Options of `qlessd healthcheck`.
@@ -131,6 +153,24 @@ pub struct HealthcheckArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 3)]
     pub timeout: u64,
+}
+
+/// The arguments of `qlessd token`.
+#[derive(Debug, Clone, Args)]
+pub struct TokenArgs {
+    /// The token's name, shown in logs instead of its secret.
+    #[arg(long, value_parser = parse_token_name)]
+    pub name: String,
+
+    /// What the token may do (repeat for several): read, produce, work or admin
+    /// (admin implies all).
+    #[arg(long = "scope", required = true,
+          value_parser = ["read", "produce", "work", "admin"])]
+    pub scopes: Vec<String>,
+
+    /// A namespace the token may reach (repeat for several). None: every namespace.
+    #[arg(long = "namespace", value_parser = parse_namespace)]
+    pub namespaces: Vec<String>,
 }
 
 impl Settings {
@@ -184,7 +224,7 @@ fn parse_memory(raw: &str) -> Result<MaxMemory, String> {
 
 /// Namespace names become part of a Redis hash tag, so braces and other separators
 /// would break the key layout.
-fn parse_namespace(raw: &str) -> Result<String, String> {
+pub(crate) fn parse_namespace(raw: &str) -> Result<String, String> {
     let valid = !raw.is_empty()
         && raw.len() <= 64
         && raw
@@ -195,6 +235,13 @@ fn parse_namespace(raw: &str) -> Result<String, String> {
     } else {
         Err("a namespace is 1-64 characters from [A-Za-z0-9._-]".to_owned())
     }
+}
+
+/// Token names appear in logs and in the auth file: the namespace rule keeps them
+/// short and free of quotes, spaces and control characters.
+pub(crate) fn parse_token_name(raw: &str) -> Result<String, String> {
+    parse_namespace(raw)
+        .map_err(|_| "a token name is 1-64 characters from [A-Za-z0-9._-]".to_owned())
 }
 
 #[cfg(test)]

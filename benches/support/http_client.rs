@@ -10,9 +10,15 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// The bearer secret every request carries when `BENCH_AUTH` is set (the gateway
+/// then runs with an auth file holding its digest; see `lifecycle.rs`).
+pub const BENCH_SECRET: &str = "bench-secret-0123456789abcdef0123456789abcdef0123456789abcdef";
+
 /// One keep-alive connection to the gateway.
 pub struct HttpConnection {
     stream: TcpStream,
+    /// Extra header lines sent with every request (the token, with `BENCH_AUTH`).
+    headers: String,
     request: Vec<u8>,
     received: Vec<u8>,
 }
@@ -28,8 +34,13 @@ impl HttpConnection {
     pub async fn connect(addr: SocketAddr) -> Self {
         let stream = TcpStream::connect(addr).await.expect("connect to gateway");
         stream.set_nodelay(true).expect("nodelay");
+        let headers = match std::env::var_os("BENCH_AUTH") {
+            Some(_) => format!("authorization: Bearer {BENCH_SECRET}\r\n"),
+            None => String::new(),
+        };
         HttpConnection {
             stream,
+            headers,
             request: Vec::with_capacity(4096),
             received: Vec::with_capacity(16 * 1024),
         }
@@ -41,7 +52,8 @@ impl HttpConnection {
         write!(
             self.request,
             "{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n\
-             content-length: {}\r\n\r\n",
+             {}content-length: {}\r\n\r\n",
+            self.headers,
             body.len()
         )
         .expect("format request");

@@ -3,11 +3,12 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::Redirect;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
 use futures_util::future::try_join_all;
 
 use super::{Ui, UiError, UiResult, csrf_token, refused, seg};
+use crate::auth::UI_COOKIE;
 use crate::core::{PutArgs, RecurUpdate, RequeueKeep};
 use crate::model::ConfigScalar;
 use crate::routes::validate;
@@ -57,6 +58,37 @@ impl Form {
             .map(|(_, v)| v.clone())
             .collect()
     }
+}
+
+/// `POST /ui/login`: keeps the token in an HttpOnly, SameSite=Strict cookie for `/ui`
+/// (checked by the auth layer on each request, like a bearer header).
+pub(super) async fn login(body: Bytes) -> UiResult<Response> {
+    let form = Form::parse(&body)?;
+    let token = form.require("token")?;
+    // A cookie value cannot hold separators; no real token has them.
+    if !token
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && !b";,\\\"".contains(&b))
+    {
+        return Err(refused(StatusCode::BAD_REQUEST, "that is not a token"));
+    }
+    let cookie = format!("{UI_COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict");
+    Ok(cookie_and_back(&cookie, "/ui"))
+}
+
+/// `POST /ui/logout`: forgets the cookie.
+pub(super) async fn logout(body: Bytes) -> UiResult<Response> {
+    Form::parse(&body)?;
+    let cookie = format!("{UI_COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    Ok(cookie_and_back(&cookie, "/ui/login"))
+}
+
+fn cookie_and_back(cookie: &str, to: &str) -> Response {
+    let mut response = Redirect::to(to).into_response();
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
 }
 
 fn back(path: String) -> UiResult<Redirect> {

@@ -18,11 +18,14 @@ mod pages;
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
+use crate::auth::{Grants, Scope};
 use crate::error::ApiError;
 use crate::server::AppState;
 
@@ -56,6 +59,8 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/", get(pages::overview))
         .route("/ui/partials/overview", get(pages::overview_partial))
         .route("/ui/live", get(live::stream))
+        .route("/ui/login", get(pages::login).post(actions::login))
+        .route("/ui/logout", post(actions::logout))
         .route("/ui/assets/htmx.min.js", get(htmx))
         .route("/ui/assets/style.css", get(style))
         .route("/ui/search", get(pages::search))
@@ -101,6 +106,24 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response()
+}
+
+/// What the request's token may do on the dashboard: without `--auth-file` everything;
+/// with it, actions only for tokens with `admin` (the scope of the actions' API twins).
+#[derive(Debug, Clone, Copy)]
+struct Can {
+    admin: bool,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Can {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let grants = parts.extensions.get::<Grants>();
+        Ok(Can {
+            admin: grants.is_none_or(|g| g.allow(Scope::Admin)),
+        })
+    }
 }
 
 /// The token every action form carries: random per process, so another site's page
@@ -178,6 +201,10 @@ fn layout(title: &str, content: Markup) -> Markup {
                     a href="/ui/config" { "Config" }
                     form.search action="/ui/search" method="get" {
                         input type="search" name="q" placeholder="jid or tag" aria-label="Search by jid or tag";
+                    }
+                    form.inline method="post" action="/ui/logout" {
+                        (csrf_field())
+                        button.logout type="submit" { "Log out" }
                     }
                 }
                 main { (content) }

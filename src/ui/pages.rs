@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::charts;
 use super::{
-    PAGE, Ui, UiResult, action_button, csrf_field, layout, pager, refused, seg, trusted, when,
+    Can, PAGE, Ui, UiResult, action_button, csrf_field, layout, pager, refused, seg, trusted, when,
 };
 use crate::core::Listing;
 use crate::model::{Job, QueueCounts, TimingStats};
@@ -182,6 +182,7 @@ const STATES: [&str; 6] = [
 /// `GET /ui/queues/{queue}`: counts, jobs by state, pause, statistics.
 pub(super) async fn queue(
     State(ui): State<Ui>,
+    can: Can,
     Path(queue): Path<String>,
     Query(p): Query<QueuePaging>,
 ) -> UiResult {
@@ -251,13 +252,13 @@ pub(super) async fn queue(
         html! {
             h1 { "Queue " span #queue-name { (queue) } " "
                 @if counts.paused { span.badge.paused #paused { "paused" } } }
-            div.actions {
+            @if can.admin { div.actions {
                 @if counts.paused {
                     (action_button(&format!("{action}/unpause"), "Unpause", "primary", &[]))
                 } @else {
                     (action_button(&format!("{action}/pause"), "Pause", "danger", &[]))
                 }
-            }
+            } }
             div.tabs {
                 @for s in STATES {
                     @let n = match s { "waiting" => counts.waiting, "running" => counts.running,
@@ -322,7 +323,11 @@ fn job_table(jobs: &[Job]) -> Markup {
 }
 
 /// `GET /ui/jobs/{jid}`: everything about one job, and what can be done to it.
-pub(super) async fn job(State(ui): State<Ui>, Path(jid): Path<String>) -> UiResult<Response> {
+pub(super) async fn job(
+    State(ui): State<Ui>,
+    can: Can,
+    Path(jid): Path<String>,
+) -> UiResult<Response> {
     validate::name("jid", &jid)?;
     let now = ui.app.clock.now();
     let Some(job) = ui.app.qless.get(now, &jid).await? else {
@@ -352,7 +357,7 @@ pub(super) async fn job(State(ui): State<Ui>, Path(jid): Path<String>) -> UiResu
                 dt { "Tags" } dd #tags {
                     @for tag in &job.tags {
                         span.badge { a href=(format!("/ui/tags?tag={}", seg(tag))) { (tag) } }
-                        (action_button(&format!("{base}/untag"), "×", "", &[("tag", tag)]))
+                        @if can.admin { (action_button(&format!("{base}/untag"), "×", "", &[("tag", tag)])) }
                     }
                 }
                 @if let Some(parent) = &job.spawned_from_jid {
@@ -376,6 +381,7 @@ pub(super) async fn job(State(ui): State<Ui>, Path(jid): Path<String>) -> UiResu
                     dt { "Message" } dd { pre { (f.message) } }
                 }
             }
+            @if can.admin {
             h2 { "Actions" }
             div.actions {
                 @if !job.queue.is_empty() {
@@ -406,6 +412,7 @@ pub(super) async fn job(State(ui): State<Ui>, Path(jid): Path<String>) -> UiResu
                     input type="text" name="tag" placeholder="tag" required aria-label="Add tag";
                     button type="submit" { "Add tag" }
                 }
+            }
             }
             h2 { "Data" }
             pre #data { (data) }
@@ -450,6 +457,7 @@ pub(super) async fn failures(State(ui): State<Ui>) -> UiResult {
 /// `GET /ui/failures/{group}`: a page of one group's jobs, with unfail and cancel.
 pub(super) async fn failure_group(
     State(ui): State<Ui>,
+    can: Can,
     Path(group): Path<String>,
     Query(p): Query<Paging>,
 ) -> UiResult {
@@ -471,7 +479,7 @@ pub(super) async fn failure_group(
             h1 { "Failure group " (group) }
             p { span #group-total { (page.total) } " jobs" }
             div.actions {
-                @if !jobs.is_empty() {
+                @if !jobs.is_empty() && can.admin {
                     (action_button(&format!("{base}/unfail"), "Unfail this page", "", &page_fields))
                     (action_button(&format!("{base}/cancel"), "Cancel this page", "danger", &page_fields))
                     (action_button(&format!("{base}/unfail"), "Unfail all", "primary", &[("scope", "all")]))
@@ -489,10 +497,10 @@ pub(super) async fn failure_group(
                             td { (f.worker) } td { (when(f.when)) }
                             td { (f.message.chars().take(200).collect::<String>()) }
                         } @else { td {} td {} td {} }
-                        td {
+                        td { @if can.admin {
                             (action_button(&format!("{base}/unfail"), "Unfail", "", &[("scope", "jobs"), ("jid", &job.jid)]))
                             (action_button(&format!("{base}/cancel"), "Cancel", "danger", &[("scope", "jobs"), ("jid", &job.jid)]))
-                        }
+                        } }
                     }
                 }
             }
@@ -622,7 +630,7 @@ pub(super) async fn recurring_list(State(ui): State<Ui>, Query(p): Query<Paging>
 }
 
 /// `GET /ui/recurring/{jid}`: one template, editable.
-pub(super) async fn recurring(State(ui): State<Ui>, Path(jid): Path<String>) -> UiResult {
+pub(super) async fn recurring(State(ui): State<Ui>, can: Can, Path(jid): Path<String>) -> UiResult {
     validate::name("jid", &jid)?;
     let Some(t) = ui.app.qless.recur_get(ui.app.clock.now(), &jid).await? else {
         return Err(refused(
@@ -642,6 +650,7 @@ pub(super) async fn recurring(State(ui): State<Ui>, Path(jid): Path<String>) -> 
                 dt { "Retries" } dd { (t.retries) }
                 dt { "Backlog" } dd { (t.backlog) }
             }
+            @if can.admin {
             h2 { "Edit" }
             form method="post" action=(format!("{base}/update")) {
                 (csrf_field())
@@ -651,6 +660,7 @@ pub(super) async fn recurring(State(ui): State<Ui>, Path(jid): Path<String>) -> 
                 button.primary type="submit" { "Save" }
             }
             div.actions { (action_button(&format!("{base}/delete"), "Delete", "danger", &[])) }
+            }
             h2 { "Data" }
             pre { (t.data.get()) }
         },
@@ -658,7 +668,7 @@ pub(super) async fn recurring(State(ui): State<Ui>, Path(jid): Path<String>) -> 
 }
 
 /// `GET /ui/config`: every option, each editable.
-pub(super) async fn config(State(ui): State<Ui>) -> UiResult {
+pub(super) async fn config(State(ui): State<Ui>, can: Can) -> UiResult {
     let options = ui.app.qless.config_get_all(ui.app.clock.now()).await?;
     Ok(layout(
         "Config",
@@ -669,18 +679,37 @@ pub(super) async fn config(State(ui): State<Ui>) -> UiResult {
                 @for (name, value) in &options {
                     tr {
                         td { (name) }
-                        td {
+                        @let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+                        td { @if !can.admin { (text) } @else {
                             form.inline method="post" action="/ui/config" {
                                 (csrf_field())
                                 input type="hidden" name="option" value=(name);
-                                input type="text" name="value" aria-label=(name)
-                                    value=(value.as_str().map_or_else(|| value.to_string(), str::to_owned));
+                                input type="text" name="value" aria-label=(name) value=(text);
                                 button type="submit" { "Set" }
                             }
-                        }
+                        } }
                     }
                 }
             }
         },
     ))
+}
+
+/// `GET /ui/login`: asks for a token once; it is kept in an HttpOnly cookie.
+pub(super) async fn login() -> Markup {
+    layout(
+        "Log in",
+        html! {
+            h1 { "Log in" }
+            p.muted { "This server needs a token (made with " code { "qlessd token" } "). \
+                A read token shows everything; an admin token can also act." }
+            form method="post" action="/ui/login" {
+                (csrf_field())
+                input type="password" name="token" placeholder="token" required
+                    autocomplete="current-password" aria-label="Token";
+                " "
+                button.primary type="submit" { "Log in" }
+            }
+        },
+    )
 }

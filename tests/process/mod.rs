@@ -1,6 +1,7 @@
 //! The `qlessd` binary and its embedded Redis, as a user runs them; the examples and
 //! the README's walkthrough, run against it.
 
+mod auth;
 mod binary;
 mod embedded;
 mod examples;

@@ -65,6 +65,19 @@ impl TestApp {
         }
     }
 
+    /// A fresh app whose keys live in `namespace` and whose every request is checked
+    /// against the tokens of the auth file `toml`.
+    #[allow(dead_code)]
+    pub async fn start_with_auth(namespace: Option<&str>, toml: &str) -> Self {
+        let mut app = Self::start_with(namespace).await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("tokens.toml");
+        std::fs::write(&file, toml).expect("write the auth file");
+        let auth = qlessd::auth::Auth::load(&file, namespace).expect("a valid auth file");
+        app.router = server::authenticated_router(app.state.clone(), &auth);
+        app
+    }
+
     /// Stops this app's Redis for good (the router keeps pointing at it), to test
     /// what clients see when Redis is unreachable.
     pub fn kill_redis(&mut self) {

@@ -272,3 +272,116 @@ async fn the_live_stream_says_changed_when_a_job_moves() {
     let text = String::from_utf8_lossy(frame.data_ref().expect("data")).into_owned();
     assert!(text.contains("event: changed"), "{text}");
 }
+
+/// An auth file with a `read` and an `admin` token (secrets `secret-<name>`).
+fn auth_file() -> String {
+    use sha2::{Digest, Sha256};
+    let mut file = String::new();
+    for (name, scope) in [("reader", "read"), ("ops", "admin")] {
+        let digest: String = Sha256::digest(format!("secret-{name}").as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        file.push_str(&format!(
+            "[[tokens]]\nname = \"{name}\"\nsha256 = \"{digest}\"\nscopes = [\"{scope}\"]\n"
+        ));
+    }
+    file
+}
+
+async fn with_cookie(
+    app: &TestApp,
+    method: Method,
+    uri: &str,
+    token: &str,
+    form: &str,
+) -> TestResponse {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(
+            header::COOKIE,
+            format!("other=1; qlessd_token=secret-{token}"),
+        )
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_owned()))
+        .unwrap();
+    app.send(request).await
+}
+
+#[tokio::test]
+async fn with_tokens_the_dashboard_asks_for_one_and_a_read_token_gets_no_actions() {
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    put(&app, "emails", "j1").await;
+    // No token: pages go to the login form, which is open.
+    let page = app.get("/ui/queues/emails").await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.headers[header::LOCATION], "/ui/login");
+    let login = app.get("/ui/login").await;
+    assert_eq!(login.status, StatusCode::OK);
+    let token = token_in(&login.text);
+    // Logging in keeps the token in an HttpOnly, SameSite cookie for /ui.
+    let done = post_form(
+        &app,
+        "/ui/login",
+        &format!("csrf={token}&token=secret-reader"),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    let cookie = done.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cookie.starts_with("qlessd_token=secret-reader;"),
+        "{cookie}"
+    );
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    // A read token sees the queue but no action, and cannot act.
+    let read = with_cookie(&app, Method::GET, "/ui/queues/emails", "reader", "").await;
+    assert_eq!(read.status, StatusCode::OK);
+    assert!(
+        !read.text.contains("/pause"),
+        "a read token was offered an action"
+    );
+    let job = with_cookie(&app, Method::GET, "/ui/jobs/j1", "reader", "").await;
+    assert!(!job.text.contains("/cancel") && !job.text.contains("/retry"));
+    let act = with_cookie(
+        &app,
+        Method::POST,
+        "/ui/queues/emails/pause",
+        "reader",
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(act.status, StatusCode::FORBIDDEN);
+    assert!(
+        !app.qless
+            .queue(app.clock.now(), "emails")
+            .await
+            .unwrap()
+            .paused
+    );
+    // An admin token sees and takes actions.
+    let admin = with_cookie(&app, Method::GET, "/ui/queues/emails", "ops", "").await;
+    assert!(admin.text.contains("/ui/queues/emails/pause"));
+    let act = with_cookie(
+        &app,
+        Method::POST,
+        "/ui/queues/emails/pause",
+        "ops",
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(act.status, StatusCode::SEE_OTHER);
+    assert!(
+        app.qless
+            .queue(app.clock.now(), "emails")
+            .await
+            .unwrap()
+            .paused
+    );
+    // The cookie opens the dashboard only, never the API.
+    let api = with_cookie(&app, Method::GET, "/v1/queues", "ops", "").await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+}
