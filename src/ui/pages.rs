@@ -135,7 +135,7 @@ fn queue_table(queues: &[QueueCounts]) -> Markup {
         table #queues {
             tr {
                 th { "Queue" } th.n { "Waiting" } th.n { "Running" } th.n { "Scheduled" }
-                th.n { "Stalled" } th.n { "Depends" } th.n { "Recurring" } th { "" }
+                th.n { "Stalled" } th.n { "Depends" } th.n { "Recurring" } th { "Paused" }
             }
             @for q in queues {
                 tr {
