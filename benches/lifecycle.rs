@@ -114,6 +114,7 @@ impl Target {
         let redis = RedisServer::start();
         let qless = Qless::connect(ConnectOptions {
             url: redis.url(),
+            redis_ca_file: None,
             namespace: None,
             pool_size,
             checkout_timeout: Duration::from_secs(10),
@@ -153,6 +154,7 @@ impl Target {
     async fn client_handle(&self) -> Qless {
         Qless::connect(ConnectOptions {
             url: self.redis.url(),
+            redis_ca_file: None,
             namespace: None,
             pool_size: 1,
             checkout_timeout: Duration::from_secs(10),
@@ -753,6 +755,7 @@ async fn instructions() {
     let qless = loop {
         let options = ConnectOptions {
             url: url.clone(),
+            redis_ca_file: None,
             namespace: None,
             pool_size: 1,
             checkout_timeout: Duration::from_secs(30),

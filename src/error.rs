@@ -1,6 +1,17 @@
 //! `ApiError`: the one HTTP-facing error type. Every failure, from a malformed body to
 //! an unreachable Redis, leaves the server as `application/problem+json` (RFC 9457)
 //! with a stable machine-readable `code`.
+//!
+//! # What a detail may say
+//!
+//! * Input is echoed at most as a short prefix: [`echo`] cuts it to
+//!   [`ECHO_LIMIT`] characters and `…`, and every detail leaving the server is cut the
+//!   same way word by word (a 10,000-character name becomes its first 64), and to a
+//!   few hundred characters in all, whoever wrote it (a handler, serde, the script).
+//! * Redis's and Lua's own messages never reach the client: an unreachable or refusing
+//!   Redis is `unavailable` "Redis is unavailable", anything unexpected is `internal`
+//!   "an internal error occurred"; the cause is logged once, when the error is turned
+//!   into an answer.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -19,7 +30,8 @@ pub enum ApiError {
     #[error("{0}")]
     Unauthorized(String),
     /// 403 `forbidden`: the token lacks the scope the route needs, or is not granted
-    /// the namespace the request addresses.
+    /// the namespace the request addresses; or a browser request from another origin
+    /// (see `browser.rs`).
     #[error("{0}")]
     Forbidden(String),
     /// 404 `not_found`: the job, recurring job or route does not exist.
@@ -34,6 +46,10 @@ pub enum ApiError {
     /// 409 `lock_lost`: the job is held by another worker.
     #[error("{0}")]
     LockLost(String),
+    /// 421 `misdirected_request`: a `Host` this server does not answer for (see
+    /// `browser.rs`).
+    #[error("{0}")]
+    Misdirected(String),
     /// 413 `payload_too_large`: the body is over the configured limit.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -44,6 +60,10 @@ pub enum ApiError {
     /// Redis out of memory, or the request took too long.
     #[error("{0}")]
     Unavailable(String),
+    /// 503 `unavailable` (with `Retry-After`), detail "Redis is unavailable": Redis
+    /// could not answer or refused the write. The cause is logged, never returned.
+    #[error("Redis is unavailable")]
+    RedisUnavailable(core::Error),
     /// 500 `internal`: a bug. The detail is logged, never returned.
     #[error("{0}")]
     Internal(String),
@@ -58,10 +78,13 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Conflict(_) | ApiError::LockLost(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -74,11 +97,12 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Misdirected(_) => "misdirected_request",
             ApiError::Conflict(_) => "conflict",
             ApiError::LockLost(_) => "lock_lost",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
-            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -88,7 +112,7 @@ impl ApiError {
         let status = self.status();
         let detail = match self {
             ApiError::Internal(_) => "an internal error occurred; it has been logged".to_owned(),
-            other => other.to_string(),
+            other => bounded(&other.to_string()),
         };
         Problem {
             r#type: format!("urn:qlessd:problem:{}", self.code()),
@@ -105,6 +129,9 @@ impl IntoResponse for ApiError {
         match &self {
             ApiError::Internal(why) => tracing::error!(error = %why, "internal error"),
             ApiError::Unavailable(why) => tracing::warn!(error = %why, "unavailable"),
+            ApiError::RedisUnavailable(cause) => {
+                tracing::warn!(error = %cause, "Redis is unavailable")
+            }
             _ => {}
         }
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
@@ -115,7 +142,7 @@ impl IntoResponse for ApiError {
             HeaderValue::from_static("application/problem+json"),
         );
         match self {
-            ApiError::Unavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::Unauthorized(_) => {
@@ -144,11 +171,56 @@ impl From<core::Error> for ApiError {
                     ApiError::Internal(format!("{code} {message}"))
                 }
             },
-            core::Error::Unavailable(why) => ApiError::Unavailable(why),
-            core::Error::Redis(why) if is_capacity_error(&why) => ApiError::Unavailable(why),
+            err @ core::Error::Unavailable(_) => ApiError::RedisUnavailable(err),
+            core::Error::Redis(why) if is_capacity_error(&why) => {
+                ApiError::RedisUnavailable(core::Error::Redis(why))
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }
+}
+
+/// The most characters of a client's input a detail repeats.
+pub const ECHO_LIMIT: usize = 64;
+
+/// The most characters of a whole detail.
+const DETAIL_LIMIT: usize = 400;
+
+/// `input` as a detail may quote it: its first [`ECHO_LIMIT`] characters, then `…`
+/// when there were more.
+pub fn echo(input: &str) -> String {
+    cut(input, ECHO_LIMIT)
+}
+
+fn cut(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// A detail with every whitespace-separated word cut to [`ECHO_LIMIT`] characters and
+/// the whole to [`DETAIL_LIMIT`]: whatever quoted the input (a handler, serde's
+/// messages, the script), a long input comes back as a short prefix.
+fn bounded(detail: &str) -> String {
+    let fits = detail.chars().count() <= DETAIL_LIMIT
+        && detail
+            .split_whitespace()
+            .all(|word| word.chars().nth(ECHO_LIMIT).is_none());
+    if fits {
+        return detail.to_owned();
+    }
+    let mut out = String::with_capacity(detail.len().min(DETAIL_LIMIT * 4));
+    let mut rest = detail;
+    while let Some(start) = rest.find(|c: char| !c.is_whitespace()) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        out.push_str(&echo(&rest[..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    cut(&out, DETAIL_LIMIT)
 }
 
 /// Redis refusing writes (out of memory, read-only replica, busy script) is a
@@ -185,6 +257,45 @@ mod tests {
             });
             assert_eq!((api.status(), api.code()), (status, word), "{code}");
         }
+    }
+
+    #[test]
+    fn long_input_comes_back_as_a_short_prefix() {
+        let name = "q".repeat(10_000);
+        let detail = ApiError::BadRequest(format!("queue \"{name}\" is not a valid name"))
+            .problem()
+            .detail;
+        assert!(detail.chars().count() < 120, "{detail}");
+        assert!(
+            detail.contains(&format!("\"{}…", "q".repeat(ECHO_LIMIT - 1))),
+            "{detail}"
+        );
+        assert!(detail.ends_with("is not a valid name"), "{detail}");
+        let spaced = "ab ".repeat(1000);
+        let detail = ApiError::BadRequest(spaced).problem().detail;
+        assert!(detail.chars().count() <= DETAIL_LIMIT + 1, "{detail}");
+        assert_eq!(echo("short"), "short");
+        assert_eq!(echo(&"é".repeat(65)), format!("{}…", "é".repeat(64)));
+    }
+
+    #[test]
+    fn redis_failures_give_a_stable_word_and_no_redis_message() {
+        for err in [
+            core::Error::Unavailable("Connection refused (os error 111)".into()),
+            core::Error::Redis("OOM command not allowed when used memory > 'maxmemory'".into()),
+        ] {
+            let api = ApiError::from(err);
+            let problem = api.problem();
+            assert_eq!(
+                (problem.status, problem.code.as_str()),
+                (503, "unavailable")
+            );
+            assert_eq!(problem.detail, "Redis is unavailable");
+        }
+        let problem =
+            ApiError::from(core::Error::Redis("ERR user_script:12: boom".into())).problem();
+        assert_eq!(problem.status, 500);
+        assert!(!problem.detail.contains("boom"), "{}", problem.detail);
     }
 
     #[test]

@@ -5,6 +5,10 @@
 //! * [`settings`]: process configuration (flags with `QLESSD_*` environment twins).
 //! * [`server`]: application state, router, graceful serving, and [`server::run`],
 //!   which starts embedded Redis when no URL is given.
+//! * [`browser`]: the checks that keep web pages from forging requests (Origin,
+//!   Content-Type, Host on loopback).
+//! * [`connections`]: the accept loop and its limits (header and idle timeouts,
+//!   connection cap, bounded shutdown).
 //! * [`middleware`]: the one layer every request goes through (request id, deadline,
 //!   panic catcher, request span and server-error log).
 //! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
@@ -30,7 +34,9 @@
 //! # The path of one request
 //!
 //! ```text
-//! HTTP -> middleware (request id, span, panic catcher, deadline) -> auth -> body limit
+//! HTTP -> connections (accept loop: header/idle timeouts, connection cap)
+//!      -> middleware (request id, span, panic catcher, deadline, browser checks)
+//!      -> auth (bearer token, scope, namespace) -> body limit
 //!      -> routes::<resource>::<handler>     extract + validate
 //!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA, alone or grouped
 //!                                           with concurrent calls (reload on NOSCRIPT)
@@ -40,7 +46,9 @@
 //! ```
 
 pub mod auth;
+pub mod browser;
 pub mod clock;
+pub mod connections;
 pub mod core;
 pub mod error;
 pub mod healthcheck;

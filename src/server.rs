@@ -12,15 +12,17 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::Request;
 use axum::response::Response;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::{Layer, Service, ServiceBuilder};
 use tower_http::compression::CompressionLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::auth::{self, Auth, AuthLayer};
+use crate::browser::BrowserPolicy;
 use crate::clock::Clock;
+use crate::connections::{self, ConnectionLimits};
 use crate::core::embedded::EmbeddedRedis;
 use crate::core::events::EventBus;
 use crate::core::{ConnectOptions, Qless};
@@ -44,6 +46,8 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Largest job `data`, in bytes of JSON text (`--max-job-size`).
     pub max_job_size: u64,
+    /// Which requests a browser could have forged are refused (`browser.rs`).
+    pub browser: BrowserPolicy,
 }
 
 impl Limits {
@@ -55,6 +59,7 @@ impl Limits {
             request_timeout: settings.request_timeout(),
             max_wait: Duration::from_secs(settings.max_wait),
             max_job_size: settings.max_job_size,
+            browser: BrowserPolicy::new(settings.listen.ip().is_loopback(), &settings.cors_origins),
         }
     }
 }
@@ -96,7 +101,7 @@ impl AppState {
     /// Builds the state and starts relaying the script's events to waiting pops.
     /// Must be called inside a tokio runtime.
     pub fn new(qless: Qless, clock: Clock, limits: Limits) -> Self {
-        let events = EventBus::start(qless.url().to_owned(), qless.prefix());
+        let events = EventBus::start_at(qless.endpoint().clone(), qless.prefix());
         let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
         tokio::spawn(leasing.clone().listen(events.clone()));
         let (stopping, shutdown) = watch::channel(false);
@@ -141,6 +146,7 @@ pub fn tenant_router(
     auth: Option<&Auth>,
 ) -> Router {
     let deadline = default.limits.request_timeout;
+    let browser = default.limits.browser.clone();
     let default_name = default.qless.namespace_key().map(|key| {
         key.trim_start_matches("ql:{")
             .trim_end_matches('}')
@@ -154,10 +160,48 @@ pub fn tenant_router(
     // The request layer wraps the router once, not route by route (`Router::layer`):
     // a layer applied to the router boxes and clones every route's service and future
     // again on each request, a few hundred instructions a layer.
+    let cors = cors(browser.cors_origins());
     let layers = ServiceBuilder::new()
-        .layer(RequestLayer::new(deadline))
+        .layer(RequestLayer::new(deadline).with_browser(browser))
         .layer(auth.map_or_else(AuthLayer::default, Auth::layer));
-    Router::new().fallback_service(layers.service(tenants))
+    let app = Router::new().fallback_service(layers.service(tenants));
+    // Only when asked for, and outside the token check: a preflight carries no token.
+    match cors {
+        Some(cors) => app.layer(cors),
+        None => app,
+    }
+}
+
+/// CORS for `origins` (none: CORS stays off): their preflights are answered, for the
+/// methods and headers the API uses, and their pages may read the answers.
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    use axum::http::{HeaderName, HeaderValue, Method, header};
+    if origins.is_empty() {
+        return None;
+    }
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    let request_id = HeaderName::from_static("x-request-id");
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::AUTHORIZATION,
+                request_id.clone(),
+            ])
+            .expose_headers([request_id, header::LOCATION, header::RETRY_AFTER])
+            .max_age(Duration::from_secs(600)),
+    )
 }
 
 /// The routes of one namespace's state, behind the body limit (outside the router,
@@ -187,24 +231,14 @@ fn namespace_service(
     DefaultBodyLimit::max(state.limits.body_limit).layer(routes)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves; requests in flight finish.
+/// Serves `router` on `listener` until `shutdown` resolves, with the default
+/// [`ConnectionLimits`]; requests in flight finish (within the shutdown timeout).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // Small writes go out at once. Without TCP_NODELAY (Nagle's algorithm), an SSE
-    // event written while the previous one is still unacknowledged waits for that
-    // acknowledgement: a network round trip, or a delayed ACK of tens of milliseconds.
-    // (On loopback acknowledgements are immediate, so local tests cannot tell.)
-    let listener = listener.tap_io(|stream| {
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(%err, "could not set TCP_NODELAY on a connection");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    connections::serve(listener, router, shutdown, ConnectionLimits::default()).await
 }
 
 /// Runs qlessd as configured: embedded or external Redis, script loaded, HTTP served
@@ -262,6 +296,7 @@ async fn serve_with(
     let connect = |namespace: Option<String>| {
         let options = ConnectOptions {
             url: url.clone(),
+            redis_ca_file: settings.redis_ca_file.clone(),
             namespace,
             pool_size: settings.pool_size,
             checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
@@ -304,7 +339,7 @@ async fn serve_with(
     let served_namespaces: Vec<&str> = tenants.iter().map(|(name, _)| name.as_str()).collect();
     tracing::info!(
         listen = %settings.listen,
-        redis = %url,
+        redis = %crate::core::redacted(&url),
         namespaces = ?served_namespaces,
         "qlessd is serving"
     );
@@ -319,7 +354,8 @@ async fn serve_with(
         tokio::spawn(auth.clone().reload_on_hangup());
     }
     let app = tenant_router(state, tenants, auth.as_ref());
-    let served = serve(listener, app, shutdown).await;
+    let limits = ConnectionLimits::from_settings(settings);
+    let served = connections::serve(listener, app, shutdown, limits).await;
     let _ = stop.send(true);
     for sweeper in sweepers {
         let _ = sweeper.await;

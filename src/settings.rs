@@ -99,6 +99,42 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_MAX_WAIT", default_value_t = 30)]
     pub max_wait: u64,
 
+    /// A browser origin (`https://dash.example.com`) allowed to call the API across
+    /// origins (CORS): preflights are answered for it and its requests pass the
+    /// `Origin` check. Repeat the flag or separate origins with commas. Unset: CORS is
+    /// off, and a request from another origin that would change anything is refused.
+    #[arg(long = "cors-origin", env = "QLESSD_CORS_ORIGIN", value_delimiter = ',',
+          value_parser = parse_origin)]
+    pub cors_origins: Vec<String>,
+
+    /// A connection must send each request's head (request line and headers) within
+    /// this many seconds of its first byte (or of connecting), or it is closed.
+    #[arg(long, env = "QLESSD_HEADER_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+
+    /// A keep-alive connection with no request in progress and no bytes moving for
+    /// this many seconds is closed. Long polls and event streams are not idle.
+    #[arg(long, env = "QLESSD_IDLE_TIMEOUT", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+
+    /// Most connections served at once. At the cap, new connections wait in the
+    /// listen backlog (unanswered) until a served one closes.
+    #[arg(long, env = "QLESSD_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// After SIGTERM/SIGINT, requests in flight get this many seconds to finish; then
+    /// the remaining connections are dropped and the process exits.
+    #[arg(long, env = "QLESSD_SHUTDOWN_TIMEOUT", default_value_t = 30)]
+    pub shutdown_timeout: u64,
+
+    /// A PEM file of CA certificates trusted for `rediss://` URLs, instead of the
+    /// system's roots.
+    #[arg(long, env = "QLESSD_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<PathBuf>,
+
     /// Log format.
     #[arg(long, env = "QLESSD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -219,6 +255,22 @@ fn parse_memory(raw: &str) -> Result<MaxMemory, String> {
         Some(bytes) if bytes >= 1 << 20 => Ok(MaxMemory::Bytes(bytes)),
         Some(_) => Err("the embedded Redis needs at least 1mb".to_owned()),
         None => Err(format!("{raw:?} is not a size (e.g. 2gb, 512mb, 50%)")),
+    }
+}
+
+/// A CORS origin is compared byte for byte with browsers' `Origin` header, which is
+/// `scheme://host[:port]` with no path: anything else would never match.
+fn parse_origin(raw: &str) -> Result<String, String> {
+    let origin = raw.trim().trim_end_matches('/');
+    let valid = ["http://", "https://"].iter().any(|scheme| {
+        origin
+            .strip_prefix(scheme)
+            .is_some_and(|host| !host.is_empty() && !host.contains(['/', '?', '#', ' ', '@']))
+    });
+    if valid {
+        Ok(origin.to_ascii_lowercase())
+    } else {
+        Err(format!("an origin is scheme://host[:port], not {raw:?}"))
     }
 }
 

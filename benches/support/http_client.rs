@@ -51,7 +51,7 @@ impl HttpConnection {
         self.request.clear();
         write!(
             self.request,
-            "{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n\
+            "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
              {}content-length: {}\r\n\r\n",
             self.headers,
             body.len()

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
+use super::Endpoint;
 use super::subscription::Subscription;
 
 /// One message the script published.
@@ -38,12 +39,24 @@ const QUIET: Duration = Duration::from_secs(15);
 
 impl EventBus {
     /// Starts bridging the channels under `prefix` (`ql:` or `ql:{ns}:`) from the Redis
-    /// at `url`; reconnects by itself when the connection drops.
+    /// at `url` (not TLS: see [`EventBus::start_at`]); reconnects by itself when the
+    /// connection drops.
     pub fn start(url: String, prefix: String) -> Self {
+        Self::start_at(Endpoint::plain(url), prefix)
+    }
+
+    /// Starts bridging the channels under `prefix` from the Redis at `endpoint`.
+    pub fn start_at(endpoint: Endpoint, prefix: String) -> Self {
         let (sender, _) = broadcast::channel(BUFFER);
         let (subscribed_tx, subscribed) = watch::channel(false);
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(bridge(url, prefix, sender.clone(), subscribed_tx, stopped));
+        tokio::spawn(bridge(
+            endpoint,
+            prefix,
+            sender.clone(),
+            subscribed_tx,
+            stopped,
+        ));
         EventBus {
             sender,
             subscribed,
@@ -78,7 +91,7 @@ impl EventBus {
 }
 
 async fn bridge(
-    url: String,
+    endpoint: Endpoint,
     prefix: String,
     sender: broadcast::Sender<Arc<Event>>,
     subscribed: watch::Sender<bool>,
@@ -87,7 +100,7 @@ async fn bridge(
     let mut backoff = Duration::from_millis(100);
     loop {
         tokio::select! {
-            result = listen(&url, &prefix, &sender, &subscribed) => match result {
+            result = listen(&endpoint, &prefix, &sender, &subscribed) => match result {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(err) => {
                     tracing::warn!(%err, "event subscription lost; reconnecting");
@@ -110,12 +123,12 @@ async fn bridge(
 }
 
 async fn listen(
-    url: &str,
+    endpoint: &Endpoint,
     prefix: &str,
     sender: &broadcast::Sender<Arc<Event>>,
     subscribed: &watch::Sender<bool>,
 ) -> std::io::Result<()> {
-    let subscription = Subscription::open(url, &format!("{prefix}*")).await?;
+    let subscription = Subscription::open(endpoint, &format!("{prefix}*")).await?;
     let _ = subscribed.send(true);
     relay(subscription, prefix, sender, QUIET).await
 }

@@ -44,7 +44,7 @@ const IN_FLIGHT: usize = 2;
 
 /// Where the calls go and how long to wait for Redis.
 pub(super) struct Target {
-    pub url: String,
+    pub endpoint: resp::Endpoint,
     pub script: Script,
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
     pub namespace_key: Option<String>,
@@ -408,7 +408,7 @@ impl Driver {
 
 /// Opens a connection for script calls (authenticated, on the URL's database).
 async fn connect(target: &Target) -> io::Result<Link> {
-    let (mut socket, setup) = resp::open(&target.url, true, target.connect_timeout).await?;
+    let (mut socket, setup) = resp::open(&target.endpoint, true, target.connect_timeout).await?;
     let mut reader = Reader::new();
     tokio::time::timeout(
         target.connect_timeout,

@@ -28,6 +28,7 @@ pub use jobs::{CompleteArgs, Completion, PutArgs, RequeueKeep, RetryArgs, Tracke
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
+pub use resp::Endpoint;
 pub use script::Script;
 
 /// The oldest Redis the script runs on: its `#!lua` shebang (script flags) is a
@@ -37,6 +38,10 @@ const MIN_REDIS_VERSION: (u32, u32) = (7, 0);
 /// How long start-up waits for Redis to answer before giving up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a readiness check waits for Redis, whatever the pool's timeout: a probe
+/// must hear "not ready" quickly (load balancers time out in a second or two).
+const READY_TIMEOUT: Duration = Duration::from_millis(150);
+
 /// Most calls sent in one `batch` invocation by [`Qless::call_many`]: about 2-4 ms of
 /// Redis time for puts or completions, so other clients wait at most that long.
 pub const BATCH_CALLS: usize = 100;
@@ -44,9 +49,11 @@ pub const BATCH_CALLS: usize = 100;
 /// Options for [`Qless::connect`].
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
-    /// A Redis URL (`redis://` or `unix://`, with the password and database in it as
-    /// redis-rs reads them; TLS is not supported).
+    /// A Redis URL (`redis://`, `rediss://` for TLS, or `unix://`, with the password
+    /// and database in it as redis-rs reads them).
     pub url: String,
+    /// CA certificates (PEM) trusted for a `rediss://` URL instead of the system's.
+    pub redis_ca_file: Option<std::path::PathBuf>,
     /// `None`: the plain `ql:` prefix. `Some(ns)`: keys under `ql:{ns}:`.
     pub namespace: Option<String>,
     /// Maximum pooled connections (readiness checks, script loading).
@@ -76,7 +83,7 @@ struct Inner {
     calls: group::Grouper,
     /// Everything else: start-up checks, readiness, loading the script.
     transport: Transport,
-    url: String,
+    endpoint: Endpoint,
 }
 
 /// The pooled redis-rs connections, the script and the namespace key.
@@ -102,8 +109,11 @@ impl Qless {
     /// Connects, checks the server (reachable, recent enough, safe eviction policy)
     /// and loads the script. Fails fast with a one-line message.
     pub async fn connect(options: ConnectOptions) -> Result<Self, Error> {
+        let ca_file = options.redis_ca_file.as_deref();
+        let endpoint = Endpoint::new(&options.url, ca_file)?;
         let pool = pool::build(
             &options.url,
+            ca_file,
             options.pool_size,
             options.checkout_timeout,
             options.response_timeout,
@@ -115,18 +125,25 @@ impl Qless {
             namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
         };
         let checks = async {
-            let mut conn = transport.pool.get().await?;
+            // A connection of its own rather than a pooled one: the pool retries a
+            // failing connect until its timeout and reports only that it timed out,
+            // where this reports why (a wrong password, an untrusted certificate).
+            let mut conn = transport.pool.dedicated_connection().await?;
             let info = conn.query(redis::cmd("INFO").arg("server")).await?;
             check_version(&redis::from_redis_value::<String>(info).unwrap_or_default())?;
             if options.external {
                 warn_about_eviction(&mut conn).await;
             }
-            transport.load(&mut conn).await
+            transport.load(&mut conn).await?;
+            // Readiness checks are bounded tightly (READY_TIMEOUT): the first one must
+            // find a pooled connection open rather than open one (a TLS handshake).
+            drop(transport.pool.get().await?);
+            Ok(())
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, checks).await {
             Ok(Ok(())) => {
                 let target = group::Target {
-                    url: options.url.clone(),
+                    endpoint: endpoint.clone(),
                     script: transport.script.clone(),
                     namespace_key: transport.namespace_key.clone(),
                     connect_timeout: options.checkout_timeout,
@@ -136,17 +153,17 @@ impl Qless {
                     inner: std::sync::Arc::new(Inner {
                         calls: group::Grouper::start(target, options.group_calls),
                         transport,
-                        url: options.url.clone(),
+                        endpoint,
                     }),
                 })
             }
             Ok(Err(Error::Unavailable(why))) | Ok(Err(Error::Redis(why))) => Err(Error::Startup(
-                format!("cannot use Redis at {}: {why}", options.url),
+                format!("cannot use Redis at {}: {why}", redacted(&options.url)),
             )),
             Ok(Err(other)) => Err(other),
             Err(_) => Err(Error::Startup(format!(
                 "cannot reach Redis at {} (no answer within {}s)",
-                options.url,
+                redacted(&options.url),
                 STARTUP_TIMEOUT.as_secs()
             ))),
         }
@@ -157,9 +174,14 @@ impl Qless {
         &self.inner.transport.script
     }
 
-    /// The Redis URL (for connections outside the pool, such as subscriptions).
+    /// The Redis URL, password included: never log it (see [`redacted`]).
     pub fn url(&self) -> &str {
-        &self.inner.url
+        self.inner.endpoint.url()
+    }
+
+    /// How to reach Redis (for connections outside the pool, such as subscriptions).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.inner.endpoint
     }
 
     /// The prefix of every key and channel: `ql:` or `ql:{ns}:`.
@@ -176,8 +198,19 @@ impl Qless {
     }
 
     /// Readiness: Redis answers and holds the script (loading it again if Redis lost
-    /// its script cache, e.g. after a restart).
+    /// its script cache, e.g. after a restart), within [`READY_TIMEOUT`].
     pub async fn ready(&self) -> Result<(), Error> {
+        tokio::time::timeout(READY_TIMEOUT, self.check_ready())
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Unavailable(format!(
+                    "no answer from Redis within {} ms",
+                    READY_TIMEOUT.as_millis()
+                )))
+            })
+    }
+
+    async fn check_ready(&self) -> Result<(), Error> {
         let transport = &self.inner.transport;
         let mut conn = transport.pool.get().await?;
         let exists = conn
@@ -325,6 +358,44 @@ async fn load_script(conn: &mut pool::Connection, script: &Script) -> Result<(),
     Ok(())
 }
 
+/// `url` as it may be shown (logs, errors): the password replaced by `***`, whether
+/// in the user information (`redis://:***@host:6379/0`, `rediss://user:***@host`) or
+/// in a query parameter (`unix:///run/redis.sock?pass=***`).
+pub fn redacted(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => return "<not a URL>".to_owned(),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => format!("{user_info}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _))
+                        if key.eq_ignore_ascii_case("pass")
+                            || key.eq_ignore_ascii_case("password") =>
+                    {
+                        format!("{key}=***")
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
 /// `now` as the script receives it: seconds with millisecond precision, without
 /// trailing zeros (logical test times stay short: `1`, `2.5`).
 pub fn format_now(now: f64) -> String {
@@ -416,6 +487,32 @@ mod tests {
                 text.trim_end_matches('0').trim_end_matches('.'),
                 "{now}"
             );
+        }
+    }
+
+    #[test]
+    fn passwords_never_appear_in_a_shown_url() {
+        let cases = [
+            ("redis://:s3cret@host:6379/0", "redis://:***@host:6379/0"),
+            (
+                "rediss://alice:s3cret@host:6380",
+                "rediss://alice:***@host:6380",
+            ),
+            ("redis://alice@host", "redis://alice@host"),
+            ("redis://:p@ss@host/1", "redis://:***@host/1"),
+            ("redis://host:6379", "redis://host:6379"),
+            (
+                "unix:///run/redis.sock?db=2&pass=s3cret",
+                "unix:///run/redis.sock?db=2&pass=***",
+            ),
+            (
+                "redis+unix:///r.sock?password=s3cret",
+                "redis+unix:///r.sock?password=***",
+            ),
+            ("s3cret", "<not a URL>"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redacted(url), shown, "{url}");
         }
     }
 

@@ -80,17 +80,37 @@ pub type Pool = bb8::Pool<Manager>;
 
 /// Builds a pool without connecting yet (start-up checks connect explicitly, so a
 /// wrong URL gives one clear error instead of a pool-level timeout). Calls wait up to
-/// `response_timeout` for Redis's answer.
+/// `response_timeout` for Redis's answer. A `rediss://` URL trusts `ca_file`'s
+/// certificates, or the system's roots.
 pub fn build(
     url: &str,
+    ca_file: Option<&std::path::Path>,
     size: u32,
     checkout_timeout: Duration,
     response_timeout: Duration,
 ) -> Result<Pool, Error> {
-    let invalid =
-        |err: redis::RedisError| Error::Startup(format!("invalid Redis URL {url:?}: {err}"));
+    let invalid = |err: redis::RedisError| {
+        Error::Startup(format!("invalid Redis URL {}: {err}", super::redacted(url)))
+    };
     let inner = RedisConnectionManager::new(url).map_err(invalid)?;
-    let client = redis::Client::open(url).map_err(invalid)?;
+    let client = match ca_file {
+        // The pool's side of a `rediss://` URL with our own CA; without one, redis-rs
+        // trusts the system's roots.
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|err| {
+                Error::Startup(format!(
+                    "cannot read CA certificates from {}: {err}",
+                    path.display()
+                ))
+            })?;
+            let certificates = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            };
+            redis::Client::build_with_tls(url, certificates).map_err(invalid)?
+        }
+        None => redis::Client::open(url).map_err(invalid)?,
+    };
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(checkout_timeout))
         .set_response_timeout(Some(response_timeout));

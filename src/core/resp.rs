@@ -4,39 +4,153 @@
 //! the rest of `core` decodes them as it would redis-rs's own; redis-rs's general
 //! connection (a driver task, a parser built from combinators) cost the gateway more
 //! instructions per request than its whole script-call logic. Addresses and
-//! credentials still come from redis-rs's URL parsing. Everything else (start-up
+//! credentials still come from redis-rs's URL parsing; [`open`] is the one place a
+//! socket is opened (TCP, TLS or Unix). Everything else (start-up
 //! checks, readiness, script loading) uses the redis-rs pool.
 
 use std::io;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{ConnectionAddr, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// A connection to Redis (TCP or Unix socket; an in-memory pipe in tests).
+use super::Error;
+
+/// A connection to Redis (TCP, TLS over TCP or a Unix socket; an in-memory pipe in
+/// tests).
 pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
 
-/// Opens a socket to the Redis at `url` within `timeout` and returns it with the
-/// commands that must go first on it: AUTH when the URL has a password, and SELECT
+/// Where Redis is and how to reach it: the URL, and for a `rediss://` URL the TLS
+/// client settings, built once (the system's roots are read from disk). Every
+/// hand-written connection (script calls, the event subscription) opens through
+/// [`open`] with one of these.
+#[derive(Clone)]
+pub struct Endpoint {
+    url: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &super::redacted(&self.url))
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// The Redis at `url`; a `rediss://` URL trusts the CA certificates in `ca_file`
+    /// (PEM), or the system's roots when there is none.
+    pub fn new(url: &str, ca_file: Option<&Path>) -> Result<Self, Error> {
+        let client = redis::Client::open(url).map_err(|err| {
+            Error::Startup(format!("invalid Redis URL {}: {err}", super::redacted(url)))
+        })?;
+        let tls = match client.get_connection_info().addr() {
+            ConnectionAddr::TcpTls { insecure: true, .. } => {
+                return Err(Error::Startup(
+                    "unverified TLS (#insecure) is not supported: pass the server's CA \
+                     with --redis-ca-file"
+                        .to_owned(),
+                ));
+            }
+            ConnectionAddr::TcpTls { .. } => Some(Arc::new(tls_config(ca_file)?)),
+            _ => None,
+        };
+        Ok(Endpoint {
+            url: url.to_owned(),
+            tls,
+        })
+    }
+
+    /// The Redis at `url`, without TLS settings (a `rediss://` URL then fails to
+    /// open): for callers that only know a URL.
+    pub fn plain(url: impl Into<String>) -> Self {
+        Endpoint {
+            url: url.into(),
+            tls: None,
+        }
+    }
+
+    /// The URL, password included: never log it (see [`super::redacted`]).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// TLS client settings trusting `ca_file`'s certificates, or the system's roots.
+fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let unreadable = |err: &dyn std::fmt::Display| {
+                Error::Startup(format!(
+                    "cannot read CA certificates from {}: {err}",
+                    path.display()
+                ))
+            };
+            let certs = CertificateDer::pem_file_iter(path).map_err(|err| unreadable(&err))?;
+            for cert in certs {
+                let cert = cert.map_err(|err| unreadable(&err))?;
+                roots.add(cert).map_err(|err| unreadable(&err))?;
+            }
+            if roots.is_empty() {
+                return Err(unreadable(&"no certificate in the file"));
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for err in &found.errors {
+                tracing::warn!(%err, "could not load some of the system's CA certificates");
+            }
+            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(Error::Startup(
+                    "no CA certificates found on this system for rediss:// URLs; pass \
+                     --redis-ca-file"
+                        .to_owned(),
+                ));
+            }
+        }
+    }
+    Ok(rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// Opens a socket to the Redis `endpoint` names within `timeout` and returns it with
+/// the commands that must go first on it: AUTH when the URL has a password, and SELECT
 /// when `select_db` and the URL names a database other than 0 (pub/sub ignores
 /// databases, script calls do not).
 pub async fn open(
-    url: &str,
+    endpoint: &Endpoint,
     select_db: bool,
     timeout: Duration,
 ) -> io::Result<(Box<dyn Socket>, Vec<Vec<String>>)> {
-    let client = redis::Client::open(url).map_err(io::Error::other)?;
+    let client = redis::Client::open(endpoint.url()).map_err(io::Error::other)?;
     let info = client.get_connection_info();
     let connect = async {
         let socket: Box<dyn Socket> = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-                stream.set_nodelay(true)?;
-                Box::new(stream)
+            ConnectionAddr::Tcp(host, port) => Box::new(tcp(host, *port).await?),
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                let config = endpoint.tls.clone().ok_or_else(|| {
+                    io::Error::other("a rediss:// URL needs an endpoint built for TLS")
+                })?;
+                let name = rustls_pki_types::ServerName::try_from(host.clone())
+                    .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+                let stream = tcp(host, *port).await?;
+                let tls = tokio_rustls::TlsConnector::from(config)
+                    .connect(name, stream)
+                    .await?;
+                Box::new(tls)
             }
             ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-            _ => return Err(io::Error::other("TLS Redis URLs are not supported")),
+            _ => return Err(io::Error::other("unsupported Redis address")),
         };
         Ok(socket)
     };
@@ -58,6 +172,12 @@ pub async fn open(
         setup.push(vec!["SELECT".to_owned(), settings.db().to_string()]);
     }
     Ok((socket, setup))
+}
+
+async fn tcp(host: &str, port: u16) -> io::Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect((host, port)).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// Sends each of `commands` and reads its answer, failing on the first error reply.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::io::AsyncWriteExt;
 
-use super::resp::{self, Reader, Socket, protocol};
+use super::resp::{self, Endpoint, Reader, Socket, protocol};
 
 /// How long opening the subscription may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,10 +32,10 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// Connects to the Redis at `url`, authenticates as the URL says and subscribes to
-    /// `pattern`. Returns once Redis has confirmed the subscription.
-    pub async fn open(url: &str, pattern: &str) -> io::Result<Self> {
-        let (socket, setup) = resp::open(url, false, CONNECT_TIMEOUT).await?;
+    /// Connects to the Redis at `endpoint`, authenticates as its URL says and
+    /// subscribes to `pattern`. Returns once Redis has confirmed the subscription.
+    pub async fn open(endpoint: &Endpoint, pattern: &str) -> io::Result<Self> {
+        let (socket, setup) = resp::open(endpoint, false, CONNECT_TIMEOUT).await?;
         Self::over(socket, &setup, pattern).await
     }
 

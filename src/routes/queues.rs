@@ -571,6 +571,13 @@ fn at_item(index: usize, err: ApiError) -> ApiError {
             "jobs[{index}] and the items after it may not have been put (the items before \
              it were): {message}"
         )),
+        ApiError::RedisUnavailable(cause) => {
+            tracing::warn!(error = %cause, "Redis is unavailable");
+            ApiError::Unavailable(format!(
+                "jobs[{index}] and the items after it may not have been put (the items \
+                 before it were): Redis is unavailable"
+            ))
+        }
         other => other,
     }
 }

@@ -2,6 +2,9 @@
 
 mod admin;
 mod auth;
+mod browser;
+mod connections;
+mod details;
 mod document;
 mod jobs;
 mod leasing;
@@ -9,3 +12,4 @@ mod limits;
 mod operations;
 mod queues;
 mod tenants;
+mod tls;

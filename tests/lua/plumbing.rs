@@ -42,6 +42,7 @@ async fn a_wrong_redis_url_is_a_one_line_startup_error() {
     let missing = dir.path().join("nobody-listens.sock");
     let err = Qless::connect(ConnectOptions {
         url: format!("unix://{}", missing.display()),
+        redis_ca_file: None,
         namespace: None,
         pool_size: 2,
         checkout_timeout: std::time::Duration::from_millis(500),
@@ -61,6 +62,7 @@ async fn a_wrong_redis_url_is_a_one_line_startup_error() {
 async fn a_malformed_redis_url_is_refused_at_startup() {
     let err = Qless::connect(ConnectOptions {
         url: "http://not-redis".into(),
+        redis_ca_file: None,
         namespace: None,
         pool_size: 2,
         checkout_timeout: std::time::Duration::from_millis(500),
@@ -165,6 +167,7 @@ fn pause_clients(redis: &RedisServer, millis: u64) {
 fn options(url: String, response_timeout: Duration) -> ConnectOptions {
     ConnectOptions {
         url,
+        redis_ca_file: None,
         namespace: None,
         pool_size: 2,
         checkout_timeout: Duration::from_secs(2),

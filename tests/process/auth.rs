@@ -62,8 +62,8 @@ impl Connection {
     fn status(&mut self, method: &str, path: &str, secret: &str) -> u16 {
         write!(
             self.0,
-            "{method} {path} HTTP/1.1\r\nhost: test\r\nauthorization: Bearer {secret}\r\n\
-             content-length: 0\r\n\r\n"
+            "{method} {path} HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {secret}\r\n\
+             content-type: application/json\r\ncontent-length: 0\r\n\r\n"
         )
         .unwrap();
         let mut head = Vec::new();

@@ -5,5 +5,6 @@ mod auth;
 mod binary;
 mod embedded;
 mod examples;
+mod hardening;
 mod readme;
 mod running;

@@ -46,10 +46,20 @@ impl TestApp {
 
     /// A fresh app whose keys live in `namespace`.
     pub async fn start_with(namespace: Option<&str>) -> Self {
+        Self::start_configured(namespace, |_| {}).await
+    }
+
+    /// A fresh app whose limits come from the default settings as `configure` changes
+    /// them (the Redis URL is this app's own).
+    pub async fn start_configured(
+        namespace: Option<&str>,
+        configure: impl FnOnce(&mut Settings),
+    ) -> Self {
         let redis = RedisServer::start();
         let qless = connect(&redis, namespace).await;
         let clock = Clock::manual(START);
-        let settings = Settings::for_redis(redis.url());
+        let mut settings = Settings::for_redis(redis.url());
+        configure(&mut settings);
         let state = AppState::new(
             qless.clone(),
             clock.clone(),
@@ -84,14 +94,17 @@ impl TestApp {
         self.redis = RedisServer::start();
     }
 
-    /// Sends a request with an optional JSON body.
+    /// Sends a request with an optional JSON body. Every POST, PUT, PATCH and DELETE
+    /// says `Content-Type: application/json`, with a body or without, as qlessd
+    /// requires of them (see `browser.rs`).
     pub async fn request(&self, method: Method, uri: &str, body: Option<Value>) -> TestResponse {
+        let changes = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
         let mut builder = Request::builder().method(method).uri(uri);
+        if changes || body.is_some() {
+            builder = builder.header(header::CONTENT_TYPE, "application/json");
+        }
         let body = match body {
-            Some(json) => {
-                builder = builder.header(header::CONTENT_TYPE, "application/json");
-                Body::from(json.to_string())
-            }
+            Some(json) => Body::from(json.to_string()),
             None => Body::empty(),
         };
         self.send(builder.body(body).expect("request")).await
@@ -137,6 +150,7 @@ impl TestApp {
 pub async fn connect(redis: &RedisServer, namespace: Option<&str>) -> Qless {
     Qless::connect(ConnectOptions {
         url: redis.url(),
+        redis_ca_file: None,
         namespace: namespace.map(str::to_owned),
         pool_size: 4,
         checkout_timeout: Duration::from_secs(5),

@@ -1,0 +1,466 @@
+//! The HTTP/1.1 accept loop, with the limits that let qlessd face a network:
+//!
+//! * **Header timeout.** A connection must send a request's whole head (request line
+//!   and headers) within `header_timeout` of connecting, or of the first byte of a
+//!   later request; otherwise it is closed. A client sending a byte a second
+//!   (slowloris) holds a connection for that long, not forever.
+//! * **Idle timeout.** A keep-alive connection with no request in progress and no
+//!   bytes moving either way for `idle_timeout` is closed. A long poll and an event
+//!   stream are requests in progress, so neither is idle; a client that stops reading
+//!   its answer is.
+//! * **Connection cap.** At most `max_connections` connections are served at once. At
+//!   the cap the loop stops accepting: new connections wait in the kernel's listen
+//!   backlog, unanswered, until a served one closes (and beyond the backlog the kernel
+//!   drops or refuses them). Nothing is read from them, so they cost no memory here.
+//! * **Bounded shutdown.** When the shutdown signal resolves, accepting stops;
+//!   connections waiting for a request head are closed at once, and the others finish
+//!   their request in flight and close. Whatever is left after `shutdown_timeout` is
+//!   dropped, so the process exits whatever clients do.
+//!
+//! hyper's own header timer restarts whenever the connection waits for a request, so
+//! it would also close idle keep-alive connections after the (short) header timeout;
+//! both timeouts are therefore kept here, per connection, from what its socket and its
+//! requests do ([`Activity`]).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::Request;
+use axum::response::Response;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+use tower::Service;
+
+use crate::settings::Settings;
+
+/// The connection limits (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Longest wait for a request's whole head.
+    pub header_timeout: Duration,
+    /// Longest quiet time of a connection with no request in progress.
+    pub idle_timeout: Duration,
+    /// Most connections served at once.
+    pub max_connections: usize,
+    /// How long shutdown waits for requests in flight.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// The limits as configured.
+    pub fn from_settings(settings: &Settings) -> Self {
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(settings.header_timeout),
+            idle_timeout: Duration::from_secs(settings.idle_timeout),
+            max_connections: settings.max_connections as usize,
+            shutdown_timeout: Duration::from_secs(settings.shutdown_timeout),
+        }
+    }
+}
+
+/// Serves `router` on `listener` within `limits` until `shutdown` resolves, then shuts
+/// down within `limits.shutdown_timeout`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    limits: ConnectionLimits,
+) -> io::Result<()> {
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let (closing, closed) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = accept(&listener, &permits) => match accepted {
+                Ok((stream, permit)) => {
+                    connections.spawn(serve_connection(
+                        stream,
+                        router.clone(),
+                        limits,
+                        closed.clone(),
+                        permit,
+                    ));
+                }
+                Err(err) => accept_failed(err).await,
+            },
+        }
+    }
+    // Connections still in the backlog are refused from here on.
+    drop(listener);
+    let _ = closing.send(true);
+    let drained = tokio::time::timeout(limits.shutdown_timeout, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            connections = connections.len(),
+            timeout_s = limits.shutdown_timeout.as_secs_f64(),
+            "shutdown timeout: dropping the connections still open"
+        );
+        connections.shutdown().await;
+    }
+    Ok(())
+}
+
+/// The next connection, once the cap allows one more: until then the listener is not
+/// asked, so new connections wait in the backlog.
+async fn accept(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+) -> io::Result<(TcpStream, OwnedSemaphorePermit)> {
+    let permit = permits
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed");
+    let (stream, _) = listener.accept().await?;
+    // Small writes go out at once. Without TCP_NODELAY (Nagle's algorithm), an SSE
+    // event written while the previous one is still unacknowledged waits for that
+    // acknowledgement: a network round trip, or a delayed ACK of tens of milliseconds.
+    // (On loopback acknowledgements are immediate, so local tests cannot tell.)
+    if let Err(err) = stream.set_nodelay(true) {
+        tracing::debug!(%err, "could not set TCP_NODELAY on a connection");
+    }
+    Ok((stream, permit))
+}
+
+/// A failed accept: one connection's trouble (reset before it was accepted) is
+/// skipped; anything else (out of file descriptors, say) is logged and the loop pauses
+/// briefly rather than spinning.
+async fn accept_failed(err: io::Error) {
+    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        err.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        tracing::debug!(%err, "a connection failed before it was accepted");
+        return;
+    }
+    tracing::error!(%err, "cannot accept connections");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Serves one connection until it closes, a timeout closes it, or shutdown does.
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    limits: ConnectionLimits,
+    mut closing: watch::Receiver<bool>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        activity: activity.clone(),
+    });
+    let service = Tracked {
+        router,
+        activity: activity.clone(),
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Both timeouts are kept by `Activity` (see the module documentation).
+    builder.keep_alive(true).header_read_timeout(None);
+    let mut connection = pin!(builder.serve_connection(io, service));
+    // One timer for the connection's life, set to the next moment a timeout could
+    // expire (never later: see `Activity::next_check`). Requests do not touch it, so a
+    // request costs no timer work; when it fires it is pushed further out, in place.
+    let first = activity
+        .next_check(limits)
+        .unwrap_or_else(|_| tokio::time::Instant::now());
+    let mut timer = pin!(tokio::time::sleep_until(first));
+    let mut shutting_down = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(err) = served {
+                    tracing::debug!(%err, "connection ended with an error");
+                }
+                return;
+            }
+            () = timer.as_mut() => match activity.next_check(limits) {
+                Ok(next) => timer.as_mut().reset(next),
+                Err(why) => {
+                    tracing::debug!(why, "closing a connection");
+                    return;
+                }
+            },
+            _ = closing.wait_for(|closing| *closing), if !shutting_down => {
+                shutting_down = true;
+                if activity.awaiting_head() {
+                    // No request to finish: a half-sent head would only hold shutdown up.
+                    return;
+                }
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// What a connection's socket and requests did, for its timeouts. Times are
+/// milliseconds since the connection was accepted.
+#[derive(Debug)]
+struct Activity {
+    accepted: tokio::time::Instant,
+    /// When bytes last moved either way.
+    last_io: AtomicU64,
+    /// One more than when the connection started waiting for a request head (its
+    /// acceptance, or the first byte after a finished request); 0 when not waiting.
+    head_since: AtomicU64,
+    /// Requests whose answer has not been produced yet.
+    busy: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            accepted: tokio::time::Instant::now(),
+            last_io: AtomicU64::new(0),
+            head_since: AtomicU64::new(1),
+            busy: AtomicUsize::new(0),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.accepted.elapsed().as_millis() as u64
+    }
+
+    fn read(&self, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let now = self.now();
+        self.last_io.store(now, Ordering::Relaxed);
+        if self.busy.load(Ordering::Relaxed) == 0 && self.head_since.load(Ordering::Relaxed) == 0 {
+            self.head_since.store(now + 1, Ordering::Relaxed);
+        }
+    }
+
+    fn wrote(&self, bytes: usize) {
+        if bytes > 0 {
+            self.last_io.store(self.now(), Ordering::Relaxed);
+        }
+    }
+
+    fn request_started(&self) {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        self.head_since.store(0, Ordering::Relaxed);
+    }
+
+    fn request_answered(&self) {
+        self.busy.fetch_sub(1, Ordering::Relaxed);
+        self.last_io.store(self.now(), Ordering::Relaxed);
+    }
+
+    fn awaiting_head(&self) -> bool {
+        self.head_since.load(Ordering::Relaxed) != 0
+    }
+
+    /// When to look at the connection next, or why it has overstayed a timeout.
+    ///
+    /// The moment returned is never later than the earliest a timeout could expire,
+    /// whatever happens meanwhile, so nothing needs to move the timer earlier: a head
+    /// that begins later has its deadline at least `header_timeout` from now, and an
+    /// idle time that begins later ends at least `idle_timeout` from now. (So an idle
+    /// connection is looked at every `header_timeout`, a busy one every
+    /// `min(header_timeout, idle_timeout)`: a timer firing, not work per request.)
+    fn next_check(&self, limits: ConnectionLimits) -> Result<tokio::time::Instant, &'static str> {
+        let now = self.now();
+        let header = limits.header_timeout.as_millis() as u64;
+        let idle = limits.idle_timeout.as_millis() as u64;
+        let head_since = self.head_since.load(Ordering::Relaxed);
+        let next = if head_since != 0 {
+            let deadline = head_since - 1 + header;
+            if now >= deadline {
+                return Err("the request head took too long");
+            }
+            deadline.min(now + idle)
+        } else if self.busy.load(Ordering::Relaxed) == 0 {
+            let deadline = self.last_io.load(Ordering::Relaxed) + idle;
+            if now >= deadline {
+                return Err("the connection was idle too long");
+            }
+            deadline.min(now + header)
+        } else {
+            now + header.min(idle)
+        };
+        Ok(self.accepted + Duration::from_millis(next))
+    }
+}
+
+/// The socket, reporting the bytes it moves to the connection's [`Activity`].
+struct Watched {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            self.activity.read(buf.filled().len() - before);
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(written)) = polled {
+            self.activity.wrote(written);
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(written)) = polled {
+            self.activity.wrote(written);
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The router as hyper calls it, counting the connection's requests in progress.
+#[derive(Clone)]
+struct Tracked {
+    router: Router,
+    activity: Arc<Activity>,
+}
+
+type RouterFuture = <Router as Service<Request<Incoming>>>::Future;
+
+impl hyper::service::Service<Request<Incoming>> for Tracked {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Answering;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        self.activity.request_started();
+        Answering {
+            future: self.router.clone().call(request),
+            busy: Some(Busy(self.activity.clone())),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer being produced; the request stops counting as in progress
+    /// when this is dropped (answered, or abandoned with its connection), or for a
+    /// streamed body (an event stream) when the body ends.
+    struct Answering {
+        #[pin]
+        future: RouterFuture,
+        busy: Option<Busy>,
+    }
+}
+
+impl Future for Answering {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Ok(response) = std::task::ready!(this.future.poll(cx));
+        if response.body().size_hint().exact().is_some() {
+            return Poll::Ready(Ok(response));
+        }
+        // A body of unknown length is streamed: an event stream is quiet between
+        // events (and keep-alive comments), but it is a request in progress, not an
+        // idle connection, until its body ends.
+        let busy = this.busy.take();
+        Poll::Ready(Ok(
+            response.map(|body| Body::new(Streaming { body, _busy: busy }))
+        ))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A streamed body (an event stream), counting as a request in progress while it
+    /// lasts.
+    struct Streaming {
+        #[pin]
+        body: Body,
+        _busy: Option<Busy>,
+    }
+}
+
+impl HttpBody for Streaming {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.request_answered();
+    }
+}

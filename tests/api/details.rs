@@ -1,0 +1,99 @@
+//! What problem details may say (`src/error.rs`): input echoed only as a short
+//! prefix, Redis's own messages replaced by a stable word, and a readiness probe that
+//! answers quickly when Redis is gone.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::TestApp;
+
+/// The prefix a detail keeps of a long input.
+const ECHOED: usize = qlessd::error::ECHO_LIMIT;
+
+#[tokio::test]
+async fn long_input_comes_back_as_a_short_prefix_in_the_detail() {
+    let app = TestApp::start().await;
+    let long = "z".repeat(250);
+    let cases = [
+        (
+            "a jid that does not exist",
+            app.get(&format!("/v1/jobs/{long}")).await,
+            404,
+        ),
+        (
+            "a string where a number belongs",
+            app.post(
+                "/v1/queues/q/jobs",
+                json!({"klass": "K", "data": {}, "priority": long}),
+            )
+            .await,
+            400,
+        ),
+        (
+            "an unknown field name",
+            app.post(
+                "/v1/queues/q/jobs",
+                json!({"klass": "K", "data": {}, long.clone(): 1}),
+            )
+            .await,
+            400,
+        ),
+    ];
+    for (what, response, status) in cases {
+        assert_eq!(
+            response.status.as_u16(),
+            status,
+            "{what}: {}",
+            response.text
+        );
+        let detail = response.body["detail"].as_str().unwrap();
+        assert!(
+            !detail.contains(&"z".repeat(ECHOED + 1)),
+            "{what}: {detail}"
+        );
+        assert!(
+            detail.contains(&format!("{}…", "z".repeat(ECHOED - 2))),
+            "{what}: {detail}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_redis_failure_is_answered_with_a_stable_word() {
+    let mut app = TestApp::start().await;
+    app.kill_redis();
+    let put = app
+        .post("/v1/queues/q/jobs", json!({"klass": "K", "data": {}}))
+        .await;
+    put.assert_problem(503, "unavailable");
+    assert_eq!(put.body["detail"], "Redis is unavailable", "{}", put.text);
+    let readyz = app.get("/readyz").await;
+    readyz.assert_problem(503, "unavailable");
+    assert_eq!(
+        readyz.body["detail"], "Redis is unavailable",
+        "{}",
+        readyz.text
+    );
+    for response in [&put, &readyz] {
+        assert!(!response.text.contains("redis.sock"), "{}", response.text);
+        assert!(!response.text.contains("os error"), "{}", response.text);
+    }
+}
+
+#[tokio::test]
+async fn readyz_answers_within_a_second_when_redis_is_down() {
+    let mut app = TestApp::start().await;
+    assert_eq!(app.get("/readyz").await.status.as_u16(), 200);
+    app.kill_redis();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let response = app.get("/readyz").await;
+        let took = started.elapsed();
+        response.assert_problem(503, "unavailable");
+        slowest = slowest.max(took);
+    }
+    eprintln!("readyz with Redis down: slowest of 3 answers took {slowest:?}");
+    assert!(slowest < Duration::from_secs(1), "readyz took {slowest:?}");
+}
