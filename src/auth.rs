@@ -119,6 +119,36 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/docs/", Open),
     route("GET", "/docs/{*file}", Open),
     route("GET", "/metrics", Needs(Read)),
+    // The dashboard (`ui`): its login, logout and assets are open; pages need `read`;
+    // every action needs `admin`, the scope of its API twin (requeue, cancel, priority,
+    // tags, tracking, pausing, unfailing, recurring templates, configuration).
+    route("GET", "/ui/login", Open),
+    route("POST", "/ui/login", Open),
+    route("POST", "/ui/logout", Open),
+    route("GET", "/ui/assets/htmx.min.js", Open),
+    route("GET", "/ui/assets/style.css", Open),
+    route("GET", "/ui", Needs(Read)),
+    route("GET", "/ui/", Needs(Read)),
+    route("GET", "/ui/partials/overview", Needs(Read)),
+    route("GET", "/ui/live", Needs(Read)),
+    route("GET", "/ui/search", Needs(Read)),
+    route("GET", "/ui/queues/{queue}", Needs(Read)),
+    route("POST", "/ui/queues/{queue}/pause", Needs(Admin)),
+    route("POST", "/ui/queues/{queue}/unpause", Needs(Admin)),
+    route("GET", "/ui/jobs/{jid}", Needs(Read)),
+    route("POST", "/ui/jobs/{jid}/{action}", Needs(Admin)),
+    route("GET", "/ui/failures", Needs(Read)),
+    route("GET", "/ui/failures/{group}", Needs(Read)),
+    route("POST", "/ui/failures/{group}/{action}", Needs(Admin)),
+    route("GET", "/ui/workers", Needs(Read)),
+    route("GET", "/ui/workers/{worker}", Needs(Read)),
+    route("GET", "/ui/tags", Needs(Read)),
+    route("GET", "/ui/tracked", Needs(Read)),
+    route("GET", "/ui/recurring", Needs(Read)),
+    route("GET", "/ui/recurring/{jid}", Needs(Read)),
+    route("POST", "/ui/recurring/{jid}/{action}", Needs(Admin)),
+    route("GET", "/ui/config", Needs(Read)),
+    route("POST", "/ui/config", Needs(Admin)),
     // Queues.
     route("GET", "/v1/queues", Needs(Read)),
     route("GET", "/v1/queues/{queue}", Needs(Read)),
@@ -432,10 +462,19 @@ impl Auth {
             return Ok(());
         }
         let tokens = self.0.tokens.load();
-        let secret = bearer(request.headers())?;
+        // The dashboard's pages carry the token in its HttpOnly cookie instead.
+        let cookie;
+        let secret = match bearer(request.headers()) {
+            Ok(secret) => secret,
+            Err(err) => {
+                cookie = ui_cookie(request).ok_or(err)?;
+                cookie.as_str()
+            }
+        };
         let token = tokens.find(secret.as_bytes()).ok_or_else(|| {
             ApiError::Unauthorized("the bearer token is not one this server knows".to_owned())
         })?;
+        let grants = Grants(token.scopes);
         // An unlisted route needs a valid token only: the router answers 404 or 405.
         let Some(Access::Needs(scope)) = needed else {
             return Ok(());
@@ -483,6 +522,7 @@ impl Auth {
             let addressed = Addressed(name.to_owned());
             request.extensions_mut().insert(addressed);
         }
+        request.extensions_mut().insert(grants);
         Ok(())
     }
 
@@ -490,6 +530,42 @@ impl Auth {
     pub fn layer(&self) -> AuthLayer {
         AuthLayer(Some(self.clone()))
     }
+}
+
+/// The scopes of the token a request was let through with (a request extension, so
+/// the dashboard shows only the actions the token may take). Absent without
+/// `--auth-file`, where everything is allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct Grants(u8);
+
+impl Grants {
+    /// Whether the token has `scope` (or `admin`).
+    pub fn allow(self, scope: Scope) -> bool {
+        self.0 & (scope.bit() | Scope::Admin.bit()) != 0
+    }
+}
+
+/// The cookie the dashboard keeps the token in (`HttpOnly`, `SameSite=Strict`, path
+/// `/ui`), set by its login form.
+pub const UI_COOKIE: &str = "qlessd_token";
+
+/// The token in the dashboard's cookie, for requests to `/ui` only: the API takes
+/// bearer headers alone, so a browser's cookie can never call it.
+fn ui_cookie(request: &Request) -> Option<String> {
+    let path = request.uri().path();
+    if path != "/ui" && !path.starts_with("/ui/") {
+        return None;
+    }
+    request
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == UI_COOKIE)
+        .map(|(_, secret)| secret.to_owned())
+        .filter(|secret| !secret.is_empty())
 }
 
 /// The secret of an `Authorization: Bearer <secret>` header.
@@ -550,6 +626,15 @@ where
         };
         match checked {
             Ok(()) => Either::Right(self.inner.call(request)),
+            // A dashboard page without a (known) token goes to the login form.
+            Err(ApiError::Unauthorized(_))
+                if request.method() == Method::GET
+                    && (request.uri().path() == "/ui"
+                        || request.uri().path().starts_with("/ui/")) =>
+            {
+                let login = axum::response::Redirect::to("/ui/login");
+                Either::Left(ready(Ok(login.into_response())))
+            }
             Err(refused) => Either::Left(ready(Ok(refused.into_response()))),
         }
     }

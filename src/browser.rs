@@ -89,6 +89,35 @@ impl BrowserPolicy {
         Ok(())
     }
 
+    /// [`check`](Self::check), except for the dashboard's form posts (under `/ui`):
+    /// those are HTML forms, so not JSON; they carry the dashboard's form token
+    /// instead, and an `Origin` header, when sent, must be this server's own (the
+    /// `--cors-origin` list is for the API).
+    pub fn check_request(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<(), ApiError> {
+        let dashboard = path == "/ui" || path.starts_with("/ui/");
+        if !dashboard || matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+            return self.check(method, headers);
+        }
+        // The Host check, as for any GET.
+        self.check(&Method::GET, headers)?;
+        let host = headers.get(HOST);
+        if let Some(origin) = headers.get(ORIGIN)
+            && !BrowserPolicy::default().allows_origin(origin, host)
+        {
+            return Err(ApiError::Forbidden(
+                "the dashboard's forms are only accepted from its own pages (the Origin \
+                 header)"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
     /// This server's own origin (`http(s)://` and the request's `Host`), or an origin
     /// allowed by `--cors-origin`.
     fn allows_origin(&self, origin: &HeaderValue, host: Option<&HeaderValue>) -> bool {

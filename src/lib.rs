@@ -27,6 +27,8 @@
 //! * [`tenants`]: several namespaces in one gateway, chosen by the `Qless-Namespace`
 //!   header (or the token); each with its own state.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.
+//! * [`ui`]: the dashboard at `/ui` (server-rendered HTML, vendored htmx, SVG charts),
+//!   calling the same `core` methods as the routes.
 //! * [`healthcheck`]: `qlessd healthcheck`, the container health probe.
 //!
 //! # The path of one request
@@ -60,3 +62,4 @@ pub mod settings;
 pub mod sweeper;
 pub mod telemetry;
 pub mod tenants;
+pub mod ui;

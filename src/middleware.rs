@@ -106,7 +106,10 @@ where
             uri: request.uri().clone(),
             started: Instant::now(),
         };
-        if let Err(refused) = self.browser.check(request.method(), request.headers()) {
+        if let Err(refused) =
+            self.browser
+                .check_request(request.method(), request.uri().path(), request.headers())
+        {
             return RequestFuture {
                 state: State::Done {
                     response: Some(refused.into_response()),

@@ -31,7 +31,7 @@ use crate::leasing::Leasing;
 use crate::middleware::RequestLayer;
 use crate::settings::Settings;
 use crate::tenants::Tenants;
-use crate::{openapi, routes, sweeper};
+use crate::{openapi, routes, sweeper, ui};
 
 /// Limits the handlers enforce, taken from [`Settings`].
 #[derive(Debug, Clone)]
@@ -228,7 +228,9 @@ fn namespace_service(
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state.clone());
+        .with_state(state.clone())
+        // The dashboard: per namespace, like the API.
+        .merge(ui::router(state.clone()).layer(CompressionLayer::new()));
     DefaultBodyLimit::max(state.limits.body_limit).layer(routes)
 }
 

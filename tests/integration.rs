@@ -7,3 +7,4 @@ mod support;
 mod api;
 mod lua;
 mod process;
+mod ui;

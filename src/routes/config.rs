@@ -76,7 +76,11 @@ fn kind(option: &str) -> Option<Kind> {
 }
 
 /// The text to store for `value`, or a 400 naming the option and what it needs.
-fn stored_text(option: &str, value: &ConfigScalar, custom: bool) -> Result<String, ApiError> {
+pub(crate) fn stored_text(
+    option: &str,
+    value: &ConfigScalar,
+    custom: bool,
+) -> Result<String, ApiError> {
     let bad = |message: String| Err(ApiError::BadRequest(message));
     let Some(kind) = check_writable(option, custom)? else {
         return Ok(value.to_text());

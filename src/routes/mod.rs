@@ -19,6 +19,9 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::server::AppState;
 
+/// The API's validation of a config value, shared with the dashboard's config form.
+pub(crate) use config::stored_text as config_text;
+
 /// Every route with its OpenAPI description.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -1,0 +1,383 @@
+//! The dashboard's actions: POST forms carrying the CSRF token, each doing what its
+//! API twin does (same `core` call, same validation), then redirecting back to a page.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use futures_util::future::try_join_all;
+
+use super::{Ui, UiError, UiResult, csrf_token, refused, seg};
+use crate::auth::UI_COOKIE;
+use crate::core::{PutArgs, RecurUpdate, RequeueKeep};
+use crate::model::ConfigScalar;
+use crate::routes::validate;
+
+/// Most jobs one "unfail all" or "cancel all" moves: a group larger than this takes
+/// more clicks, so one request never runs unbounded.
+const ALL_LIMIT: usize = 10_000;
+
+/// Jobs read and moved per round of "all".
+const ROUND: u32 = 500;
+
+/// A form's fields, in order (a name may repeat), after the CSRF check.
+struct Form(Vec<(String, String)>);
+
+impl Form {
+    /// Parses `application/x-www-form-urlencoded` and checks the CSRF token.
+    fn parse(body: &Bytes) -> Result<Form, UiError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
+            .map_err(|_| refused(StatusCode::BAD_REQUEST, "malformed form"))?;
+        let token = pairs.iter().find(|(k, _)| k == "csrf").map(|(_, v)| v);
+        if token.map(String::as_str) != Some(csrf_token()) {
+            return Err(refused(
+                StatusCode::FORBIDDEN,
+                "missing or stale form token: reload the page and try again",
+            ));
+        }
+        Ok(Form(pairs))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.trim())
+    }
+
+    fn require(&self, name: &str) -> Result<&str, UiError> {
+        self.get(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| refused(StatusCode::BAD_REQUEST, &format!("{name} is required")))
+    }
+
+    fn all(&self, name: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
+/// `POST /ui/login`: keeps the token in an HttpOnly, SameSite=Strict cookie for `/ui`
+/// (checked by the auth layer on each request, like a bearer header).
+pub(super) async fn login(body: Bytes) -> UiResult<Response> {
+    let form = Form::parse(&body)?;
+    let token = form.require("token")?;
+    // A cookie value cannot hold separators; no real token has them.
+    if !token
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && !b";,\\\"".contains(&b))
+    {
+        return Err(refused(StatusCode::BAD_REQUEST, "that is not a token"));
+    }
+    let cookie = format!("{UI_COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict");
+    Ok(cookie_and_back(&cookie, "/ui"))
+}
+
+/// `POST /ui/logout`: forgets the cookie.
+pub(super) async fn logout(body: Bytes) -> UiResult<Response> {
+    Form::parse(&body)?;
+    let cookie = format!("{UI_COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    Ok(cookie_and_back(&cookie, "/ui/login"))
+}
+
+fn cookie_and_back(cookie: &str, to: &str) -> Response {
+    let mut response = Redirect::to(to).into_response();
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+fn back(path: String) -> UiResult<Redirect> {
+    Ok(Redirect::to(&path))
+}
+
+/// `POST /ui/queues/{queue}/pause`.
+pub(super) async fn pause(
+    State(ui): State<Ui>,
+    Path(queue): Path<String>,
+    body: Bytes,
+) -> UiResult<Redirect> {
+    Form::parse(&body)?;
+    validate::name("queue", &queue)?;
+    ui.app
+        .qless
+        .pause(ui.app.clock.now(), std::slice::from_ref(&queue))
+        .await?;
+    back(format!("/ui/queues/{}", seg(&queue)))
+}
+
+/// `POST /ui/queues/{queue}/unpause`.
+pub(super) async fn unpause(
+    State(ui): State<Ui>,
+    Path(queue): Path<String>,
+    body: Bytes,
+) -> UiResult<Redirect> {
+    Form::parse(&body)?;
+    validate::name("queue", &queue)?;
+    ui.app
+        .qless
+        .unpause(ui.app.clock.now(), std::slice::from_ref(&queue))
+        .await?;
+    ui.app.leasing.job_available(&queue);
+    back(format!("/ui/queues/{}", seg(&queue)))
+}
+
+/// Puts a job back into `queue` keeping everything else (the API's requeue with only
+/// `queue` given), and wakes long polls there.
+async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
+    let args = PutArgs {
+        worker: String::new(),
+        queue: queue.to_owned(),
+        jid: jid.to_owned(),
+        klass: String::new(),
+        data: "{}".to_owned(),
+        delay: 0.0,
+        priority: None,
+        tags: None,
+        retries: None,
+        depends: None,
+    };
+    let keep = RequeueKeep {
+        klass: true,
+        data: true,
+    };
+    ui.app
+        .qless
+        .requeue_keeping(ui.app.clock.now(), args, keep)
+        .await?;
+    ui.app.leasing.job_available(queue);
+    Ok(())
+}
+
+/// `POST /ui/jobs/{jid}/{action}`: retry (back into its queue), cancel, move, priority,
+/// tag, untag, track, untrack.
+pub(super) async fn job(
+    State(ui): State<Ui>,
+    Path((jid, action)): Path<(String, String)>,
+    body: Bytes,
+) -> UiResult<Redirect> {
+    let form = Form::parse(&body)?;
+    validate::name("jid", &jid)?;
+    let now = ui.app.clock.now();
+    let qless = &ui.app.qless;
+    let page = format!("/ui/jobs/{}", seg(&jid));
+    match action.as_str() {
+        "retry" => {
+            let Some(job) = qless.get(now, &jid).await? else {
+                return Err(refused(StatusCode::NOT_FOUND, "no such job"));
+            };
+            if job.queue.is_empty() {
+                return Err(refused(StatusCode::BAD_REQUEST, "the job is in no queue"));
+            }
+            requeue(&ui, &jid, &job.queue).await?;
+        }
+        "cancel" => {
+            qless.cancel(now, std::slice::from_ref(&jid)).await?;
+            return back("/ui".to_owned());
+        }
+        "move" => {
+            let queue = form.require("queue")?;
+            validate::name("queue", queue)?;
+            requeue(&ui, &jid, queue).await?;
+        }
+        "priority" => {
+            let priority: f64 = form
+                .require("priority")?
+                .parse()
+                .map_err(|_| refused(StatusCode::BAD_REQUEST, "priority must be a number"))?;
+            validate::finite("priority", priority)?;
+            qless.priority(now, &jid, priority).await?;
+        }
+        "tag" | "untag" => {
+            let tag = form.require("tag")?.to_owned();
+            validate::name("tag", &tag)?;
+            if action == "tag" {
+                qless.tag_add(now, &jid, &[tag]).await?;
+            } else {
+                qless.tag_remove(now, &jid, &[tag]).await?;
+            }
+        }
+        "track" => {
+            qless.track(now, &jid).await?;
+        }
+        "untrack" => {
+            qless.untrack(now, &jid).await?;
+        }
+        _ => return Err(refused(StatusCode::NOT_FOUND, "no such action")),
+    }
+    back(page)
+}
+
+/// `POST /ui/failures/{group}/{unfail|cancel}` with `scope=jobs` and the `jid`s (one
+/// job, or the page shown), or `scope=all` (the whole group, up to [`ALL_LIMIT`]).
+/// Unfailing puts each job back into the queue it failed in.
+pub(super) async fn failure_group(
+    State(ui): State<Ui>,
+    Path((group, action)): Path<(String, String)>,
+    body: Bytes,
+) -> UiResult<Redirect> {
+    let form = Form::parse(&body)?;
+    validate::name("group", &group)?;
+    let unfail = match action.as_str() {
+        "unfail" => true,
+        "cancel" => false,
+        _ => return Err(refused(StatusCode::NOT_FOUND, "no such action")),
+    };
+    match form.get("scope") {
+        Some("jobs") => {
+            let jids = form.all("jid");
+            validate::names("jid", &jids)?;
+            move_or_cancel(&ui, &group, &jids, unfail).await?;
+        }
+        Some("all") => {
+            let mut done = 0;
+            while done < ALL_LIMIT {
+                let now = ui.app.clock.now();
+                let page = ui.app.qless.failed_group(now, &group, 0, ROUND).await?;
+                if page.jids.is_empty() {
+                    break;
+                }
+                done += page.jids.len();
+                move_or_cancel(&ui, &group, &page.jids, unfail).await?;
+            }
+        }
+        _ => {
+            return Err(refused(
+                StatusCode::BAD_REQUEST,
+                "scope must be jobs or all",
+            ));
+        }
+    }
+    back(format!("/ui/failures/{}", seg(&group)))
+}
+
+/// Unfails (into each job's own queue) or cancels the jobs of `jids` that are still
+/// failed in `group`; jobs that moved on meanwhile are left alone.
+async fn move_or_cancel(ui: &Ui, group: &str, jids: &[String], unfail: bool) -> UiResult<()> {
+    let now = ui.app.clock.now();
+    let jobs = ui.app.qless.multiget(now, jids).await?;
+    let still: Vec<_> = jobs
+        .into_iter()
+        .filter(|j| j.state == "failed" && j.failure.as_ref().is_some_and(|f| f.group == group))
+        .collect();
+    if unfail {
+        // Concurrent calls share invocations (the group commit), so a page moves in a
+        // few round trips.
+        try_join_all(still.iter().map(|j| requeue(ui, &j.jid, &j.queue))).await?;
+    } else {
+        let jids: Vec<String> = still.into_iter().map(|j| j.jid).collect();
+        if !jids.is_empty() {
+            ui.app.qless.cancel(now, &jids).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `POST /ui/recurring/{jid}/{update|delete}`.
+pub(super) async fn recurring(
+    State(ui): State<Ui>,
+    Path((jid, action)): Path<(String, String)>,
+    body: Bytes,
+) -> UiResult<Redirect> {
+    let form = Form::parse(&body)?;
+    validate::name("jid", &jid)?;
+    let now = ui.app.clock.now();
+    let qless = &ui.app.qless;
+    match action.as_str() {
+        "delete" => {
+            qless.unrecur(now, &jid).await?;
+            back("/ui/recurring".to_owned())
+        }
+        "update" => {
+            let number = |name: &str| -> UiResult<Option<f64>> {
+                match form.get(name).filter(|v| !v.is_empty()) {
+                    None => Ok(None),
+                    Some(v) => v.parse::<f64>().map(Some).map_err(|_| {
+                        refused(StatusCode::BAD_REQUEST, &format!("{name} must be a number"))
+                    }),
+                }
+            };
+            let interval = number("interval")?;
+            if interval.is_some_and(|i| !(i > 0.0 && i.is_finite())) {
+                return Err(refused(
+                    StatusCode::BAD_REQUEST,
+                    "interval must be positive",
+                ));
+            }
+            let priority = number("priority")?
+                .map(|p| validate::finite("priority", p))
+                .transpose()?;
+            let wanted: Vec<String> = form
+                .get("tags")
+                .unwrap_or("")
+                .split(',')
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .collect();
+            validate::names_or_none("tag", &wanted)?;
+            let Some(current) = qless.recur_get(now, &jid).await? else {
+                return Err(refused(StatusCode::NOT_FOUND, "no such recurring job"));
+            };
+            let update = RecurUpdate {
+                priority,
+                interval,
+                ..RecurUpdate::default()
+            };
+            if !update.is_empty() {
+                qless.recur_update(now, &jid, update).await?;
+            }
+            let gone: Vec<String> = current
+                .tags
+                .iter()
+                .filter(|t| !wanted.contains(t))
+                .cloned()
+                .collect();
+            let new: Vec<String> = wanted
+                .iter()
+                .filter(|t| !current.tags.contains(t))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                qless.recur_untag(now, &jid, &gone).await?;
+            }
+            if !new.is_empty() {
+                qless.recur_tag(now, &jid, &new).await?;
+            }
+            back(format!("/ui/recurring/{}", seg(&jid)))
+        }
+        _ => Err(refused(StatusCode::NOT_FOUND, "no such action")),
+    }
+}
+
+/// `POST /ui/config`: sets one option with the API's validation. The text is read as
+/// JSON when it is a number or boolean, else as a string.
+pub(super) async fn config(State(ui): State<Ui>, body: Bytes) -> UiResult<Redirect> {
+    let form = Form::parse(&body)?;
+    let option = form.require("option")?;
+    validate::name("option", option)?;
+    let text = form.get("value").unwrap_or("");
+    let value: ConfigScalar = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
+            serde_json::from_value(v)
+        }
+        _ => serde_json::from_value(serde_json::Value::String(text.to_owned())),
+    }
+    .map_err(|_| refused(StatusCode::BAD_REQUEST, "bad value"))?;
+    let now = ui.app.clock.now();
+    // An option the server does not know is a custom one (the page lists only
+    // options already stored).
+    let known = crate::routes::config_text(option, &value, false);
+    let stored = match known {
+        Ok(text) => text,
+        Err(_) if ui.app.qless.config_get(now, option).await?.is_some() => {
+            crate::routes::config_text(option, &value, true)?
+        }
+        Err(err) => return Err(err.into()),
+    };
+    ui.app.qless.config_set(now, option, &stored).await?;
+    back("/ui/config".to_owned())
+}

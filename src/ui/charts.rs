@@ -1,0 +1,99 @@
+//! Server-drawn SVG charts: no script, no external library, and they print.
+
+use std::fmt::Write;
+
+/// Bars for a series of `(label, value)` pairs, `width` x `height` pixels, with the
+/// largest value written above the chart. Each bar has a `<title>` (hover text).
+pub fn bars(series: &[(String, u64)], width: u32, height: u32, class: &str) -> String {
+    let max = series.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
+    let n = series.len().max(1) as f64;
+    let step = f64::from(width) / n;
+    let plot = f64::from(height) - 14.0;
+    let mut svg = String::with_capacity(128 + series.len() * 120);
+    let _ = write!(
+        svg,
+        r#"<svg class="chart {class}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="max {max}"><text x="2" y="10" class="axis">max {max}</text>"#
+    );
+    for (i, (label, value)) in series.iter().enumerate() {
+        let h = (*value as f64 / max as f64) * plot;
+        let x = i as f64 * step;
+        let _ = write!(
+            svg,
+            r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}"><title>{}: {value}</title></rect>"#,
+            f64::from(height) - h,
+            (step - 1.0).max(1.0),
+            escape(label),
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// Two series stacked per slot (completed below, failed above), for throughput.
+pub fn stacked(series: &[(u64, u64)], width: u32, height: u32) -> String {
+    let max = series.iter().map(|(a, b)| a + b).max().unwrap_or(0).max(1);
+    let n = series.len().max(1) as f64;
+    let step = f64::from(width) / n;
+    let plot = f64::from(height) - 14.0;
+    let mut svg = String::with_capacity(128 + series.len() * 200);
+    let _ = write!(
+        svg,
+        r#"<svg class="chart throughput" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="completed and failed per minute"><text x="2" y="10" class="axis">max {max}/min</text>"#
+    );
+    let last = series.len();
+    for (i, (done, failed)) in series.iter().enumerate() {
+        let x = i as f64 * step;
+        let w = (step - 1.0).max(1.0);
+        let hd = (*done as f64 / max as f64) * plot;
+        let hf = (*failed as f64 / max as f64) * plot;
+        let ago = last - i - 1;
+        let _ = write!(
+            svg,
+            r#"<g><title>{ago} min ago: {done} completed, {failed} failed</title><rect class="ok" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{hd:.1}"/><rect class="bad" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{hf:.1}"/></g>"#,
+            f64::from(height) - hd,
+            f64::from(height) - hd - hf,
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The label of bucket `i` of the script's 148-bucket timing histogram: seconds
+/// 0-59, minutes 1-59, hours 1-23, days 1-6.
+pub fn bucket_label(i: usize) -> String {
+    match i {
+        0..=59 => format!("{i}s"),
+        60..=118 => format!("{}m", i - 59),
+        119..=141 => format!("{}h", i - 118),
+        _ => format!("{}d", i - 141),
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_labelled_by_their_unit() {
+        assert_eq!(bucket_label(0), "0s");
+        assert_eq!(bucket_label(59), "59s");
+        assert_eq!(bucket_label(60), "1m");
+        assert_eq!(bucket_label(119), "1h");
+        assert_eq!(bucket_label(147), "6d");
+    }
+
+    #[test]
+    fn bars_escape_their_labels_and_scale_to_the_largest() {
+        let svg = bars(&[("<a>".into(), 2), ("b".into(), 4)], 100, 50, "x");
+        assert!(svg.contains("&lt;a&gt;: 2"));
+        assert!(svg.contains("max 4"));
+        assert!(!svg.contains("<a>"));
+    }
+}

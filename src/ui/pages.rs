@@ -1,0 +1,715 @@
+//! The dashboard's pages (GET). Each reads what it shows with the same `core` calls
+//! as the API's handlers, one page of rows at a time.
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::charts;
+use super::{
+    Can, PAGE, Ui, UiResult, action_button, csrf_field, layout, pager, refused, seg, trusted, when,
+};
+use crate::core::Listing;
+use crate::model::{Job, QueueCounts, TimingStats};
+use crate::routes::validate;
+
+/// `?offset=` of a paged listing.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct Paging {
+    #[serde(default)]
+    offset: u32,
+}
+
+/// The queue page's `?state=&offset=`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct QueuePaging {
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    offset: u32,
+}
+
+/// `?q=` of the search box.
+#[derive(Debug, Deserialize)]
+pub(super) struct SearchQuery {
+    #[serde(default)]
+    q: String,
+}
+
+/// `?tag=&offset=` of the tags page.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct TagQuery {
+    #[serde(default)]
+    tag: Option<String>,
+    #[serde(default)]
+    offset: u32,
+}
+
+/// `GET /ui`: queues, throughput, failure groups and workers, refreshed live.
+pub(super) async fn overview(State(ui): State<Ui>, Query(p): Query<Paging>) -> UiResult {
+    let body = overview_body(&ui, p.offset).await?;
+    Ok(layout(
+        "Overview",
+        html! {
+            h1 { "Overview" }
+            (body)
+            // The live stream says when something changed; htmx then fetches the
+            // overview's body again (and every 30 s in case the stream is down).
+            script {
+                (maud::PreEscaped("document.addEventListener('DOMContentLoaded',function(){\
+                var s=new EventSource('/ui/live');\
+                s.addEventListener('changed',function(){htmx.trigger(document.body,'qless-changed')});});"))
+            }
+        },
+    ))
+}
+
+/// `GET /ui/partials/overview`: the overview's body alone, for live refreshes.
+pub(super) async fn overview_partial(State(ui): State<Ui>, Query(p): Query<Paging>) -> UiResult {
+    overview_body(&ui, p.offset).await
+}
+
+async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
+    let now = ui.app.clock.now();
+    let qless = &ui.app.qless;
+    let (queues, failed, workers) =
+        tokio::try_join!(qless.queues(now), qless.failed(now), qless.workers(now))?;
+    let start = (offset as usize).min(queues.len());
+    let shown = &queues[start..(start + PAGE as usize).min(queues.len())];
+    let mut groups: Vec<(&String, &i64)> = failed.iter().collect();
+    groups.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let failed_total: i64 = failed.values().sum();
+    let totals = queues.iter().fold((0, 0, 0), |t, q| {
+        (t.0 + q.waiting, t.1 + q.running, t.2 + q.stalled)
+    });
+    let series = ui.throughput.series();
+    let (done, bad) = series.iter().fold((0, 0), |t, s| (t.0 + s.0, t.1 + s.1));
+    Ok(html! {
+        div #overview hx-get=(format!("/ui/partials/overview?offset={offset}"))
+            hx-trigger="qless-changed from:body, every 30s" hx-swap="outerHTML" {
+            div.cards {
+                div.card { div.big #total-queues { (queues.len()) } div.muted { "queues" } }
+                div.card { div.big { (totals.0) } div.muted { "waiting" } }
+                div.card { div.big { (totals.1) } div.muted { "running" } }
+                div.card { div.big { (totals.2) } div.muted { "stalled" } }
+                div.card { div.big { a href="/ui/failures" { (failed_total) } } div.muted { "failed" } }
+                div.card { div.big { a href="/ui/workers" { (workers.len()) } } div.muted { "workers" } }
+                div.card {
+                    div.muted { "Last 30 min: " (done) " completed, " (bad) " failed (per minute)" }
+                    (trusted(charts::stacked(&series, 360, 60)))
+                }
+            }
+            h2 { "Queues" }
+            (queue_table(shown))
+            (pager("/ui", offset, shown.len(), Some(queues.len() as i64)))
+            h2 { "Failure groups" }
+            @if groups.is_empty() { p.muted { "No failures." } } @else {
+                table #failure-groups {
+                    tr { th { "Group" } th.n { "Jobs" } }
+                    @for (group, count) in groups.iter().take(PAGE as usize) {
+                        tr { td { a href=(format!("/ui/failures/{}", seg(group))) { (group) } } td.n { (count) } }
+                    }
+                }
+                @if groups.len() > PAGE as usize { p { a href="/ui/failures" { "All " (groups.len()) " groups" } } }
+            }
+            h2 { "Workers" }
+            @if workers.is_empty() { p.muted { "No workers." } } @else {
+                table {
+                    tr { th { "Worker" } th.n { "Running" } th.n { "Stalled" } }
+                    @for w in workers.iter().take(PAGE as usize) {
+                        tr {
+                            td { a href=(format!("/ui/workers/{}", seg(&w.name))) { (w.name) } }
+                            td.n { (w.running) } td.n { (w.stalled) }
+                        }
+                    }
+                }
+                @if workers.len() > PAGE as usize { p { a href="/ui/workers" { "All " (workers.len()) " workers" } } }
+            }
+        }
+    })
+}
+
+fn queue_table(queues: &[QueueCounts]) -> Markup {
+    html! {
+        table #queues {
+            tr {
+                th { "Queue" } th.n { "Waiting" } th.n { "Running" } th.n { "Scheduled" }
+                th.n { "Stalled" } th.n { "Depends" } th.n { "Recurring" } th { "Paused" }
+            }
+            @for q in queues {
+                tr {
+                    td { a.queue href=(format!("/ui/queues/{}", seg(&q.name))) { (q.name) } }
+                    td.n { (q.waiting) } td.n { (q.running) } td.n { (q.scheduled) }
+                    td.n { (q.stalled) } td.n { (q.depends) } td.n { (q.recurring) }
+                    td { @if q.paused { span.badge.paused { "paused" } } }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /ui/search?q=`: a jid goes to its job (or recurring template), anything else
+/// is searched as a tag.
+pub(super) async fn search(
+    State(ui): State<Ui>,
+    Query(q): Query<SearchQuery>,
+) -> UiResult<Response> {
+    let term = q.q.trim();
+    if term.is_empty() {
+        return Ok(Redirect::to("/ui").into_response());
+    }
+    validate::name("search", term)?;
+    let now = ui.app.clock.now();
+    if ui.app.qless.get(now, term).await?.is_some() {
+        return Ok(Redirect::to(&format!("/ui/jobs/{}", seg(term))).into_response());
+    }
+    if ui.app.qless.recur_get(now, term).await?.is_some() {
+        return Ok(Redirect::to(&format!("/ui/recurring/{}", seg(term))).into_response());
+    }
+    Ok(Redirect::to(&format!("/ui/tags?tag={}", seg(term))).into_response())
+}
+
+const STATES: [&str; 6] = [
+    "waiting",
+    "running",
+    "scheduled",
+    "stalled",
+    "depends",
+    "recurring",
+];
+
+/// `GET /ui/queues/{queue}`: counts, jobs by state, pause, statistics.
+pub(super) async fn queue(
+    State(ui): State<Ui>,
+    can: Can,
+    Path(queue): Path<String>,
+    Query(p): Query<QueuePaging>,
+) -> UiResult {
+    validate::name("queue", &queue)?;
+    let state = p.state.as_deref().unwrap_or("waiting");
+    let listing = match state {
+        "waiting" => None,
+        "running" => Some(Listing::Running),
+        "scheduled" => Some(Listing::Scheduled),
+        "stalled" => Some(Listing::Stalled),
+        "depends" => Some(Listing::Depends),
+        "recurring" => Some(Listing::Recurring),
+        _ => {
+            return Err(refused(
+                axum::http::StatusCode::BAD_REQUEST,
+                "unknown state",
+            ));
+        }
+    };
+    let now = ui.app.clock.now();
+    let qless = &ui.app.qless;
+    let jids = async {
+        match listing {
+            None => qless.jobs_waiting(now, &queue, p.offset, PAGE).await,
+            Some(l) => qless.jobs(now, l, &queue, p.offset, PAGE).await,
+        }
+    };
+    let (counts, jids, stats) = tokio::try_join!(
+        qless.queue(now, &queue),
+        jids,
+        qless.stats(now, &queue, now)
+    )?;
+    let total = match state {
+        "waiting" => counts.waiting,
+        "running" => counts.running,
+        "scheduled" => counts.scheduled,
+        "stalled" => counts.stalled,
+        "depends" => counts.depends,
+        _ => counts.recurring,
+    };
+    let rows = if listing == Some(Listing::Recurring) {
+        let mut templates = Vec::with_capacity(jids.len());
+        for jid in &jids {
+            if let Some(t) = qless.recur_get(now, jid).await? {
+                templates.push(t);
+            }
+        }
+        html! {
+            table #recurring {
+                tr { th { "Template" } th { "Class" } th.n { "Every (s)" } th.n { "Priority" } th { "Tags" } th.n { "Spawned" } }
+                @for t in &templates {
+                    tr {
+                        td { a href=(format!("/ui/recurring/{}", seg(&t.jid))) { (t.jid) } }
+                        td { (t.klass) } td.n { (t.interval) } td.n { (t.priority) }
+                        td { (t.tags.join(", ")) } td.n { (t.count) }
+                    }
+                }
+            }
+        }
+    } else {
+        job_table(&qless.multiget(now, &jids).await?)
+    };
+    let base = format!("/ui/queues/{}?state={state}", seg(&queue));
+    let action = format!("/ui/queues/{}", seg(&queue));
+    Ok(layout(
+        &queue,
+        html! {
+            h1 { "Queue " span #queue-name { (queue) } " "
+                @if counts.paused { span.badge.paused #paused { "paused" } } }
+            @if can.admin { div.actions {
+                @if counts.paused {
+                    (action_button(&format!("{action}/unpause"), "Unpause", "primary", &[]))
+                } @else {
+                    (action_button(&format!("{action}/pause"), "Pause", "danger", &[]))
+                }
+            } }
+            div.tabs {
+                @for s in STATES {
+                    @let n = match s { "waiting" => counts.waiting, "running" => counts.running,
+                        "scheduled" => counts.scheduled, "stalled" => counts.stalled,
+                        "depends" => counts.depends, _ => counts.recurring };
+                    a class=(if s == state { "on" } else { "" })
+                        href=(format!("/ui/queues/{}?state={s}", seg(&queue))) { (s) " (" (n) ")" }
+                }
+            }
+            (rows)
+            (pager(&base, p.offset, jids.len(), Some(total)))
+            h2 { "Today" }
+            p.muted { (stats.failures) " failures, " (stats.failed) " still failed, "
+                (stats.retries) " lock expiries" }
+            div.cards {
+                div.card { h3 { "Wait time" } (timing(&stats.wait)) }
+                div.card { h3 { "Run time" } (timing(&stats.run)) }
+            }
+        },
+    ))
+}
+
+fn timing(stats: &TimingStats) -> Markup {
+    // The histogram's used part: up to the last non-empty bucket (at least a minute).
+    let last = stats
+        .histogram
+        .iter()
+        .rposition(|&n| n > 0)
+        .map_or(59, |i| i.max(59));
+    let series: Vec<(String, u64)> = stats.histogram
+        [..=last.min(stats.histogram.len().saturating_sub(1))]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (charts::bucket_label(i), n.max(0) as u64))
+        .collect();
+    html! {
+        p.muted { (stats.count) " jobs, mean " (format!("{:.2}", stats.mean)) " s, std "
+            (format!("{:.2}", stats.std)) " s" }
+        @if !series.is_empty() { (trusted(charts::bars(&series, 440, 80, "histogram"))) }
+        p.muted { "0s … " (series.last().map_or("", |s| s.0.as_str())) }
+    }
+}
+
+/// A table of jobs with links.
+fn job_table(jobs: &[Job]) -> Markup {
+    html! {
+        table.jobs {
+            tr { th { "Job" } th { "Class" } th { "State" } th { "Queue" } th { "Worker" } th.n { "Priority" } th { "Tags" } }
+            @for job in jobs {
+                tr {
+                    td { a.jid href=(format!("/ui/jobs/{}", seg(&job.jid))) { (job.jid) } }
+                    td { (job.klass) }
+                    td { span class=(format!("badge {}", job.state.as_str())) { (job.state.as_str()) } }
+                    td { @if !job.queue.is_empty() { a href=(format!("/ui/queues/{}", seg(&job.queue))) { (job.queue) } } }
+                    td { (job.worker) }
+                    td.n { (job.priority) }
+                    td { (job.tags.join(", ")) }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /ui/jobs/{jid}`: everything about one job, and what can be done to it.
+pub(super) async fn job(
+    State(ui): State<Ui>,
+    can: Can,
+    Path(jid): Path<String>,
+) -> UiResult<Response> {
+    validate::name("jid", &jid)?;
+    let now = ui.app.clock.now();
+    let Some(job) = ui.app.qless.get(now, &jid).await? else {
+        if ui.app.qless.recur_get(now, &jid).await?.is_some() {
+            return Ok(Redirect::to(&format!("/ui/recurring/{}", seg(&jid))).into_response());
+        }
+        return Err(refused(axum::http::StatusCode::NOT_FOUND, "no such job"));
+    };
+    let base = format!("/ui/jobs/{}", seg(&jid));
+    let data = serde_json::from_str::<serde_json::Value>(job.data.get())
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| job.data.get().to_owned());
+    Ok(layout(
+        &jid,
+        html! {
+            h1 { "Job " span #jid { (job.jid) } }
+            dl.facts {
+                dt { "State" } dd { span #state class=(format!("badge {}", job.state.as_str())) { (job.state.as_str()) } }
+                dt { "Class" } dd { (job.klass) }
+                dt { "Queue" } dd #queue { @if job.queue.is_empty() { "—" } @else { a href=(format!("/ui/queues/{}", seg(&job.queue))) { (job.queue) } } }
+                dt { "Worker" } dd { @if job.worker.is_empty() { "—" } @else { a href=(format!("/ui/workers/{}", seg(&job.worker))) { (job.worker) } } }
+                dt { "Priority" } dd #priority { (job.priority) }
+                dt { "Retries left" } dd { (job.remaining) " of " (job.retries) }
+                dt { "Lock expires" } dd { (when(job.expires)) }
+                dt { "Tracked" } dd #tracked { (if job.tracked { "yes" } else { "no" }) }
+                dt { "Tags" } dd #tags {
+                    @for tag in &job.tags {
+                        span.badge { a href=(format!("/ui/tags?tag={}", seg(tag))) { (tag) } }
+                        @if can.admin { (action_button(&format!("{base}/untag"), "×", "", &[("tag", tag)])) }
+                    }
+                }
+                @if let Some(parent) = &job.spawned_from_jid {
+                    dt { "Spawned from" } dd { a href=(format!("/ui/recurring/{}", seg(parent))) { (parent) } }
+                }
+                dt { "Depends on" } dd {
+                    @for d in &job.dependencies { a href=(format!("/ui/jobs/{}", seg(d))) { (d) } " " }
+                    @if job.dependencies.is_empty() { "—" }
+                }
+                dt { "Dependents" } dd {
+                    @for d in &job.dependents { a href=(format!("/ui/jobs/{}", seg(d))) { (d) } " " }
+                    @if job.dependents.is_empty() { "—" }
+                }
+            }
+            @if let Some(f) = &job.failure {
+                h2 { "Failure" }
+                dl.facts #failure {
+                    dt { "Group" } dd { a href=(format!("/ui/failures/{}", seg(&f.group))) { (f.group) } }
+                    dt { "When" } dd { (when(f.when)) }
+                    dt { "Worker" } dd { (if f.worker.is_empty() { "—" } else { &f.worker }) }
+                    dt { "Message" } dd { pre { (f.message) } }
+                }
+            }
+            @if can.admin {
+            h2 { "Actions" }
+            div.actions {
+                @if !job.queue.is_empty() {
+                    (action_button(&format!("{base}/retry"), "Retry", "primary", &[]))
+                }
+                @if job.state != "complete" {
+                    (action_button(&format!("{base}/cancel"), "Cancel", "danger", &[]))
+                }
+                @if job.tracked {
+                    (action_button(&format!("{base}/untrack"), "Untrack", "", &[]))
+                } @else {
+                    (action_button(&format!("{base}/track"), "Track", "", &[]))
+                }
+            }
+            div.actions {
+                form.inline method="post" action=(format!("{base}/move")) {
+                    (csrf_field())
+                    input type="text" name="queue" placeholder="queue" required aria-label="Move to queue";
+                    button type="submit" { "Move" }
+                }
+                form.inline method="post" action=(format!("{base}/priority")) {
+                    (csrf_field())
+                    input type="number" name="priority" step="any" value=(job.priority) aria-label="Priority";
+                    button type="submit" { "Set priority" }
+                }
+                form.inline method="post" action=(format!("{base}/tag")) {
+                    (csrf_field())
+                    input type="text" name="tag" placeholder="tag" required aria-label="Add tag";
+                    button type="submit" { "Add tag" }
+                }
+            }
+            }
+            h2 { "Data" }
+            pre #data { (data) }
+            h2 { "History" }
+            ol.timeline {
+                @for h in &job.history {
+                    li {
+                        strong { (h.what) } " "
+                        span.muted { (when(h.when)) }
+                        @for (k, v) in &h.extra {
+                            " " span.muted { (k) "=" } (v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                        }
+                    }
+                }
+            }
+        },
+    )
+    .into_response())
+}
+
+/// `GET /ui/failures`: failure groups and their counts.
+pub(super) async fn failures(State(ui): State<Ui>) -> UiResult {
+    let failed = ui.app.qless.failed(ui.app.clock.now()).await?;
+    let mut groups: Vec<(&String, &i64)> = failed.iter().collect();
+    groups.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    Ok(layout(
+        "Failures",
+        html! {
+            h1 { "Failures" }
+            @if groups.is_empty() { p.muted #no-failures { "No failures." } } @else {
+                table #failure-groups {
+                    tr { th { "Group" } th.n { "Jobs" } }
+                    @for (group, count) in &groups {
+                        tr { td { a href=(format!("/ui/failures/{}", seg(group))) { (group) } } td.n { (count) } }
+                    }
+                }
+            }
+        },
+    ))
+}
+
+/// `GET /ui/failures/{group}`: a page of one group's jobs, with unfail and cancel.
+pub(super) async fn failure_group(
+    State(ui): State<Ui>,
+    can: Can,
+    Path(group): Path<String>,
+    Query(p): Query<Paging>,
+) -> UiResult {
+    validate::name("group", &group)?;
+    let now = ui.app.clock.now();
+    let page = ui
+        .app
+        .qless
+        .failed_group(now, &group, p.offset, PAGE)
+        .await?;
+    let jobs = ui.app.qless.multiget(now, &page.jids).await?;
+    let base = format!("/ui/failures/{}", seg(&group));
+    let page_fields: Vec<(&str, &str)> = std::iter::once(("scope", "jobs"))
+        .chain(jobs.iter().map(|j| ("jid", j.jid.as_str())))
+        .collect();
+    Ok(layout(
+        &group,
+        html! {
+            h1 { "Failure group " (group) }
+            p { span #group-total { (page.total) } " jobs" }
+            div.actions {
+                @if !jobs.is_empty() && can.admin {
+                    (action_button(&format!("{base}/unfail"), "Unfail this page", "", &page_fields))
+                    (action_button(&format!("{base}/cancel"), "Cancel this page", "danger", &page_fields))
+                    (action_button(&format!("{base}/unfail"), "Unfail all", "primary", &[("scope", "all")]))
+                    (action_button(&format!("{base}/cancel"), "Cancel all", "danger", &[("scope", "all")]))
+                }
+            }
+            table.jobs {
+                tr { th { "Job" } th { "Class" } th { "Queue" } th { "Worker" } th { "When" } th { "Message" } th { "" } }
+                @for job in &jobs {
+                    tr {
+                        td { a.jid href=(format!("/ui/jobs/{}", seg(&job.jid))) { (job.jid) } }
+                        td { (job.klass) }
+                        td { (job.queue) }
+                        @if let Some(f) = &job.failure {
+                            td { (f.worker) } td { (when(f.when)) }
+                            td { (f.message.chars().take(200).collect::<String>()) }
+                        } @else { td {} td {} td {} }
+                        td { @if can.admin {
+                            (action_button(&format!("{base}/unfail"), "Unfail", "", &[("scope", "jobs"), ("jid", &job.jid)]))
+                            (action_button(&format!("{base}/cancel"), "Cancel", "danger", &[("scope", "jobs"), ("jid", &job.jid)]))
+                        } }
+                    }
+                }
+            }
+            (pager(&base, p.offset, jobs.len(), Some(page.total)))
+        },
+    ))
+}
+
+/// `GET /ui/workers`.
+pub(super) async fn workers(State(ui): State<Ui>, Query(p): Query<Paging>) -> UiResult {
+    let workers = ui.app.qless.workers(ui.app.clock.now()).await?;
+    let start = (p.offset as usize).min(workers.len());
+    let shown = &workers[start..(start + PAGE as usize).min(workers.len())];
+    Ok(layout(
+        "Workers",
+        html! {
+            h1 { "Workers" }
+            table {
+                tr { th { "Worker" } th.n { "Running" } th.n { "Stalled" } }
+                @for w in shown {
+                    tr {
+                        td { a href=(format!("/ui/workers/{}", seg(&w.name))) { (w.name) } }
+                        td.n { (w.running) } td.n { (w.stalled) }
+                    }
+                }
+            }
+            (pager("/ui/workers", p.offset, shown.len(), Some(workers.len() as i64)))
+        },
+    ))
+}
+
+/// `GET /ui/workers/{worker}`: the jobs a worker holds (the first pages' worth).
+pub(super) async fn worker(State(ui): State<Ui>, Path(worker): Path<String>) -> UiResult {
+    validate::name("worker", &worker)?;
+    let now = ui.app.clock.now();
+    let held = ui.app.qless.worker(now, &worker).await?;
+    let running: Vec<String> = held.jids.iter().take(PAGE as usize).cloned().collect();
+    let stalled: Vec<String> = held.stalled.iter().take(PAGE as usize).cloned().collect();
+    let (running_jobs, stalled_jobs) = tokio::try_join!(
+        ui.app.qless.multiget(now, &running),
+        ui.app.qless.multiget(now, &stalled)
+    )?;
+    Ok(layout(
+        &worker,
+        html! {
+            h1 { "Worker " (worker) }
+            h2 { "Running (" (held.jids.len()) ")" }
+            (job_table(&running_jobs))
+            h2 { "Stalled (" (held.stalled.len()) ")" }
+            (job_table(&stalled_jobs))
+        },
+    ))
+}
+
+/// `GET /ui/tags`: the most used tags, or the jobs with `?tag=`.
+pub(super) async fn tags(State(ui): State<Ui>, Query(q): Query<TagQuery>) -> UiResult {
+    let now = ui.app.clock.now();
+    match q.tag.as_deref().filter(|t| !t.is_empty()) {
+        Some(tag) => {
+            validate::name("tag", tag)?;
+            let page = ui.app.qless.tag_get(now, tag, q.offset, PAGE).await?;
+            let jobs = ui.app.qless.multiget(now, &page.jids).await?;
+            let base = format!("/ui/tags?tag={}", seg(tag));
+            Ok(layout(
+                tag,
+                html! {
+                    h1 { "Tag " (tag) }
+                    (job_table(&jobs))
+                    (pager(&base, q.offset, jobs.len(), Some(page.total)))
+                },
+            ))
+        }
+        None => {
+            let top = ui.app.qless.tag_top(now, q.offset, PAGE).await?;
+            Ok(layout(
+                "Tags",
+                html! {
+                    h1 { "Tags" }
+                    form method="get" action="/ui/tags" {
+                        input type="text" name="tag" placeholder="tag" aria-label="Tag";
+                        button type="submit" { "Show jobs" }
+                    }
+                    ul { @for t in &top { li { a href=(format!("/ui/tags?tag={}", seg(t))) { (t) } } } }
+                    (pager("/ui/tags", q.offset, top.len(), None))
+                },
+            ))
+        }
+    }
+}
+
+/// `GET /ui/tracked`.
+pub(super) async fn tracked(State(ui): State<Ui>) -> UiResult {
+    let tracked = ui.app.qless.tracked(ui.app.clock.now()).await?;
+    Ok(layout(
+        "Tracked",
+        html! {
+            h1 { "Tracked jobs" }
+            (job_table(&tracked.jobs[..tracked.jobs.len().min(4 * PAGE as usize)]))
+            @if tracked.jobs.len() > 4 * PAGE as usize { p.muted { "and " (tracked.jobs.len() - 4 * PAGE as usize) " more" } }
+        },
+    ))
+}
+
+/// `GET /ui/recurring`: the queues holding recurring templates (each links to its
+/// paged listing).
+pub(super) async fn recurring_list(State(ui): State<Ui>, Query(p): Query<Paging>) -> UiResult {
+    let queues = ui.app.qless.queues(ui.app.clock.now()).await?;
+    let with: Vec<&QueueCounts> = queues.iter().filter(|q| q.recurring > 0).collect();
+    let start = (p.offset as usize).min(with.len());
+    let shown = &with[start..(start + PAGE as usize).min(with.len())];
+    Ok(layout(
+        "Recurring",
+        html! {
+            h1 { "Recurring jobs" }
+            table {
+                tr { th { "Queue" } th.n { "Templates" } }
+                @for q in shown {
+                    tr {
+                        td { a href=(format!("/ui/queues/{}?state=recurring", seg(&q.name))) { (q.name) } }
+                        td.n { (q.recurring) }
+                    }
+                }
+            }
+            (pager("/ui/recurring", p.offset, shown.len(), Some(with.len() as i64)))
+        },
+    ))
+}
+
+/// `GET /ui/recurring/{jid}`: one template, editable.
+pub(super) async fn recurring(State(ui): State<Ui>, can: Can, Path(jid): Path<String>) -> UiResult {
+    validate::name("jid", &jid)?;
+    let Some(t) = ui.app.qless.recur_get(ui.app.clock.now(), &jid).await? else {
+        return Err(refused(
+            axum::http::StatusCode::NOT_FOUND,
+            "no such recurring job",
+        ));
+    };
+    let base = format!("/ui/recurring/{}", seg(&jid));
+    Ok(layout(
+        &jid,
+        html! {
+            h1 { "Recurring job " (t.jid) }
+            dl.facts {
+                dt { "Class" } dd { (t.klass) }
+                dt { "Queue" } dd { a href=(format!("/ui/queues/{}?state=recurring", seg(&t.queue))) { (t.queue) } }
+                dt { "Spawned" } dd { (t.count) }
+                dt { "Retries" } dd { (t.retries) }
+                dt { "Backlog" } dd { (t.backlog) }
+            }
+            @if can.admin {
+            h2 { "Edit" }
+            form method="post" action=(format!("{base}/update")) {
+                (csrf_field())
+                p { label { "Interval (s) " input type="number" name="interval" min="1" step="any" value=(t.interval); } }
+                p { label { "Priority " input type="number" name="priority" step="any" value=(t.priority); } }
+                p { label { "Tags (comma-separated) " input type="text" name="tags" value=(t.tags.join(", ")); } }
+                button.primary type="submit" { "Save" }
+            }
+            div.actions { (action_button(&format!("{base}/delete"), "Delete", "danger", &[])) }
+            }
+            h2 { "Data" }
+            pre { (t.data.get()) }
+        },
+    ))
+}
+
+/// `GET /ui/config`: every option, each editable.
+pub(super) async fn config(State(ui): State<Ui>, can: Can) -> UiResult {
+    let options = ui.app.qless.config_get_all(ui.app.clock.now()).await?;
+    Ok(layout(
+        "Config",
+        html! {
+            h1 { "Configuration" }
+            table #config {
+                tr { th { "Option" } th { "Value" } }
+                @for (name, value) in &options {
+                    tr {
+                        td { (name) }
+                        @let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+                        td { @if !can.admin { (text) } @else {
+                            form.inline method="post" action="/ui/config" {
+                                (csrf_field())
+                                input type="hidden" name="option" value=(name);
+                                input type="text" name="value" aria-label=(name) value=(text);
+                                button type="submit" { "Set" }
+                            }
+                        } }
+                    }
+                }
+            }
+        },
+    ))
+}
+
+/// `GET /ui/login`: asks for a token once; it is kept in an HttpOnly cookie.
+pub(super) async fn login() -> Markup {
+    layout(
+        "Log in",
+        html! {
+            h1 { "Log in" }
+            p.muted { "This server needs a token (made with " code { "qlessd token" } "). \
+                A read token shows everything; an admin token can also act." }
+            form method="post" action="/ui/login" {
+                (csrf_field())
+                input type="password" name="token" placeholder="token" required
+                    autocomplete="current-password" aria-label="Token";
+                " "
+                button.primary type="submit" { "Log in" }
+            }
+        },
+    )
+}

@@ -1,0 +1,387 @@
+//! The dashboard's pages and actions through the router, without a browser: what
+//! each page shows, that actions need the form token, and that they change what the
+//! API sees.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+
+use super::{put, put_and_fail};
+use crate::support::{TestApp, TestResponse};
+
+/// The CSRF token the dashboard put in a page's forms.
+fn token_in(page: &str) -> String {
+    let at = page.find(r#"name="csrf" value=""#).expect("a form token") + 19;
+    page[at..at + 32].to_owned()
+}
+
+async fn post_form(app: &TestApp, uri: &str, form: &str) -> TestResponse {
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_owned()))
+        .expect("request");
+    app.send(request).await
+}
+
+#[tokio::test]
+async fn every_page_renders_with_jobs_failures_and_a_recurring_job() {
+    let app = TestApp::start().await;
+    put(&app, "emails", "j1").await;
+    put_and_fail(&app, "emails", "j2", "smtp").await;
+    let pages = [
+        "/ui",
+        "/ui/partials/overview",
+        "/ui/queues/emails",
+        "/ui/queues/emails?state=running",
+        "/ui/queues/emails?state=recurring",
+        "/ui/jobs/j1",
+        "/ui/jobs/j2",
+        "/ui/failures",
+        "/ui/failures/smtp",
+        "/ui/workers",
+        "/ui/workers/w1",
+        "/ui/tags",
+        "/ui/tags?tag=signup",
+        "/ui/tracked",
+        "/ui/recurring",
+        "/ui/config",
+        "/ui/assets/htmx.min.js",
+        "/ui/assets/style.css",
+    ];
+    for page in pages {
+        let response = app.get(page).await;
+        assert_eq!(response.status, StatusCode::OK, "{page}: {}", response.text);
+    }
+    let overview = app.get("/ui").await.text;
+    assert!(overview.contains(r#"href="/ui/queues/emails""#));
+    assert!(overview.contains(r#"href="/ui/failures/smtp""#));
+    let job = app.get("/ui/jobs/j2").await.text;
+    assert!(job.contains("it broke") && job.contains("&quot;to&quot;"));
+}
+
+#[tokio::test]
+async fn an_unknown_job_or_state_is_a_4xx_page() {
+    let app = TestApp::start().await;
+    let missing = app.get("/ui/jobs/nope").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(
+        missing.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let bad = app.get("/ui/queues/emails?state=lost").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn an_action_without_the_form_token_is_refused_and_changes_nothing() {
+    let app = TestApp::start().await;
+    put(&app, "emails", "j1").await;
+    let refused = post_form(&app, "/ui/queues/emails/pause", "csrf=guess").await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST.max(refused.status));
+    assert!(refused.status.is_client_error());
+    let counts = app.qless.queue(app.clock.now(), "emails").await.unwrap();
+    assert!(!counts.paused);
+    let token = token_in(&app.get("/ui/queues/emails").await.text);
+    let done = post_form(&app, "/ui/queues/emails/pause", &format!("csrf={token}")).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    assert!(
+        app.qless
+            .queue(app.clock.now(), "emails")
+            .await
+            .unwrap()
+            .paused
+    );
+}
+
+#[tokio::test]
+async fn job_actions_change_the_job_as_the_api_would() {
+    let app = TestApp::start().await;
+    put(&app, "emails", "j1").await;
+    let token = token_in(&app.get("/ui/jobs/j1").await.text);
+    for (action, form) in [
+        ("priority", "priority=7"),
+        ("tag", "tag=vip"),
+        ("untag", "tag=signup"),
+        ("track", ""),
+        ("move", "queue=later"),
+    ] {
+        let response = post_form(
+            &app,
+            &format!("/ui/jobs/j1/{action}"),
+            &format!("csrf={token}&{form}"),
+        )
+        .await;
+        assert_eq!(
+            response.status,
+            StatusCode::SEE_OTHER,
+            "{action}: {}",
+            response.text
+        );
+    }
+    let job = app.qless.get(app.clock.now(), "j1").await.unwrap().unwrap();
+    assert_eq!(job.priority, 7.0);
+    assert_eq!(job.tags, ["vip"]);
+    assert!(job.tracked);
+    assert_eq!(job.queue, "later");
+    let bad = post_form(
+        &app,
+        "/ui/jobs/j1/priority",
+        &format!("csrf={token}&priority=high"),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let cancel = post_form(&app, "/ui/jobs/j1/cancel", &format!("csrf={token}")).await;
+    assert_eq!(cancel.status, StatusCode::SEE_OTHER);
+    assert!(
+        app.qless
+            .get(app.clock.now(), "j1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_failure_group_is_unfailed_by_job_and_cancelled_whole() {
+    let app = TestApp::start().await;
+    for jid in ["a", "b", "c"] {
+        put_and_fail(&app, "emails", jid, "smtp").await;
+    }
+    let token = token_in(&app.get("/ui/failures/smtp").await.text);
+    let one = post_form(
+        &app,
+        "/ui/failures/smtp/unfail",
+        &format!("csrf={token}&scope=jobs&jid=a"),
+    )
+    .await;
+    assert_eq!(one.status, StatusCode::SEE_OTHER);
+    let a = app.qless.get(app.clock.now(), "a").await.unwrap().unwrap();
+    assert_eq!((a.state.as_str(), a.queue.as_str()), ("waiting", "emails"));
+    let all = post_form(
+        &app,
+        "/ui/failures/smtp/cancel",
+        &format!("csrf={token}&scope=all"),
+    )
+    .await;
+    assert_eq!(all.status, StatusCode::SEE_OTHER);
+    assert!(app.qless.failed(app.clock.now()).await.unwrap().is_empty());
+    assert!(app.qless.get(app.clock.now(), "b").await.unwrap().is_none());
+    assert!(app.qless.get(app.clock.now(), "a").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn recurring_jobs_and_config_are_edited_through_forms() {
+    let app = TestApp::start().await;
+    app.qless
+        .recur(
+            app.clock.now(),
+            qlessd::core::RecurArgs {
+                queue: "reports".into(),
+                jid: "nightly".into(),
+                klass: "Report".into(),
+                data: "{}".into(),
+                interval: 86400.0,
+                offset: 3600.0,
+                priority: None,
+                tags: Some(vec!["old".into()]),
+                retries: None,
+                backlog: None,
+            },
+        )
+        .await
+        .unwrap();
+    let token = token_in(&app.get("/ui/recurring/nightly").await.text);
+    let saved = post_form(
+        &app,
+        "/ui/recurring/nightly/update",
+        &format!("csrf={token}&interval=60&priority=3&tags=new%2C+other"),
+    )
+    .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.text);
+    let t = app
+        .qless
+        .recur_get(app.clock.now(), "nightly")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((t.interval, t.priority), (60.0, 3.0));
+    assert_eq!(t.tags, ["new", "other"]);
+    let set = post_form(
+        &app,
+        "/ui/config",
+        &format!("csrf={token}&option=heartbeat&value=90"),
+    )
+    .await;
+    assert_eq!(set.status, StatusCode::SEE_OTHER, "{}", set.text);
+    let value = app
+        .qless
+        .config_get(app.clock.now(), "heartbeat")
+        .await
+        .unwrap();
+    assert_eq!(value, Some(serde_json::json!("90")));
+    let refused = post_form(
+        &app,
+        "/ui/config",
+        &format!("csrf={token}&option=heartbeat&value=-5"),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    let deleted = post_form(
+        &app,
+        "/ui/recurring/nightly/delete",
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER);
+    assert!(
+        app.qless
+            .recur_get(app.clock.now(), "nightly")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn the_live_stream_says_changed_when_a_job_moves() {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let app = TestApp::start().await;
+    assert!(
+        app.state
+            .events
+            .wait_subscribed(std::time::Duration::from_secs(5))
+            .await
+    );
+    let request = Request::builder()
+        .uri("/ui/live")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    put(&app, "emails", "j1").await;
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), body.frame())
+        .await
+        .expect("a frame in time")
+        .expect("a frame")
+        .expect("no error");
+    let text = String::from_utf8_lossy(frame.data_ref().expect("data")).into_owned();
+    assert!(text.contains("event: changed"), "{text}");
+}
+
+/// An auth file with a `read` and an `admin` token (secrets `secret-<name>`).
+fn auth_file() -> String {
+    use sha2::{Digest, Sha256};
+    let mut file = String::new();
+    for (name, scope) in [("reader", "read"), ("ops", "admin")] {
+        let digest: String = Sha256::digest(format!("secret-{name}").as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        file.push_str(&format!(
+            "[[tokens]]\nname = \"{name}\"\nsha256 = \"{digest}\"\nscopes = [\"{scope}\"]\n"
+        ));
+    }
+    file
+}
+
+async fn with_cookie(
+    app: &TestApp,
+    method: Method,
+    uri: &str,
+    token: &str,
+    form: &str,
+) -> TestResponse {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(
+            header::COOKIE,
+            format!("other=1; qlessd_token=secret-{token}"),
+        )
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_owned()))
+        .unwrap();
+    app.send(request).await
+}
+
+#[tokio::test]
+async fn with_tokens_the_dashboard_asks_for_one_and_a_read_token_gets_no_actions() {
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    put(&app, "emails", "j1").await;
+    // No token: pages go to the login form, which is open.
+    let page = app.get("/ui/queues/emails").await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.headers[header::LOCATION], "/ui/login");
+    let login = app.get("/ui/login").await;
+    assert_eq!(login.status, StatusCode::OK);
+    let token = token_in(&login.text);
+    // Logging in keeps the token in an HttpOnly, SameSite cookie for /ui.
+    let done = post_form(
+        &app,
+        "/ui/login",
+        &format!("csrf={token}&token=secret-reader"),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    let cookie = done.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cookie.starts_with("qlessd_token=secret-reader;"),
+        "{cookie}"
+    );
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    // A read token sees the queue but no action, and cannot act.
+    let read = with_cookie(&app, Method::GET, "/ui/queues/emails", "reader", "").await;
+    assert_eq!(read.status, StatusCode::OK);
+    assert!(
+        !read.text.contains("/pause"),
+        "a read token was offered an action"
+    );
+    let job = with_cookie(&app, Method::GET, "/ui/jobs/j1", "reader", "").await;
+    assert!(!job.text.contains("/cancel") && !job.text.contains("/retry"));
+    let act = with_cookie(
+        &app,
+        Method::POST,
+        "/ui/queues/emails/pause",
+        "reader",
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(act.status, StatusCode::FORBIDDEN);
+    assert!(
+        !app.qless
+            .queue(app.clock.now(), "emails")
+            .await
+            .unwrap()
+            .paused
+    );
+    // An admin token sees and takes actions.
+    let admin = with_cookie(&app, Method::GET, "/ui/queues/emails", "ops", "").await;
+    assert!(admin.text.contains("/ui/queues/emails/pause"));
+    let act = with_cookie(
+        &app,
+        Method::POST,
+        "/ui/queues/emails/pause",
+        "ops",
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(act.status, StatusCode::SEE_OTHER);
+    assert!(
+        app.qless
+            .queue(app.clock.now(), "emails")
+            .await
+            .unwrap()
+            .paused
+    );
+    // The cookie opens the dashboard only, never the API.
+    let api = with_cookie(&app, Method::GET, "/v1/queues", "ops", "").await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+}
