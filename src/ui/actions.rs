@@ -140,6 +140,8 @@ async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
         tags: None,
         retries: None,
         depends: None,
+        throttles: None,
+        backoff: None,
     };
     let keep = RequeueKeep {
         klass: true,
