@@ -210,6 +210,20 @@ impl Qless {
             })
     }
 
+    /// Redis's clock (`TIME`): seconds and microseconds since the Unix epoch. Every
+    /// gateway on one Redis takes `now` from it (`clock.rs`).
+    pub async fn time(&self) -> Result<(i64, i64), Error> {
+        let mut conn = self.inner.transport.pool.get().await?;
+        let reply = conn.query(&redis::cmd("TIME")).await?;
+        let (seconds, micros): (String, String) =
+            redis::from_redis_value(reply).map_err(Error::reply)?;
+        let number = |text: &str| {
+            text.parse::<i64>()
+                .map_err(|_| Error::Unavailable(format!("Redis answered TIME with {text:?}")))
+        };
+        Ok((number(&seconds)?, number(&micros)?))
+    }
+
     async fn check_ready(&self) -> Result<(), Error> {
         let transport = &self.inner.transport;
         let mut conn = transport.pool.get().await?;
