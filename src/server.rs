@@ -332,6 +332,9 @@ async fn serve_with(
     let every: Vec<AppState> = std::iter::once(state.clone())
         .chain(tenants.iter().map(|(_, state)| state.clone()))
         .collect();
+    // One sweeper per namespace among all the gateways on this Redis: each takes its
+    // turn by lease (`sweeper.rs`).
+    let gateway = sweeper::gateway_id();
     let sweepers: Vec<_> = every
         .iter()
         .map(|state| {
@@ -339,6 +342,7 @@ async fn serve_with(
                 state.qless.clone(),
                 state.clock.clone(),
                 state.leasing.clone(),
+                gateway.clone(),
                 stopped.clone(),
             ))
         })

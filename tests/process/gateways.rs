@@ -3,9 +3,9 @@
 //! gateway whose clock is wrong is simulated with libfaketime (`faketime`, installed by
 //! `.ci/run`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -163,4 +163,110 @@ async fn a_gateway_whose_clock_runs_a_minute_ahead_keeps_leases_to_redis_time() 
             "{jid}: expires {by_honest}, leased at {leased_at} (Redis time)"
         );
     }
+}
+
+/// The sweeper lease's holder, if any.
+fn sweeper(redis: &RedisServer) -> Option<String> {
+    let mut conn = redis.client().get_connection().unwrap();
+    redis::cmd("GET")
+        .arg("ql:sweeper")
+        .query(&mut conn)
+        .unwrap()
+}
+
+/// How many sweeps the log at `path` records.
+fn sweeps(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .matches("swept")
+        .count()
+}
+
+/// Polls `check` every 20 ms until it holds, failing after `within`.
+async fn until(within: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn one_gateway_sweeps_and_another_takes_over_within_the_lease_when_it_dies() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<PathBuf> = ["a.log", "b.log"].map(|name| dir.path().join(name)).into();
+    let mut gateways = Vec::new();
+    for log in &logs {
+        gateways.push(Gateway::start_logged(&redis, None, Some(log)).await);
+    }
+    let pid_of = |gateway: &Gateway| format!("{}-", gateway.child.id());
+
+    until(
+        Duration::from_secs(5),
+        "a gateway takes the lease",
+        async || sweeper(&redis).is_some(),
+    )
+    .await;
+    let holder = sweeper(&redis).unwrap();
+    let (leader, other) = if holder.starts_with(&pid_of(&gateways[0])) {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    assert!(holder.starts_with(&pid_of(&gateways[leader])), "{holder}");
+    // Several seconds of sweeping by the holder, none by the other.
+    until(Duration::from_secs(10), "the holder sweeps", async || {
+        sweeps(&logs[leader]) >= 3
+    })
+    .await;
+    assert_eq!(sweeps(&logs[other]), 0, "the other gateway swept too");
+    assert_eq!(sweeper(&redis).as_deref(), Some(holder.as_str()));
+
+    // The holder dies without giving the lease up (SIGKILL).
+    let survivor = gateways.remove(other);
+    let dead = gateways.remove(0);
+    drop(dead);
+    let killed = Instant::now();
+    let heir = pid_of(&survivor);
+    let within =
+        qlessd::sweeper::LEASE_TTL + qlessd::sweeper::MAX_IDLE + Duration::from_millis(500);
+    until(
+        within,
+        "the other gateway takes the lease over",
+        async || sweeper(&redis).is_some_and(|holder| holder.starts_with(&heir)),
+    )
+    .await;
+    println!(
+        "took the sweeper lease over {:?} after the holder died",
+        killed.elapsed()
+    );
+    until(
+        Duration::from_secs(3),
+        "the new holder sweeps",
+        async || sweeps(&logs[other]) > 0,
+    )
+    .await;
+
+    // A scheduled job is promoted on time with nobody popping.
+    survivor
+        .post(
+            "/v1/queues/q/jobs",
+            json!({"jid": "later", "klass": "K", "delay": 2}),
+        )
+        .await;
+    let put = Instant::now();
+    assert_eq!(survivor.get("/v1/jobs/later").await["state"], "scheduled");
+    until(
+        Duration::from_secs(4),
+        "the scheduled job is promoted",
+        async || survivor.get("/v1/jobs/later").await["state"] == "waiting",
+    )
+    .await;
+    let promoted = put.elapsed();
+    println!("promoted {promoted:?} after a put with a 2 s delay");
+    assert!(
+        promoted >= Duration::from_millis(1900) && promoted < Duration::from_millis(3200),
+        "promoted after {promoted:?}"
+    );
 }
