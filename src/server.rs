@@ -295,18 +295,28 @@ async fn serve_with(
             others.push(name.clone());
         }
     }
-    let clock = Clock::system();
+    let options = |namespace: Option<String>| ConnectOptions {
+        url: url.clone(),
+        redis_ca_file: settings.redis_ca_file.clone(),
+        namespace,
+        pool_size: settings.pool_size,
+        checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
+        response_timeout: settings.request_timeout(),
+        external,
+        group_calls: settings.group_calls as usize,
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let qless = Qless::connect(options(settings.namespace.clone()))
+        .await
+        .map_err(|err| err.to_string())?;
+    // Every gateway on this Redis takes `now` from Redis's clock, so a lease granted
+    // through one expires at the same moment in all of them (`clock.rs`).
+    let clock = Clock::redis(&qless)
+        .await
+        .map_err(|err| format!("cannot read Redis's clock: {err}"))?;
+    tokio::spawn(clock.clone().follow(qless.clone(), stopped.clone()));
     let connect = |namespace: Option<String>| {
-        let options = ConnectOptions {
-            url: url.clone(),
-            redis_ca_file: settings.redis_ca_file.clone(),
-            namespace,
-            pool_size: settings.pool_size,
-            checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
-            response_timeout: settings.request_timeout(),
-            external,
-            group_calls: settings.group_calls as usize,
-        };
+        let options = options(namespace);
         let clock = clock.clone();
         async move {
             let qless = Qless::connect(options)
@@ -315,7 +325,7 @@ async fn serve_with(
             Ok::<_, String>(AppState::new(qless, clock, Limits::from_settings(settings)))
         }
     };
-    let state = connect(settings.namespace.clone()).await?;
+    let state = AppState::new(qless, clock.clone(), Limits::from_settings(settings));
     let mut tenants = Vec::with_capacity(others.len());
     for name in others {
         let state = connect(Some(name.clone())).await?;
@@ -324,10 +334,12 @@ async fn serve_with(
     let listener = TcpListener::bind(settings.listen)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", settings.listen))?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
     let every: Vec<AppState> = std::iter::once(state.clone())
         .chain(tenants.iter().map(|(_, state)| state.clone()))
         .collect();
+    // One sweeper per namespace among all the gateways on this Redis: each takes its
+    // turn by lease (`sweeper.rs`).
+    let gateway = sweeper::gateway_id();
     let sweepers: Vec<_> = every
         .iter()
         .map(|state| {
@@ -335,6 +347,7 @@ async fn serve_with(
                 state.qless.clone(),
                 state.clock.clone(),
                 state.leasing.clone(),
+                gateway.clone(),
                 stopped.clone(),
             ))
         })

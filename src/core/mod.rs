@@ -215,6 +215,60 @@ impl Qless {
             })
     }
 
+    /// Redis's clock (`TIME`): seconds and microseconds since the Unix epoch. Every
+    /// gateway on one Redis takes `now` from it (`clock.rs`).
+    pub async fn time(&self) -> Result<(i64, i64), Error> {
+        let mut conn = self.inner.transport.pool.get().await?;
+        let reply = conn.query(&redis::cmd("TIME")).await?;
+        let (seconds, micros): (String, String) =
+            redis::from_redis_value(reply).map_err(Error::reply)?;
+        let number = |text: &str| {
+            text.parse::<i64>()
+                .map_err(|_| Error::Unavailable(format!("Redis answered TIME with {text:?}")))
+        };
+        Ok((number(&seconds)?, number(&micros)?))
+    }
+
+    /// Takes the lease `<prefix><name>` for `holder`, or keeps it if `holder` has it
+    /// already, for `ttl`: true when `holder` holds it now. One atomic script, so a
+    /// lease that another holder took meanwhile is never overwritten or extended.
+    pub async fn hold_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, Error> {
+        const HOLD: &str = "local held = redis.call('get', KEYS[1]) \
+            if held == false then redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
+            if held == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end \
+            return 0";
+        let mut conn = self.inner.transport.pool.get().await?;
+        let reply = conn
+            .query(
+                redis::cmd("EVAL")
+                    .arg(HOLD)
+                    .arg(1)
+                    .arg(format!("{}{name}", self.prefix()))
+                    .arg(holder)
+                    .arg(ttl.as_millis().max(1) as u64),
+            )
+            .await?;
+        let held: i64 = redis::from_redis_value(reply).map_err(Error::reply)?;
+        Ok(held == 1)
+    }
+
+    /// Gives up the lease `<prefix><name>` if `holder` holds it, so another takes it
+    /// over at once instead of when it expires.
+    pub async fn release_lease(&self, name: &str, holder: &str) -> Result<(), Error> {
+        const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+            redis.call('del', KEYS[1]) end return 0";
+        let mut conn = self.inner.transport.pool.get().await?;
+        conn.query(
+            redis::cmd("EVAL")
+                .arg(RELEASE)
+                .arg(1)
+                .arg(format!("{}{name}", self.prefix()))
+                .arg(holder),
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn check_ready(&self) -> Result<(), Error> {
         let transport = &self.inner.transport;
         let mut conn = transport.pool.get().await?;

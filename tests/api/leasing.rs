@@ -74,6 +74,7 @@ fn start_sweeper(app: &TestApp) -> Sweeper {
         app.qless.clone(),
         app.clock.clone(),
         app.state.leasing.clone(),
+        qlessd::sweeper::gateway_id(),
         stopped,
     ));
     Sweeper(stop)

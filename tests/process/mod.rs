@@ -5,6 +5,7 @@ mod auth;
 mod binary;
 mod embedded;
 mod examples;
+mod gateways;
 mod hardening;
 mod readme;
 mod running;

@@ -1,0 +1,272 @@
+//! Several gateways on one Redis, as a deployment runs them: they share one clock
+//! (Redis's), whatever their machines' clocks say, and one sweeper per namespace. A
+//! gateway whose clock is wrong is simulated with libfaketime (`faketime`, installed by
+//! `.ci/run`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::binary::{BINARY, free_port, wait_for_status};
+use super::running::toolchain;
+use crate::support::redis::RedisServer;
+
+/// A qlessd on an external Redis; killed on drop.
+struct Gateway {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    /// Starts qlessd on `redis`, its clock shifted by `offset` (a `faketime` offset
+    /// such as `+60s`) when given, and waits until it is ready.
+    async fn start(redis: &RedisServer, offset: Option<&str>) -> Gateway {
+        Gateway::start_logged(redis, offset, None).await
+    }
+
+    /// [`Gateway::start`], its log (with every sweep) written to `log` when given.
+    async fn start_logged(
+        redis: &RedisServer,
+        offset: Option<&str>,
+        log: Option<&Path>,
+    ) -> Gateway {
+        let port = free_port();
+        let mut command = match offset {
+            Some(offset) => {
+                let mut command = Command::new("faketime");
+                // Only the wall clock is shifted: the monotonic clock stays honest, as
+                // on a machine whose wall clock was set wrong.
+                command
+                    .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+                    .args(["-f", offset, BINARY]);
+                command
+            }
+            None => Command::new(BINARY),
+        };
+        command
+            .env("QLESSD_REDIS_URL", redis.url())
+            .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+            .env("NO_COLOR", "1")
+            .stderr(Stdio::null());
+        match log {
+            Some(path) => command
+                .env("RUST_LOG", "info,qlessd::sweeper=trace")
+                .stdout(std::fs::File::create(path).unwrap()),
+            None => command.env_remove("RUST_LOG").stdout(Stdio::null()),
+        };
+        let child = command.spawn().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+        Gateway {
+            child,
+            base,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Value {
+        let reply = request.send().await.unwrap();
+        let status = reply.status();
+        let text = reply.text().await.unwrap();
+        assert!(status.is_success(), "{status}: {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+
+    async fn put(&self, path: &str, body: Value) -> Value {
+        self.send(self.http.put(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    /// Pops from `q` as `worker`: the jids handed over.
+    async fn pop(&self, worker: &str) -> Vec<String> {
+        let jobs = self
+            .post("/v1/queues/q/pop", json!({"worker": worker}))
+            .await;
+        jobs.as_array()
+            .expect("a list of jobs")
+            .iter()
+            .map(|job| job["jid"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn expires(&self, jid: &str) -> f64 {
+        let job = self.get(&format!("/v1/jobs/{jid}")).await;
+        job["expires"].as_f64().unwrap_or_else(|| panic!("{job}"))
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Redis's clock, in seconds.
+fn redis_now(redis: &RedisServer) -> f64 {
+    let mut conn = redis.client().get_connection().unwrap();
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+    seconds as f64 + micros as f64 / 1e6
+}
+
+#[tokio::test]
+async fn a_gateway_whose_clock_runs_a_minute_ahead_keeps_leases_to_redis_time() {
+    let test = "a_gateway_whose_clock_runs_a_minute_ahead_keeps_leases_to_redis_time";
+    if !toolchain("faketime", "--version", test) {
+        return;
+    }
+    let redis = RedisServer::start();
+    let honest = Gateway::start(&redis, None).await;
+    let ahead = Gateway::start(&redis, Some("+60s")).await;
+    honest
+        .put("/v1/config/heartbeat", json!({"value": 30}))
+        .await;
+    // No grace period: a pop hands an expired lease over at once.
+    honest
+        .put("/v1/config/grace-period", json!({"value": 0}))
+        .await;
+
+    // A job leased through each gateway, for 30 seconds.
+    for (jid, lessor) in [("through-honest", &honest), ("through-ahead", &ahead)] {
+        honest
+            .post("/v1/queues/q/jobs", json!({"jid": jid, "klass": "K"}))
+            .await;
+        assert_eq!(lessor.pop("first").await, [jid]);
+    }
+    let leased_at = redis_now(&redis);
+    // A second later neither lease has expired, through either gateway.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(ahead.pop("second").await, Vec::<String>::new());
+    assert_eq!(honest.pop("second").await, Vec::<String>::new());
+
+    for jid in ["through-honest", "through-ahead"] {
+        let (by_honest, by_ahead) = (honest.expires(jid).await, ahead.expires(jid).await);
+        assert!(
+            (by_honest - by_ahead).abs() < 1.0,
+            "{jid}: expires {by_honest} through one gateway, {by_ahead} through the other"
+        );
+        assert!(
+            (by_honest - (leased_at + 30.0)).abs() < 2.0,
+            "{jid}: expires {by_honest}, leased at {leased_at} (Redis time)"
+        );
+    }
+}
+
+/// The sweeper lease's holder, if any.
+fn sweeper(redis: &RedisServer) -> Option<String> {
+    let mut conn = redis.client().get_connection().unwrap();
+    redis::cmd("GET")
+        .arg("ql:sweeper")
+        .query(&mut conn)
+        .unwrap()
+}
+
+/// How many sweeps the log at `path` records.
+fn sweeps(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .matches("swept")
+        .count()
+}
+
+/// Polls `check` every 20 ms until it holds, failing after `within`.
+async fn until(within: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn one_gateway_sweeps_and_another_takes_over_within_the_lease_when_it_dies() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<PathBuf> = ["a.log", "b.log"].map(|name| dir.path().join(name)).into();
+    let mut gateways = Vec::new();
+    for log in &logs {
+        gateways.push(Gateway::start_logged(&redis, None, Some(log)).await);
+    }
+    let pid_of = |gateway: &Gateway| format!("{}-", gateway.child.id());
+
+    until(
+        Duration::from_secs(5),
+        "a gateway takes the lease",
+        async || sweeper(&redis).is_some(),
+    )
+    .await;
+    let holder = sweeper(&redis).unwrap();
+    let (leader, other) = if holder.starts_with(&pid_of(&gateways[0])) {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    assert!(holder.starts_with(&pid_of(&gateways[leader])), "{holder}");
+    // Several seconds of sweeping by the holder, none by the other.
+    until(Duration::from_secs(10), "the holder sweeps", async || {
+        sweeps(&logs[leader]) >= 3
+    })
+    .await;
+    assert_eq!(sweeps(&logs[other]), 0, "the other gateway swept too");
+    assert_eq!(sweeper(&redis).as_deref(), Some(holder.as_str()));
+
+    // The holder dies without giving the lease up (SIGKILL).
+    let survivor = gateways.remove(other);
+    let dead = gateways.remove(0);
+    drop(dead);
+    let killed = Instant::now();
+    let heir = pid_of(&survivor);
+    let within =
+        qlessd::sweeper::LEASE_TTL + qlessd::sweeper::MAX_IDLE + Duration::from_millis(500);
+    until(
+        within,
+        "the other gateway takes the lease over",
+        async || sweeper(&redis).is_some_and(|holder| holder.starts_with(&heir)),
+    )
+    .await;
+    println!(
+        "took the sweeper lease over {:?} after the holder died",
+        killed.elapsed()
+    );
+    until(
+        Duration::from_secs(3),
+        "the new holder sweeps",
+        async || sweeps(&logs[other]) > 0,
+    )
+    .await;
+
+    // A scheduled job is promoted on time with nobody popping.
+    survivor
+        .post(
+            "/v1/queues/q/jobs",
+            json!({"jid": "later", "klass": "K", "delay": 2}),
+        )
+        .await;
+    let put = Instant::now();
+    assert_eq!(survivor.get("/v1/jobs/later").await["state"], "scheduled");
+    until(
+        Duration::from_secs(4),
+        "the scheduled job is promoted",
+        async || survivor.get("/v1/jobs/later").await["state"] == "waiting",
+    )
+    .await;
+    let promoted = put.elapsed();
+    println!("promoted {promoted:?} after a put with a 2 s delay");
+    assert!(
+        promoted >= Duration::from_millis(1900) && promoted < Duration::from_millis(3200),
+        "promoted after {promoted:?}"
+    );
+}
