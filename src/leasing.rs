@@ -394,10 +394,13 @@ impl Leasing {
         wait: Duration,
     ) -> Result<Vec<Job>, Error> {
         let queues = [queue.to_owned()];
-        self.wait_for_jobs(&queues, count, wait, || {
-            self.qless.pop(self.clock.now(), queue, worker, count)
-        })
-        .await
+        let jobs = self
+            .wait_for_jobs(&queues, count, wait, || {
+                self.qless.pop(self.clock.now(), queue, worker, count)
+            })
+            .await?;
+        crate::metrics::METRICS.popped(&jobs);
+        Ok(jobs)
     }
 
     /// Pops up to `count` jobs from several queues chosen by `strategy`, waiting up to
@@ -421,6 +424,7 @@ impl Leasing {
             }
         })
         .await
+        .inspect(|jobs| crate::metrics::METRICS.popped(jobs))
     }
 
     /// Runs `attempt` until it returns jobs or `wait` has passed. The request is in

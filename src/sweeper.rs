@@ -37,7 +37,10 @@ pub async fn run(
     let mut due_at = 0.0;
     loop {
         let now = clock.now();
-        let pause = match qless.sweep(now, LIMIT).await {
+        let started = std::time::Instant::now();
+        let swept = qless.sweep(now, LIMIT).await;
+        crate::metrics::METRICS.sweep(started.elapsed(), swept.is_err());
+        let pause = match swept {
             Ok(report) => {
                 failures = 0;
                 if report.promoted + report.spawned + report.stalled > 0 {

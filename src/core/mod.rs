@@ -9,6 +9,7 @@ pub mod embedded;
 mod error;
 pub mod events;
 mod group;
+pub mod info;
 pub mod jobs;
 pub mod pool;
 pub mod queues;

@@ -9,6 +9,7 @@ mod document;
 mod jobs;
 mod leasing;
 mod limits;
+mod metrics;
 mod operations;
 mod queues;
 mod tenants;
