@@ -336,11 +336,17 @@ pub async fn serve(State(state): State<AppState>) -> Result<Response, ApiError> 
         let mut cached = state.scrape.cached.lock().await;
         match &*cached {
             Some((at, text)) if at.elapsed() < SCRAPE_CACHE => text.clone(),
-            _ => {
-                let text = redis_figures(&state).await?;
-                *cached = Some((Instant::now(), text.clone()));
-                text
-            }
+            _ => match redis_figures(&state).await {
+                Ok(text) => {
+                    *cached = Some((Instant::now(), text.clone()));
+                    text
+                }
+                // The gateway's own figures are still worth a scrape: Redis is down.
+                Err(err) => {
+                    tracing::warn!(%err, "metrics: cannot read Redis's figures");
+                    redis_up(false)?
+                }
+            },
         }
     };
     let mut text = String::with_capacity(16 * 1024);
@@ -389,7 +395,19 @@ fn namespace_of(state: &AppState) -> String {
         .unwrap_or_default()
 }
 
-/// Figures read from Redis: three script calls and one `INFO memory`.
+/// `qless_redis_up`, alone.
+fn redis_up(up: bool) -> Result<String, ApiError> {
+    let mut registry = Registry::default();
+    let gauge = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    gauge.set(i64::from(up));
+    registry.register("qless_redis_up", "1 when Redis answered the scrape", gauge);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode_registry(&mut text, &registry)
+        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
+    Ok(text)
+}
+
+/// Figures read from Redis: two script calls and one `INFO memory`.
 async fn redis_figures(state: &AppState) -> Result<String, ApiError> {
     let namespace = namespace_of(state);
     let now = state.clock.now();
@@ -448,7 +466,7 @@ async fn redis_figures(state: &AppState) -> Result<String, ApiError> {
         "Redis's memory limit (maxmemory; 0: none)",
         max,
     );
-    let mut text = String::new();
+    let mut text = redis_up(true)?;
     prometheus_client::encoding::text::encode_registry(&mut text, &registry)
         .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
     Ok(text)

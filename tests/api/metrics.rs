@@ -234,6 +234,9 @@ async fn every_request_leaves_one_access_log_line_with_its_route_status_and_id()
         .with_writer(move || writer.clone())
         .finish();
     let _default = tracing::subscriber::set_default(subscriber);
+    // Other tests' threads may have cached "no subscriber is interested" for the
+    // access log's call site; this one is.
+    tracing::callsite::rebuild_interest_cache();
     put(&app, "metrics-log", "l1").await;
     let fetched = app.get("/v1/jobs/l1").await;
     assert_eq!(fetched.status.as_u16(), 200);
@@ -258,5 +261,102 @@ async fn every_request_leaves_one_access_log_line_with_its_route_status_and_id()
         fields(1)["id"],
         fetched.headers["x-request-id"].to_str().unwrap(),
         "{text}"
+    );
+}
+
+/// The metric names an expression uses (PromQL identifiers of ours, without the
+/// `_bucket`/`_count`/`_sum` a histogram's series add).
+fn metric_names(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|word| word.starts_with("qless_") || word.starts_with("http_server_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_alert_rules_and_dashboard_parse_and_name_only_metrics_a_scrape_has() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let read = |path: &str| -> Value {
+        let text = std::fs::read_to_string(root.join(path)).expect("the file");
+        serde_json::from_str(&text).unwrap_or_else(|err| panic!("{path}: {err}"))
+    };
+    let mut exprs: Vec<String> = Vec::new();
+    let rules = read("prometheus/qlessd-alerts.json");
+    for group in rules["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            assert!(rule["alert"].is_string(), "{rule}");
+            assert!(rule["annotations"]["summary"].is_string(), "{rule}");
+            exprs.push(rule["expr"].as_str().expect("expr").to_owned());
+        }
+    }
+    assert!(exprs.len() >= 6, "{exprs:?}");
+    let dashboard = read("grafana/qlessd-dashboard.json");
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            exprs.push(target["expr"].as_str().expect("expr").to_owned());
+        }
+    }
+
+    // A scrape with every kind of series present: jobs put, popped, completed, failed.
+    let app = TestApp::start().await;
+    put(&app, "metrics-deploy", "d1").await;
+    put(&app, "metrics-deploy", "d2").await;
+    let popped = app
+        .post(
+            "/v1/queues/metrics-deploy/pop",
+            json!({"worker": "w", "count": 2}),
+        )
+        .await;
+    assert!(popped.status.is_success(), "{}", popped.text);
+    let complete = app
+        .post(
+            "/v1/jobs/d1/complete",
+            json!({"worker": "w", "queue": "metrics-deploy"}),
+        )
+        .await;
+    assert!(complete.status.is_success(), "{}", complete.text);
+    let fail = app
+        .post(
+            "/v1/jobs/d2/fail",
+            json!({"worker": "w", "group": "deploy-boom", "message": "no"}),
+        )
+        .await;
+    assert!(fail.status.is_success(), "{}", fail.text);
+    let scrape = app.get("/metrics").await;
+    let exposed: Vec<&str> = scrape
+        .text
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split(['{', ' ']).next())
+        .collect();
+    for expr in &exprs {
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "no metric in {expr}");
+        for name in names {
+            assert!(
+                exposed.contains(&name.as_str()),
+                "{name} (in {expr}) is not in a scrape:\n{}",
+                scrape.text
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn with_redis_down_a_scrape_still_answers_and_says_so() {
+    let mut app = TestApp::start().await;
+    app.kill_redis();
+    let scrape = app.get("/metrics").await;
+    assert_eq!(scrape.status.as_u16(), 200, "{}", scrape.text);
+    assert_eq!(
+        sample(&scrape.text, "qless_redis_up"),
+        Some(0.0),
+        "{}",
+        scrape.text
+    );
+    assert!(
+        scrape.text.contains("http_server_request_duration_seconds"),
+        "{}",
+        scrape.text
     );
 }
