@@ -395,10 +395,13 @@ impl Leasing {
         wait: Duration,
     ) -> Result<Vec<Job>, Error> {
         let queues = [queue.to_owned()];
-        self.wait_for_jobs(&queues, count, wait, || {
-            self.qless.pop(self.clock.now(), queue, worker, count)
-        })
-        .await
+        let jobs = self
+            .wait_for_jobs(&queues, count, wait, || {
+                self.qless.pop(self.clock.now(), queue, worker, count)
+            })
+            .await?;
+        crate::metrics::METRICS.popped(&jobs);
+        Ok(jobs)
     }
 
     /// The jobs a worker leased while ending one (complete, fail or retry with `pop`):
@@ -438,6 +441,7 @@ impl Leasing {
             }
         })
         .await
+        .inspect(|jobs| crate::metrics::METRICS.popped(jobs))
     }
 
     /// Runs `attempt` until it returns jobs or `wait` has passed. The request is in

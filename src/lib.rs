@@ -11,6 +11,8 @@
 //!   connection cap, bounded shutdown).
 //! * [`middleware`]: the one layer every request goes through (request id, deadline,
 //!   panic catcher, request span and server-error log).
+//! * [`metrics`]: Prometheus metrics at `/metrics` (counted as things happen, and
+//!   read from Redis at scrape time, cached briefly).
 //! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
 //!   route's scope, and the layer checking every request against both.
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
@@ -53,6 +55,7 @@ pub mod core;
 pub mod error;
 pub mod healthcheck;
 pub mod leasing;
+pub mod metrics;
 pub mod middleware;
 pub mod model;
 pub mod openapi;

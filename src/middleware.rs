@@ -37,6 +37,7 @@ pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct RequestLayer {
     deadline: Duration,
     browser: BrowserPolicy,
+    quiet_probes: bool,
 }
 
 impl RequestLayer {
@@ -45,7 +46,14 @@ impl RequestLayer {
         RequestLayer {
             deadline,
             browser: BrowserPolicy::default(),
+            quiet_probes: false,
         }
+    }
+
+    /// Health probes and metrics scrapes leave no access-log line (`--quiet-probes`).
+    pub fn with_quiet_probes(mut self, quiet: bool) -> Self {
+        self.quiet_probes = quiet;
+        self
     }
 
     /// Requests a browser could forge are refused as `browser` says.
@@ -63,6 +71,7 @@ impl<S> Layer<S> for RequestLayer {
             inner,
             deadline: self.deadline,
             browser: self.browser.clone(),
+            quiet_probes: self.quiet_probes,
         }
     }
 }
@@ -73,6 +82,7 @@ pub struct RequestService<S> {
     inner: S,
     deadline: Duration,
     browser: BrowserPolicy,
+    quiet_probes: bool,
 }
 
 impl<S> Service<Request> for RequestService<S>
@@ -101,10 +111,13 @@ where
             uri = %request.uri(),
             id = id.to_str().unwrap_or("-"),
         );
+        let route = crate::metrics::route_of(request.method(), request.uri().path());
         let what = Requested {
             method: request.method().clone(),
             uri: request.uri().clone(),
             started: Instant::now(),
+            route,
+            quiet: self.quiet_probes && is_probe(route),
         };
         if let Err(refused) =
             self.browser
@@ -147,6 +160,29 @@ struct Requested {
     method: Method,
     uri: Uri,
     started: Instant,
+    /// The route template (`/v1/jobs/{jid}`), for the metrics and the access log.
+    route: &'static str,
+    /// No access-log line (a probe, with `--quiet-probes`).
+    quiet: bool,
+}
+
+/// Health probes and metrics scrapes, which `--quiet-probes` keeps out of the log.
+fn is_probe(route: &str) -> bool {
+    matches!(route, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// The method as a static string, for a metrics label (others are `OTHER`).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -197,18 +233,38 @@ where
         response
             .headers_mut()
             .insert(REQUEST_ID.clone(), this.id.clone());
+        let Requested {
+            method,
+            uri,
+            started,
+            route,
+            quiet,
+        } = this.what;
+        let took = started.elapsed();
+        let status = response.status().as_u16();
+        crate::metrics::METRICS.request(method_label(method), route, status, took);
+        if !*quiet {
+            // The access log: one line per request at the default level. A body of
+            // unknown length (an event stream) is logged when its head is sent.
+            let bytes = axum::body::HttpBody::size_hint(response.body()).exact();
+            tracing::info!(
+                target: "qlessd::access",
+                %method,
+                route = *route,
+                status,
+                latency_ms = took.as_secs_f64() * 1000.0,
+                id = this.id.to_str().unwrap_or("-"),
+                bytes,
+                "request"
+            );
+        }
         if response.status().is_server_error() {
-            let Requested {
-                method,
-                uri,
-                started,
-            } = this.what;
             tracing::warn!(
                 %method,
                 %uri,
                 id = this.id.to_str().unwrap_or("-"),
                 status = response.status().as_u16(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
+                elapsed_ms = took.as_millis() as u64,
                 "request answered with a server error"
             );
         }

@@ -50,6 +50,8 @@ pub struct Limits {
     pub browser: BrowserPolicy,
     /// How long an idempotency key answers its first put (`--idempotency-ttl`).
     pub idempotency_ttl: f64,
+    /// Probes and scrapes leave no access-log line (`--quiet-probes`).
+    pub quiet_probes: bool,
 }
 
 impl Limits {
@@ -63,6 +65,7 @@ impl Limits {
             max_job_size: settings.max_job_size,
             browser: BrowserPolicy::new(settings.listen.ip().is_loopback(), &settings.cors_origins),
             idempotency_ttl: settings.idempotency_ttl as f64,
+            quiet_probes: settings.quiet_probes,
         }
     }
 }
@@ -97,6 +100,8 @@ pub struct Shared {
     /// Turns true when the server starts shutting down: long polls answer and event
     /// streams end, so graceful shutdown only waits for short requests.
     pub shutdown: watch::Receiver<bool>,
+    /// The scrape-time figures of `/metrics`, cached briefly.
+    pub scrape: crate::metrics::Scrape,
     stopping: watch::Sender<bool>,
 }
 
@@ -115,6 +120,7 @@ impl AppState {
             events,
             leasing,
             shutdown,
+            scrape: crate::metrics::Scrape::default(),
             stopping,
         }))
     }
@@ -150,6 +156,7 @@ pub fn tenant_router(
 ) -> Router {
     let deadline = default.limits.request_timeout;
     let browser = default.limits.browser.clone();
+    let quiet_probes = default.limits.quiet_probes;
     let default_name = default.qless.namespace_key().map(|key| {
         key.trim_start_matches("ql:{")
             .trim_end_matches('}')
@@ -165,7 +172,11 @@ pub fn tenant_router(
     // again on each request, a few hundred instructions a layer.
     let cors = cors(browser.cors_origins());
     let layers = ServiceBuilder::new()
-        .layer(RequestLayer::new(deadline).with_browser(browser))
+        .layer(
+            RequestLayer::new(deadline)
+                .with_browser(browser)
+                .with_quiet_probes(quiet_probes),
+        )
         .layer(auth.map_or_else(AuthLayer::default, Auth::layer));
     let app = Router::new().fallback_service(layers.service(tenants));
     // Only when asked for, and outside the token check: a preflight carries no token.
@@ -225,6 +236,7 @@ fn namespace_service(
         .layer(CompressionLayer::new());
     let routes = Router::new()
         .merge(docs)
+        .route("/metrics", axum::routing::get(crate::metrics::serve))
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -144,6 +144,11 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// Leave health probes (`/healthz`, `/readyz`) and metrics scrapes (`/metrics`)
+    /// out of the access log.
+    #[arg(long, env = "QLESSD_QUIET_PROBES")]
+    pub quiet_probes: bool,
+
     /// Print the Lua script the server loads into Redis, then exit.
     #[arg(long)]
     pub print_lua: bool,

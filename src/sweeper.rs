@@ -86,7 +86,10 @@ pub async fn run(
             MAX_IDLE
         } else {
             let now = clock.now();
-            match qless.sweep(now, LIMIT).await {
+            let started = Instant::now();
+            let swept = qless.sweep(now, LIMIT).await;
+            crate::metrics::METRICS.sweep(started.elapsed(), swept.is_err());
+            match swept {
                 Ok(report) => {
                     failures = 0;
                     tracing::trace!(?report, "swept");

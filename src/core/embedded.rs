@@ -406,6 +406,7 @@ async fn supervise(spec: Arc<ServerSpec>, mut child: Child, mut stopped: watch::
                     match spec.spawn_and_wait().await {
                         Ok(restarted) => {
                             tracing::info!("embedded redis-server is back");
+                            crate::metrics::METRICS.redis_restarted();
                             child = restarted;
                             backoff = Duration::from_millis(100);
                             break;

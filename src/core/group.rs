@@ -35,6 +35,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::metrics::METRICS;
+
 use super::resp::{self, Reader, Socket};
 use super::{Error, Script, format_now, value_to_result};
 
@@ -117,6 +119,8 @@ impl Grouper {
         now: f64,
         args: Vec<String>,
     ) -> Result<Value, Error> {
+        let started = Instant::now();
+        let event = job_event(command, &args);
         let (reply, result) = oneshot::channel();
         let call = Call {
             command,
@@ -125,7 +129,12 @@ impl Grouper {
             reply,
         };
         let sent = self.calls.send(call).is_ok();
-        answer(sent, result).await
+        let answered = answer(sent, result).await;
+        METRICS.script_call(command, started.elapsed(), answered.is_err());
+        if let (Some(event), Ok(_)) = (event, &answered) {
+            count(event, now);
+        }
+        answered
     }
 
     /// Runs one `batch` invocation of `calls` by itself; its reply is one result per
@@ -144,6 +153,43 @@ impl Grouper {
         let sent = self.alone.send(Alone { request, reply }).is_ok();
         answer(sent, result).await
     }
+}
+
+/// The queue and the `qless_jobs_total` event a script call counts as, if any (the
+/// queue is blank where the call does not name it), and the jid of a job leaving its
+/// worker.
+/// Counts a script call that succeeded in the job metrics, if it changes a job (calls
+/// made inside `batch` and `pop.after` invocations are counted by their callers).
+pub(super) fn count_job_call(command: &str, args: &[String], now: f64) {
+    if let Some(event) = job_event(command, args) {
+        count(event, now);
+    }
+}
+
+fn count((queue, event, jid): (String, &'static str, Option<String>), now: f64) {
+    METRICS.job(&queue, event);
+    if let Some(jid) = jid {
+        METRICS.finished(&jid, now, event == "completed");
+    }
+}
+
+fn job_event(command: &str, args: &[String]) -> Option<(String, &'static str, Option<String>)> {
+    let (at, event) = match command {
+        "put" => (Some(1), "put"),
+        // key, ttl, mode, then put's own arguments
+        "put.idem" => (Some(4), "put"),
+        "complete" | "complete.report" => (Some(2), "completed"),
+        "fail" => (None, "failed"),
+        "retry" => (Some(1), "retried"),
+        "timeout" => (None, "timed_out"),
+        _ => return None,
+    };
+    let queue = at.and_then(|at| args.get(at)).cloned().unwrap_or_default();
+    let jid = match event {
+        "put" | "timed_out" => None,
+        _ => args.first().cloned(),
+    };
+    Some((queue, event, jid))
 }
 
 /// The result of a call handed to the connection task (`sent`), or why there is none.
@@ -275,6 +321,7 @@ impl Driver {
                     }
                 }
                 calls.retain(|call| !call.reply.is_closed());
+                METRICS.group(calls.len());
                 match calls.len() {
                     0 => return,
                     1 => Sent::One(calls.pop().expect("one call")),

@@ -527,10 +527,21 @@ impl Qless {
     ) -> Result<AfterPop, Error> {
         let n = calls.len();
         let mut args = Args::new().arg(count);
+        // Kept for the job metrics, which count each call that succeeded.
+        let counted: Vec<(&str, Vec<String>)> = calls.clone();
         for (command, call_args) in calls {
             args = args.arg(command).arg(call_args.len()).args(call_args);
         }
-        AfterPop::from_reply(self.call("pop.after", now, args.into_vec()).await?, n)
+        let after = AfterPop::from_reply(self.call("pop.after", now, args.into_vec()).await?, n)?;
+        for ((command, call_args), result) in counted.iter().zip(&after.results) {
+            if result.is_ok() {
+                super::group::count_job_call(command, call_args, now);
+            }
+        }
+        if let Some(leased) = &after.leased {
+            crate::metrics::METRICS.popped(&leased.jobs);
+        }
+        Ok(after)
     }
 
     /// `complete.report`, then a lease of up to `count` jobs of the job's queue to the

@@ -9,6 +9,7 @@ pub mod embedded;
 mod error;
 pub mod events;
 mod group;
+pub mod info;
 pub mod jobs;
 pub mod pool;
 pub mod queues;
@@ -337,7 +338,13 @@ impl Qless {
         for chunk in calls.chunks(BATCH_CALLS) {
             let err = match self.inner.calls.batch(now, chunk).await {
                 Ok(Value::Array(replies)) if replies.len() == chunk.len() => {
-                    results.extend(replies.into_iter().map(value_to_result));
+                    for ((command, args), reply) in chunk.iter().zip(replies) {
+                        let result = value_to_result(reply);
+                        if result.is_ok() {
+                            group::count_job_call(command, args, now);
+                        }
+                        results.push(result);
+                    }
                     continue;
                 }
                 Ok(other) => Error::reply(format!("batch reply {other:?}")),

@@ -99,7 +99,14 @@ async fn stream_events(
             }
         },
     );
-    let messages = stream::once(async { ready }).chain(events).map(Ok);
+    // The stream counts as an open client until it is dropped.
+    let open = crate::metrics::METRICS.event_stream();
+    let messages = stream::once(async { ready })
+        .chain(events)
+        .map(move |message| {
+            let _ = &open;
+            Ok(message)
+        });
     Ok(Sse::new(messages).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 

@@ -11,6 +11,7 @@ mod features;
 mod jobs;
 mod leasing;
 mod limits;
+mod metrics;
 mod operations;
 mod queues;
 mod tenants;

@@ -1,0 +1,493 @@
+//! Prometheus metrics, served at `/metrics` in the text exposition format.
+//!
+//! Two kinds of figures:
+//! * counted as things happen, process-wide ([`METRICS`]): jobs put, popped, completed,
+//!   failed, retried and timed out through this gateway, wait times seen at pop, HTTP
+//!   request durations by route template, script-call latency and errors, group sizes,
+//!   event-stream clients, sweeper runs, embedded Redis restarts. Each costs a few
+//!   atomic operations: label values are `&'static str` or small integers, so a
+//!   lookup allocates nothing once a series exists.
+//! * read at scrape time from Redis, for the namespace the scrape addresses
+//!   ([`Scrape`]): jobs per queue and state (the script's `queues`, so work done by
+//!   any qless client counts), paused queues, failure groups, long-poll waiters, and
+//!   Redis memory (`INFO memory`). These are cached for [`SCRAPE_CACHE`] so frequent
+//!   scrapes of many queues stay cheap for Redis.
+
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::sync::Mutex;
+
+use crate::error::ApiError;
+use crate::model::Job;
+use crate::server::AppState;
+
+/// How long a scrape's Redis figures are reused.
+pub const SCRAPE_CACHE: Duration = Duration::from_secs(5);
+
+/// The exposition's content type.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueEvent {
+    queue: String,
+    event: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabel {
+    queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    method: &'static str,
+    route: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CommandLabel {
+    command: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn seconds_buckets() -> Histogram {
+    // 0.5 ms .. about 16 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+fn job_seconds_buckets() -> Histogram {
+    // 10 ms .. about a day.
+    Histogram::new(exponential_buckets(0.01, 4.0, 12))
+}
+
+fn group_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 8))
+}
+
+/// The process-wide metrics.
+pub struct Metrics {
+    registry: Registry,
+    jobs: Family<QueueEvent, Counter>,
+    wait: HistogramFamily<QueueLabel>,
+    run: HistogramFamily<QueueLabel>,
+    http: HistogramFamily<HttpLabels>,
+    redis_calls: HistogramFamily<CommandLabel>,
+    redis_errors: Family<CommandLabel, Counter>,
+    group_size: Histogram,
+    event_streams: Gauge,
+    sweeps: Counter,
+    sweep_errors: Counter,
+    sweep_seconds: Histogram,
+    redis_restarts: Counter,
+    /// Jobs popped through this gateway and not yet completed: jid to queue and
+    /// pop time, for the run time at completion. Bounded: when full, new pops are
+    /// not timed.
+    leased: std::sync::Mutex<std::collections::HashMap<String, (String, f64)>>,
+}
+
+/// Most jobs [`Metrics`] remembers the pop time of.
+const LEASED_LIMIT: usize = 100_000;
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// The one set of process-wide metrics.
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let jobs = Family::<QueueEvent, Counter>::default();
+        registry.register(
+            "qless_jobs",
+            "Jobs put, popped, completed, failed, retried and timed out through this gateway",
+            jobs.clone(),
+        );
+        let wait: HistogramFamily<QueueLabel> = Family::new_with_constructor(job_seconds_buckets);
+        registry.register(
+            "qless_job_wait_seconds",
+            "Time a job waited in its queue before a pop",
+            wait.clone(),
+        );
+        let run: HistogramFamily<QueueLabel> = Family::new_with_constructor(job_seconds_buckets);
+        registry.register(
+            "qless_job_run_seconds",
+            "Time from a job's pop to its completion",
+            run.clone(),
+        );
+        let http: HistogramFamily<HttpLabels> = Family::new_with_constructor(seconds_buckets);
+        registry.register(
+            "http_server_request_duration_seconds",
+            "HTTP request durations by method, route template and status",
+            http.clone(),
+        );
+        let redis_calls: HistogramFamily<CommandLabel> =
+            Family::new_with_constructor(seconds_buckets);
+        registry.register(
+            "qless_redis_call_duration_seconds",
+            "Latency of script calls to Redis, by command",
+            redis_calls.clone(),
+        );
+        let redis_errors = Family::<CommandLabel, Counter>::default();
+        registry.register(
+            "qless_redis_call_errors",
+            "Script calls answered with an error, by command",
+            redis_errors.clone(),
+        );
+        let group_size = group_buckets();
+        registry.register(
+            "qless_redis_group_size",
+            "Script calls sent to Redis together in one invocation",
+            group_size.clone(),
+        );
+        let event_streams = Gauge::default();
+        registry.register(
+            "qless_event_stream_clients",
+            "Open event streams (/v1/events)",
+            event_streams.clone(),
+        );
+        let sweeps = Counter::default();
+        registry.register("qless_sweeper_runs", "Sweeper passes", sweeps.clone());
+        let sweep_errors = Counter::default();
+        registry.register(
+            "qless_sweeper_errors",
+            "Sweeper passes that failed",
+            sweep_errors.clone(),
+        );
+        let sweep_seconds = seconds_buckets();
+        registry.register(
+            "qless_sweeper_duration_seconds",
+            "Duration of a sweeper pass",
+            sweep_seconds.clone(),
+        );
+        let redis_restarts = Counter::default();
+        registry.register(
+            "qless_embedded_redis_restarts",
+            "Times the embedded redis-server exited and was started again",
+            redis_restarts.clone(),
+        );
+        Metrics {
+            registry,
+            jobs,
+            wait,
+            run,
+            http,
+            redis_calls,
+            redis_errors,
+            group_size,
+            event_streams,
+            sweeps,
+            sweep_errors,
+            sweep_seconds,
+            redis_restarts,
+            leased: Default::default(),
+        }
+    }
+
+    /// Counts `event` (`put`, `popped`, `completed`, `failed`, `retried`,
+    /// `timed_out`) for `queue`.
+    pub fn job(&self, queue: &str, event: &'static str) {
+        self.jobs
+            .get_or_create(&QueueEvent {
+                queue: queue.to_owned(),
+                event,
+            })
+            .inc();
+    }
+
+    /// Counts the jobs of a pop, and how long each waited (from the history entry
+    /// before its `popped` one).
+    pub fn popped(&self, jobs: &[Job]) {
+        for job in jobs {
+            self.job(&job.queue, "popped");
+            if let [.., before, popped] = job.history.as_slice() {
+                let mut leased = self.leased.lock().expect("leased lock");
+                if leased.len() < LEASED_LIMIT {
+                    leased.insert(job.jid.clone(), (job.queue.clone(), popped.when));
+                }
+                drop(leased);
+                let waited = popped.when - before.when;
+                if waited.is_finite() && waited >= 0.0 {
+                    self.wait
+                        .get_or_create(&QueueLabel {
+                            queue: job.queue.clone(),
+                        })
+                        .observe(waited);
+                }
+            }
+        }
+    }
+
+    /// The job `jid` left its worker at `now` (completed, failed, retried, timed
+    /// out): a completion records its run time when this gateway saw its pop.
+    pub fn finished(&self, jid: &str, now: f64, completed: bool) {
+        let popped = self.leased.lock().expect("leased lock").remove(jid);
+        if let (Some((queue, at)), true) = (popped, completed) {
+            let seconds = now - at;
+            if seconds.is_finite() && seconds >= 0.0 {
+                self.run
+                    .get_or_create(&QueueLabel { queue })
+                    .observe(seconds);
+            }
+        }
+    }
+
+    /// Records one HTTP request.
+    pub fn request(&self, method: &'static str, route: &'static str, status: u16, took: Duration) {
+        self.http
+            .get_or_create(&HttpLabels {
+                method,
+                route,
+                status,
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Records one script call: its latency, and whether it failed.
+    pub fn script_call(&self, command: &'static str, took: Duration, failed: bool) {
+        let labels = CommandLabel { command };
+        self.redis_calls
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if failed {
+            self.redis_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Records how many calls one invocation carried.
+    pub fn group(&self, calls: usize) {
+        self.group_size.observe(calls as f64);
+    }
+
+    /// Records one sweeper pass.
+    pub fn sweep(&self, took: Duration, failed: bool) {
+        self.sweeps.inc();
+        if failed {
+            self.sweep_errors.inc();
+        }
+        self.sweep_seconds.observe(took.as_secs_f64());
+    }
+
+    /// Counts a restart of the embedded Redis.
+    pub fn redis_restarted(&self) {
+        self.redis_restarts.inc();
+    }
+
+    /// An event stream opened; it counts until the guard is dropped.
+    pub fn event_stream(&self) -> StreamGuard {
+        self.event_streams.inc();
+        StreamGuard(())
+    }
+}
+
+/// Counts one open event stream while it lives.
+#[derive(Debug)]
+pub struct StreamGuard(());
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        METRICS.event_streams.dec();
+    }
+}
+
+/// The route template a request matches (as in `auth::ROUTES`), or `"unmatched"`.
+pub fn route_of(method: &axum::http::Method, path: &str) -> &'static str {
+    static ROUTER: LazyLock<matchit::Router<&'static str>> = LazyLock::new(|| {
+        let mut router = matchit::Router::new();
+        let mut seen: Vec<&str> = Vec::new();
+        for route in crate::auth::ROUTES {
+            if !seen.contains(&route.path) {
+                seen.push(route.path);
+                router
+                    .insert(route.path, route.path)
+                    .expect("auth::ROUTES holds valid, distinct templates");
+            }
+        }
+        router
+    });
+    let _ = method;
+    ROUTER.at(path).map_or("unmatched", |found| *found.value)
+}
+
+/// The cached scrape-time figures of one namespace.
+#[derive(Debug, Default)]
+pub struct Scrape {
+    cached: Mutex<Option<(Instant, String)>>,
+}
+
+/// `GET /metrics`: the process-wide metrics and this namespace's Redis figures.
+pub async fn serve(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let redis = {
+        let mut cached = state.scrape.cached.lock().await;
+        match &*cached {
+            Some((at, text)) if at.elapsed() < SCRAPE_CACHE => text.clone(),
+            _ => match redis_figures(&state).await {
+                Ok(text) => {
+                    *cached = Some((Instant::now(), text.clone()));
+                    text
+                }
+                // The gateway's own figures are still worth a scrape: Redis is down.
+                Err(err) => {
+                    tracing::warn!(%err, "metrics: cannot read Redis's figures");
+                    redis_up(false)?
+                }
+            },
+        }
+    };
+    let mut text = String::with_capacity(16 * 1024);
+    prometheus_client::encoding::text::encode_registry(&mut text, &METRICS.registry)
+        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
+    text.push_str(&redis);
+    text.push_str(&live_figures(&state)?);
+    prometheus_client::encoding::text::encode_eof(&mut text)
+        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueState {
+    namespace: String,
+    queue: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceQueue {
+    namespace: String,
+    queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceGroup {
+    namespace: String,
+    group: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabel {
+    namespace: String,
+}
+
+fn namespace_of(state: &AppState) -> String {
+    state
+        .qless
+        .namespace_key()
+        .map(|key| {
+            key.trim_start_matches("ql:{")
+                .trim_end_matches('}')
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// `qless_redis_up`, alone.
+fn redis_up(up: bool) -> Result<String, ApiError> {
+    let mut registry = Registry::default();
+    let gauge = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    gauge.set(i64::from(up));
+    registry.register("qless_redis_up", "1 when Redis answered the scrape", gauge);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode_registry(&mut text, &registry)
+        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
+    Ok(text)
+}
+
+/// Figures read from Redis: two script calls and one `INFO memory`.
+async fn redis_figures(state: &AppState) -> Result<String, ApiError> {
+    let namespace = namespace_of(state);
+    let now = state.clock.now();
+    let queues = state.qless.queues(now).await?;
+    let failed = state.qless.failed(now).await?;
+    let memory = state.qless.memory().await?;
+    let mut registry = Registry::default();
+    let jobs = Family::<QueueState, Gauge>::default();
+    let paused = Family::<NamespaceQueue, Gauge>::default();
+    for counts in &queues {
+        for (name, value) in [
+            ("waiting", counts.waiting),
+            ("running", counts.running),
+            ("scheduled", counts.scheduled),
+            ("stalled", counts.stalled),
+            ("depends", counts.depends),
+            ("recurring", counts.recurring),
+        ] {
+            jobs.get_or_create(&QueueState {
+                namespace: namespace.clone(),
+                queue: counts.name.clone(),
+                state: name,
+            })
+            .set(value);
+        }
+        paused
+            .get_or_create(&NamespaceQueue {
+                namespace: namespace.clone(),
+                queue: counts.name.clone(),
+            })
+            .set(i64::from(counts.paused));
+    }
+    registry.register("qless_queue_jobs", "Jobs per queue and state", jobs);
+    registry.register("qless_queue_paused", "1 when the queue is paused", paused);
+    let groups = Family::<NamespaceGroup, Gauge>::default();
+    for (group, count) in failed {
+        groups
+            .get_or_create(&NamespaceGroup {
+                namespace: namespace.clone(),
+                group,
+            })
+            .set(count);
+    }
+    registry.register("qless_failed_jobs", "Failed jobs per failure group", groups);
+    let used = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    used.set(i64::try_from(memory.used).unwrap_or(i64::MAX));
+    registry.register(
+        "qless_redis_memory_used_bytes",
+        "Memory Redis uses (INFO memory used_memory)",
+        used,
+    );
+    let max = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    max.set(i64::try_from(memory.max).unwrap_or(i64::MAX));
+    registry.register(
+        "qless_redis_memory_max_bytes",
+        "Redis's memory limit (maxmemory; 0: none)",
+        max,
+    );
+    let mut text = redis_up(true)?;
+    prometheus_client::encoding::text::encode_registry(&mut text, &registry)
+        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
+    Ok(text)
+}
+
+/// Figures of this process, read at every scrape.
+fn live_figures(state: &AppState) -> Result<String, ApiError> {
+    let mut registry = Registry::default();
+    let waiters = Family::<NamespaceLabel, Gauge>::default();
+    waiters
+        .get_or_create(&NamespaceLabel {
+            namespace: namespace_of(state),
+        })
+        .set(i64::try_from(state.leasing.waiting()).unwrap_or(i64::MAX));
+    registry.register(
+        "qless_longpoll_waiters",
+        "Pop requests waiting for jobs",
+        waiters,
+    );
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode_registry(&mut text, &registry)
+        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
+    Ok(text)
+}
