@@ -19,10 +19,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .route("/", get(root))
 }
 
-/// A browser pointed at the server lands on the API reference. (Not part of the API,
-/// so not in the OpenAPI document.) Temporary, as `/` will lead to a dashboard.
+/// A browser pointed at the server lands on the dashboard (which links the API
+/// reference). Not part of the API, so not in the OpenAPI document.
 async fn root() -> Redirect {
-    Redirect::temporary("/docs")
+    Redirect::temporary("/ui")
 }
 
 /// Liveness: the process is up.

@@ -199,6 +199,7 @@ fn layout(title: &str, content: Markup) -> Markup {
                     a href="/ui/tracked" { "Tracked" }
                     a href="/ui/recurring" { "Recurring" }
                     a href="/ui/config" { "Config" }
+                    a href="/docs" { "API" }
                     form.search action="/ui/search" method="get" {
                         input type="search" name="q" placeholder="jid or tag" aria-label="Search by jid or tag";
                     }

@@ -285,7 +285,7 @@ async fn healthcheck_exits_0_when_ready_and_1_when_nothing_answers() {
 }
 
 #[tokio::test]
-async fn the_root_leads_to_the_documentation() {
+async fn the_root_leads_to_the_dashboard() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut child = spawn_embedded(&dir.path().join("data"), port, Stdio::null);
@@ -297,7 +297,7 @@ async fn the_root_leads_to_the_documentation() {
         .unwrap();
     let root = client.get(format!("{base}/")).send().await.unwrap();
     assert_eq!(root.status().as_u16(), 307);
-    assert_eq!(root.headers()["location"], "/docs");
+    assert_eq!(root.headers()["location"], "/ui");
     child.kill().unwrap();
     child.wait().unwrap();
 }
