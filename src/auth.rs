@@ -111,7 +111,9 @@ use Scope::{Admin, Produce, Read, Work};
 /// cannot go unlisted; a request to a path listed nowhere needs a valid token and then
 /// meets the router's 404 or 405.
 pub const ROUTES: &[Route] = &[
-    // Probes, the documentation, metrics.
+    // Probes, the documentation, metrics; the root only redirects to the dashboard,
+    // whose pages ask for a token themselves.
+    route("GET", "/", Open),
     route("GET", "/healthz", Open),
     route("GET", "/readyz", Open),
     route("GET", "/openapi.json", Open),

@@ -342,6 +342,10 @@ async fn probes_and_documentation_need_no_token() {
     // A probe with a wrong token is still answered: open routes ignore the header.
     let response = call(&app, Some("Bearer wrong"), Method::GET, "/healthz", None).await;
     assert_eq!(response.status, StatusCode::OK);
+    // The root sends a browser on to the dashboard, which asks for a token itself.
+    let response = call(&app, None, Method::GET, "/", None).await;
+    assert_eq!(response.status, StatusCode::TEMPORARY_REDIRECT);
+    assert_eq!(response.headers[axum::http::header::LOCATION], "/ui");
 }
 
 #[tokio::test]
