@@ -166,14 +166,18 @@ pub(super) fn count_job_call(command: &str, args: &[String], now: f64) {
     }
 }
 
-fn count((queue, event, jid): (String, &'static str, Option<String>), now: f64) {
+/// What a job-changing call does to the job metrics: its queue, event and jid.
+pub(super) type JobEvent = (String, &'static str, Option<String>);
+
+/// Counts one job-changing call that succeeded.
+pub(super) fn count((queue, event, jid): JobEvent, now: f64) {
     METRICS.job(&queue, event);
     if let Some(jid) = jid {
         METRICS.finished(&jid, now, event == "completed");
     }
 }
 
-fn job_event(command: &str, args: &[String]) -> Option<(String, &'static str, Option<String>)> {
+pub(super) fn job_event(command: &str, args: &[String]) -> Option<JobEvent> {
     let (at, event) = match command {
         "put" => (Some(1), "put"),
         // key, ttl, mode, then put's own arguments

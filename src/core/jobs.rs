@@ -527,15 +527,17 @@ impl Qless {
     ) -> Result<AfterPop, Error> {
         let n = calls.len();
         let mut args = Args::new().arg(count);
-        // Kept for the job metrics, which count each call that succeeded.
-        let counted: Vec<(&str, Vec<String>)> = calls.clone();
+        // What each call does to the job metrics, taken before its arguments move (a
+        // job's data is not copied for it); counted for the calls that succeed.
+        let mut events = Vec::with_capacity(n);
         for (command, call_args) in calls {
+            events.push(super::group::job_event(command, &call_args));
             args = args.arg(command).arg(call_args.len()).args(call_args);
         }
         let after = AfterPop::from_reply(self.call("pop.after", now, args.into_vec()).await?, n)?;
-        for ((command, call_args), result) in counted.iter().zip(&after.results) {
-            if result.is_ok() {
-                super::group::count_job_call(command, call_args, now);
+        for (event, result) in events.into_iter().zip(&after.results) {
+            if let (Some(event), Ok(_)) = (event, result) {
+                super::group::count(event, now);
             }
         }
         if let Some(leased) = &after.leased {
