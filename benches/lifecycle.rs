@@ -10,6 +10,7 @@
 //! cargo bench --bench lifecycle -- --jobs 5000 --runs 1
 //! cargo bench --bench lifecycle -- features        # put/pop with throttles + backoff
 //! cargo bench --bench lifecycle -- instructions gateway-instructions   # valgrind
+//! cargo bench --bench lifecycle -- sweeper          # Redis CPU of an idle namespace
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! ```
@@ -229,6 +230,23 @@ impl Target {
             })
             .and_then(|v| v.parse().ok())
             .unwrap_or(f64::NAN)
+    }
+
+    /// CPU seconds redis-server has used (user + system), from `INFO cpu`.
+    async fn used_cpu(&mut self) -> f64 {
+        let info: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query_async(&mut self.admin)
+            .await
+            .expect("INFO");
+        info.lines()
+            .filter_map(|line| {
+                let value = line
+                    .strip_prefix("used_cpu_user:")
+                    .or_else(|| line.strip_prefix("used_cpu_sys:"))?;
+                value.trim().parse::<f64>().ok()
+            })
+            .sum()
     }
 
     async fn used_memory(&mut self) -> i64 {
@@ -721,6 +739,105 @@ async fn main() {
     if options.wants("gateway-instructions") {
         gateway_instructions().await;
     }
+    if options.wants("sweeper") {
+        sweeper(&options).await;
+    }
+}
+
+/// Redis CPU of the upkeep of an idle namespace with 1,000 queues (each with a waiting
+/// job, one in ten also with a running job whose lease is an hour long, one in a
+/// hundred with a job scheduled for tomorrow): nothing falls due during the
+/// measurement. Side by side, each phase the same wall time, in alternation:
+/// * idle: no sweeper at all (Redis's own housekeeping);
+/// * every queue: a sweep that visits all 1,000 queues every second, as the sweeper
+///   did before `ql:due` (emulated with today's script: a slow-pass slice of all the
+///   queues, which also refiles each queue's due time, so slightly dearer);
+/// * due only: the sweeper as it runs now (due queues, plus a slice of the slow pass).
+async fn sweeper(options: &Options) {
+    const QUEUES: usize = 1000;
+    const WINDOW: Duration = Duration::from_secs(10);
+    println!(
+        "\n== Redis CPU of one sweeper over an idle namespace, {QUEUES} queues, {WINDOW:?} per phase =="
+    );
+    let mut target = Target::start(4).await;
+    let clock = Clock::system();
+    let now = clock.now();
+    target
+        .qless
+        .config_set(now, "heartbeat", "3600")
+        .await
+        .expect("config");
+    for i in 0..QUEUES {
+        let queue = format!("queue-{i:04}");
+        let q = &target.qless;
+        q.put(now, put_args(&queue, format!("job-{i}"), i))
+            .await
+            .expect("put");
+        if i % 10 == 0 {
+            q.put(now, put_args(&queue, format!("run-{i}"), i))
+                .await
+                .expect("put");
+            q.pop(now, &queue, "bench-worker", 1).await.expect("pop");
+        }
+        if i % 100 == 0 {
+            let later = PutArgs {
+                delay: 86_400.0,
+                ..put_args(&queue, format!("later-{i}"), i)
+            };
+            q.put(now, later).await.expect("put");
+        }
+    }
+    let mut rows: HashMap<&str, Vec<f64>> = HashMap::new();
+    for _ in 0..options.runs {
+        for phase in ["idle", "every queue", "due only"] {
+            let before = target.used_cpu().await;
+            let started = Instant::now();
+            match phase {
+                "idle" => tokio::time::sleep(WINDOW).await,
+                "every queue" => {
+                    while started.elapsed() < WINDOW {
+                        let tick = Instant::now();
+                        target
+                            .qless
+                            .sweep(clock.now(), 1000, QUEUES as u32, 0)
+                            .await
+                            .expect("sweep");
+                        tokio::time::sleep(Duration::from_secs(1).saturating_sub(tick.elapsed()))
+                            .await;
+                    }
+                }
+                _ => {
+                    let (stop, stopped) = tokio::sync::watch::channel(false);
+                    let running = tokio::spawn(qlessd::sweeper::run(
+                        target.qless.clone(),
+                        clock.clone(),
+                        qlessd::sweeper::gateway_id(),
+                        stopped,
+                    ));
+                    tokio::time::sleep(WINDOW).await;
+                    let _ = stop.send(true);
+                    running.await.expect("sweeper");
+                }
+            }
+            let used = target.used_cpu().await - before;
+            let share = 100.0 * used / started.elapsed().as_secs_f64();
+            rows.entry(phase).or_default().push(share);
+        }
+    }
+    let idle = median(rows["idle"].clone());
+    let every = median(rows["every queue"].clone());
+    let due = median(rows["due only"].clone());
+    println!("| phase | Redis CPU (% of one core, median of {}) |", options.runs);
+    println!("|---|---|");
+    println!("| no sweeper | {idle:.2} % |");
+    println!("| every queue every second | {every:.2} % |");
+    println!("| due queues only + slow pass | {due:.2} % |");
+    println!(
+        "sweeper's own share: every queue {:.2} %, due only {:.2} % ({:.1}x less)",
+        every - idle,
+        due - idle,
+        (every - idle) / (due - idle).max(0.001)
+    );
 }
 
 /// Instructions redis-server executes per call (valgrind's callgrind), the one figure

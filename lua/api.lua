@@ -253,23 +253,6 @@ local function command(name)
       return state
     end
 
-  elseif name == 'complete.report' then
-    -- Extension. complete.report(<the arguments of complete>) -> { new state, queue... }:
-    -- complete, also naming each queue (once) where a dependent it released is now
-    -- waiting, so the gateway can hand those jobs to waiting workers at once (release
-    -- publishes nothing). Checks, errors and writes are complete's own.
-    local complete = command('complete')
-    return function(now, A)
-      RELEASED = {}
-      local ok, result = pcall(complete, now, A)
-      local released = RELEASED
-      RELEASED = nil
-      if not ok then error(result, 0) end
-      local reply = { result }
-      for i = 1, #released do reply[i + 1] = released[i] end
-      return reply
-    end
-
   elseif name == 'heartbeat' then
     -- heartbeat(jid, worker, [data], ['progress', json]) -> the new expiry (integer).
     -- Extension: `progress <json>` (after data, or in its place) is stored beside the
@@ -427,7 +410,12 @@ local function command(name)
       if #names == 0 then
         Qless.raise('QL_ARG', name == 'pause' and 'Pause' or 'Unpause', 'Arg "queue" missing')
       end
-      Qless.batch(name == 'pause' and 'sadd' or 'srem', P .. 'paused_queues', names)
+      local changed = Qless.batch(name == 'pause' and 'sadd' or 'srem', P .. 'paused_queues',
+        names)
+      -- An unpaused queue's waiting jobs can be popped again.
+      if name == 'unpause' and changed > 0 then
+        for i = 1, #names do Qless.available_all(names[i]) end
+      end
       return nil
     end
 
@@ -437,6 +425,7 @@ local function command(name)
       local names = Qless.rest(A, 3)
       if #names == 0 then Qless.raise('QL_ARG', 'Forget', 'Arg "queue" missing') end
       Qless.batch('zrem', P .. 'queues', names)
+      Qless.batch('zrem', P .. 'due', names)   -- sweep skips forgotten queues
       return nil
     end
 
@@ -666,16 +655,24 @@ local function command(name)
     end
 
   elseif name == 'sweep' then
-    -- Extension. sweep([limit=1000]) -> {"promoted":n,"spawned":n,"stalled":n,"next":t}
+    -- Extension. sweep([limit=1000], [scan=0], [cursor=0]) -> {"promoted":n,
+    -- "spawned":n,"stalled":n,"available":n,"visited":n,"cursor":c,"next":t}: the
+    -- upkeep of the queues due in `P due`, plus `scan` queues of `P queues` from rank
+    -- `cursor` on (the slow pass that finds work other clients wrote).
     return function(now, A)
-      local limit = 1000
-      if A[3] ~= nil then
-        limit = tonumber(A[3])
-        if limit == nil or limit < 1 or limit ~= math.floor(limit) or limit == 1 / 0 then
-          Qless.raise('QL_ARG', 'Sweep', 'Arg "limit" must be a positive integer: ' .. A[3])
+      local function count(i, name, least)
+        if A[i] == nil then return nil end
+        local n = tonumber(A[i])
+        if n == nil or n < least or n ~= math.floor(n) or n == 1 / 0 then
+          Qless.raise('QL_ARG', 'Sweep', 'Arg "' .. name .. '" must be a ' ..
+            (least > 0 and 'positive' or 'non-negative') .. ' integer: ' .. A[i])
         end
+        return n
       end
-      return Qless.Queue.sweep(now, limit)
+      local limit = count(3, 'limit', 1) or 1000
+      local scan = count(4, 'scan', 0) or 0
+      local cursor = count(5, 'cursor', 0) or 0
+      return Qless.Queue.sweep(now, limit, scan, cursor)
     end
 
   elseif name == 'batch' then
@@ -694,7 +691,7 @@ local function command(name)
   elseif name == 'pop.after' then
     -- Extension. pop.after(count, command, argc, args..., [command, argc, args...]...)
     -- -> { reply of each call..., queue, JSON array of the leased jobs }: the calls
-    -- (each `complete`, `complete.report`, `fail` or `retry`, all ending jobs of one
+    -- (each `complete`, `fail` or `retry`, all ending jobs of one
     -- worker in one queue) run as in a batch, each on its own; then, only if every one
     -- of them succeeded, up to `count` jobs of the queue the first call's job ran in
     -- are leased to its worker, as `pop` would. `queue` is that queue (nil when the
@@ -710,10 +707,9 @@ local function command(name)
       local sub, queue, worker = first[1], nil, nil
       for k = 1, #calls, 2 do
         local name = calls[k + 1][1]
-        if name ~= 'complete' and name ~= 'complete.report' and name ~= 'fail' and
-          name ~= 'retry' then
+        if name ~= 'complete' and name ~= 'fail' and name ~= 'retry' then
           Qless.raise('QL_ARG', 'PopAfter', 'Call ' .. ((k + 1) / 2) ..
-            ' must be complete, complete.report, fail or retry: ' .. name)
+            ' must be complete, fail or retry: ' .. name)
         end
       end
       if sub == 'retry' then
@@ -721,7 +717,7 @@ local function command(name)
       else
         worker = first[4]
       end
-      if sub == 'complete' or sub == 'complete.report' then
+      if sub == 'complete' then
         queue = first[5]
       elseif first[3] then
         -- fail and retry do not name the queue the job ran in: read it first.
@@ -856,5 +852,8 @@ else
 end
 if not NOWF then NOWF = string.format('%.14g', math.floor(now)) end
 local ok, result = pcall(handler, now, ARGV)
+-- What the call made available is announced whether or not it failed: a failing
+-- command writes nothing, but a batch's earlier calls did.
+if AVAILABLE then Qless.announce() end
 if ok then return result end
 return redis.error_reply(error_text(result))

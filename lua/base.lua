@@ -37,10 +37,12 @@ local NOWS, NOWF, NOWT
 -- calls of a batch share `now`, so they share the day bin too. nil otherwise.
 local STATS
 
--- While a `complete.report` runs: the queues in which its completion made dependents
--- waiting, in order, each once (Qless.Job.release adds them; a queue is also a key
--- of the table, to tell). nil otherwise.
-local RELEASED
+-- The queues in which this invocation made jobs available to pop, in order, each
+-- once (a queue is also a key of the table, whose value is how many jobs). Filled by
+-- Qless.available, lowered by pop for the jobs it leased itself, and published on
+-- `P available` by the dispatcher when the invocation ends (Qless.announce), so a
+-- batch of puts into one queue is one message. nil until something is announced.
+local AVAILABLE
 
 -- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,
 -- Qless.Recurring and Qless.Worker, the class of each other file. A class table is made
@@ -654,6 +656,64 @@ Qless = setmetatable({ [0] = function(name)
         redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. queue,
           'failed', '-1')
       end
+    end
+
+  elseif name == 'available' then
+    -- `n` jobs became poppable in `queue` (put, retry, unfail, release, promotion,
+    -- spawn, a lock handed over, a freed slot...): noted for Qless.announce.
+    return function(queue, n)
+      local a = AVAILABLE
+      if not a then
+        a = {}
+        AVAILABLE = a
+      end
+      local c = a[queue]
+      if c then
+        a[queue] = c + n
+      else
+        a[queue] = n
+        a[#a + 1] = queue
+      end
+    end
+
+  elseif name == 'available_all' then
+    -- Something that held back all of queue's waiting jobs ended (unpaused, a higher
+    -- max-concurrency): announces them all. Rare paths, so the count is read.
+    return function(queue)
+      local n = redis.call('zcard', P .. 'q:' .. queue .. '-work')
+      if n > 0 then Qless.available(queue, n) end
+    end
+
+  elseif name == 'slot_freed' then
+    -- A running job of `queue` stopped running: with a max-concurrency (its option
+    -- text `maxc`), a job held back by it may now be popped.
+    return function(queue, maxc)
+      if (tonumber(maxc) or 0) > 0 then Qless.available(queue, 1) end
+    end
+
+  elseif name == 'announce' then
+    -- Publishes what this invocation made available: one message per queue on
+    -- `P available`, `{"queue":<name>,"count":<n>}` (lua/README.md). Gateways wake
+    -- that many long-polling workers of the queue.
+    return function()
+      local a = AVAILABLE
+      AVAILABLE = nil
+      for i = 1, #a do
+        local q = a[i]
+        local n = a[q]
+        if n > 0 then
+          redis.call('publish', P .. 'available', '{"queue":' .. cjson.encode(q) ..
+            ',"count":' .. (n == 1 and '1' or string.format('%d', n)) .. '}')
+        end
+      end
+    end
+
+  elseif name == 'due' then
+    -- Something of `queue` falls due at `at` (a score as text: a scheduled job, a
+    -- recurring spawn, a lock expiry): `P due` keeps each queue's earliest such time
+    -- (ZADD LT never raises it), so `sweep` visits only the queues that are due.
+    return function(queue, at)
+      redis.call('zadd', P .. 'due', 'LT', at, queue)
     end
 
   elseif name == 'lock_lost_event' then

@@ -45,6 +45,7 @@ function config_factory(name)
       redis.call('publish', P .. 'log', '{"option":' .. cjson.encode(option) ..
         ',"event":"config_set","value":' .. cjson.encode(value) .. '}')
       redis.call('hset', P .. 'config', option, value)
+      Qless.Config.changed(option)
     end
 
   elseif name == 'unset' then
@@ -53,6 +54,14 @@ function config_factory(name)
       redis.call('publish', P .. 'log', '{"event":"config_unset","option":' ..
         cjson.encode(option) .. '}')
       redis.call('hdel', P .. 'config', option)
+      Qless.Config.changed(option)
+    end
+
+  elseif name == 'changed' then
+    -- A queue's max-concurrency changed: its waiting jobs may be poppable now.
+    return function(option)
+      local queue = string.match(option, '^(.*)%-max%-concurrency$')
+      if queue then Qless.available_all(queue) end
     end
   end
 end

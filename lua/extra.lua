@@ -99,7 +99,9 @@ function extra_factory(name)
       if delay <= 0 then return false end
       local qkey = P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-locks', jid)
-      redis.call('zadd', qkey .. '-scheduled', Qless.numarg(now + delay), jid)
+      local at = Qless.numarg(now + delay)
+      redis.call('zadd', qkey .. '-scheduled', at, jid)
+      Qless.due(queue, at)
       redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', '0')
       local throttles = redis.call('hget', key, 'throttles')
       if throttles then Qless.Throttle.release(now, jid, throttles, queue) end

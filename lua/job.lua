@@ -48,8 +48,7 @@ function job_factory(name)
       local key = P .. 'j:' .. jid .. '-dependents'
       local list = redis.call('smembers', key)
       if #list == 0 then return end
-      -- In jid order, not the set's (seed-dependent) order: complete.report lists the
-      -- queues in the order their dependents were released.
+      -- In jid order, not the set's (seed-dependent) order: the same on every server.
       if #list > 1 then table.sort(list) end
       for i = 1, #list do
         local d = list[i]
@@ -63,16 +62,14 @@ function job_factory(name)
             redis.call('zrem', qkey .. '-depends', d)
             if f[2] then
               redis.call('zadd', qkey .. '-scheduled', f[2], d)
+              Qless.due(q, f[2])
               redis.call('hset', dkey, 'state', 'scheduled')
               redis.call('hdel', dkey, 'scheduled')
             else
               local score = (tonumber(f[3]) or 0) - now / 10000000000
               redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
               redis.call('hset', dkey, 'state', 'waiting')
-              if RELEASED and not RELEASED[q] then
-                RELEASED[q] = true
-                RELEASED[#RELEASED + 1] = q
-              end
+              Qless.available(q, 1)
             end
           end
         end
@@ -104,13 +101,14 @@ function job_factory(name)
       NOWT = NOWT or string.format('%.20f', now)
 
       local cfg = redis.call('hmget', P .. 'config', 'max-job-history', 'jobs-history',
-        'jobs-history-count')
+        'jobs-history-count', queue .. '-max-concurrency')
       local cap = Qless.history_cap(cfg[1])
       local when = NOWF
       Qless.history_push(jid, '[' .. when .. ',"done"]', cap, f[7] or false)
       -- A running job is only in -locks (pop takes it out of -work, and -scheduled jobs
       -- go through -work), so that is the one entry to remove.
       redis.call('zrem', P .. 'q:' .. queue .. '-locks', jid)
+      if cfg[4] then Qless.slot_freed(queue, cfg[4]) end
       if f[8] then Qless.Throttle.release(now, jid, f[8], queue) end   -- throttle.lua
       Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
@@ -133,7 +131,9 @@ function job_factory(name)
         local result
         if delay > 0 and not (depends and #depends > 0) then
           -- Fix of quirk 3: the hash says 'scheduled' while the job sits in -scheduled.
-          redis.call('zadd', nkey .. '-scheduled', Qless.numarg(now + delay), jid)
+          local at = Qless.numarg(now + delay)
+          redis.call('zadd', nkey .. '-scheduled', at, jid)
+          Qless.due(nextq, at)
           result = 'scheduled'
         elseif deps and #deps > 0 then
           Qless.dependencies_link(jid, deps)
@@ -143,6 +143,7 @@ function job_factory(name)
         else
           local score = (tonumber(f[6]) or 0) - now / 10000000000
           redis.call('zadd', nkey .. '-work', Qless.numarg(score), jid)
+          Qless.available(nextq, 1)
           result = 'waiting'
         end
         if data then
@@ -193,7 +194,9 @@ function job_factory(name)
         redis.call('publish', P .. 'failed', jid)
       end
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      local cfg = redis.call('hmget', P .. 'config', 'max-job-history', queue .. '-max-concurrency')
+      local cap = Qless.history_cap(cfg[1])
+      if cfg[2] then Qless.slot_freed(queue, cfg[2]) end
       local when = NOWF
       Qless.history_push(jid, '[' .. when .. ',"failed",{"worker":' .. eworker .. ',"group":' ..
         egroup .. '}]', cap)
@@ -238,7 +241,9 @@ function job_factory(name)
       redis.call('zrem', P .. 'q:' .. stored .. '-locks', jid)
       if f[5] then Qless.Throttle.release(now, jid, f[5], stored) end   -- throttle.lua
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
+      local cfg = redis.call('hmget', P .. 'config', 'max-job-history', stored .. '-max-concurrency')
+      local cap = Qless.history_cap(cfg[1])
+      if cfg[2] then Qless.slot_freed(stored, cfg[2]) end
       local when = NOWF
       if remaining < 0 then
         local g = group or ('failed-retries-' .. queue)
@@ -268,11 +273,14 @@ function job_factory(name)
         local qkey = P .. 'q:' .. queue
         local newstate
         if delay > 0 then
-          redis.call('zadd', qkey .. '-scheduled', Qless.numarg(now + delay), jid)
+          local at = Qless.numarg(now + delay)
+          redis.call('zadd', qkey .. '-scheduled', at, jid)
+          Qless.due(queue, at)
           newstate = 'scheduled'
         else
           local score = (tonumber(f[4]) or 0) - now / 10000000000
           redis.call('zadd', qkey .. '-work', Qless.numarg(score), jid)
+          Qless.available(queue, 1)
           newstate = 'waiting'
         end
         if group and message then
@@ -357,6 +365,9 @@ function job_factory(name)
             redis.call('zrem', qkey .. '-locks', jid)
             redis.call('zrem', qkey .. '-scheduled', jid)
             redis.call('zrem', qkey .. '-depends', jid)
+            if state == 'running' then
+              Qless.slot_freed(queue, redis.call('hget', P .. 'config', queue .. '-max-concurrency'))
+            end
           end
           if f[6] then Qless.Throttle.release(now, jid, f[6], queue) end   -- throttle.lua
           local deps = redis.call('smembers', key .. '-dependencies')
@@ -400,6 +411,7 @@ function job_factory(name)
         Qless.history_push(jid, entry, cap)
         redis.call('zrem', qkey .. '-locks', jid)
         redis.call('zadd', qkey .. '-work', '+inf', jid)
+        Qless.available(f[2] or '', 1)
         redis.call('hmset', P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
         -- Quirk 5 mirrored: the worker's job set keeps the job (spec), so `workers`
         -- counts what other qless clients count.
@@ -418,6 +430,7 @@ function job_factory(name)
       local score = (tonumber(priority) or 0) - now / 10000000000
       redis.call('zadd', qkey .. '-work', Qless.numarg(score), jid)
       redis.call('hset', key, 'state', 'waiting')
+      Qless.available(queue, 1)
     end
 
   elseif name == 'depends' then

@@ -8,13 +8,17 @@
 -- The methods of Qless.Queue, made on first use (see base.lua).
 function queue_factory(name)
   if name == 'check_scheduled' then
-    -- Moves up to `limit` due jobs of -scheduled into -work (state waiting).
-    -- Returns how many moved.
+    -- Moves up to `limit` due jobs of -scheduled into -work (state waiting) and
+    -- announces them. Returns how many moved. (Pop promotes by itself, without the
+    -- announcement: it leases as many jobs as it promotes.)
     return function(now, queue, limit)
       if limit <= 0 then return 0 end
       local jids = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-scheduled', '0', NOWS,
         'LIMIT', '0', string.format('%d', limit))
-      if #jids > 0 then Qless.Queue.promote(now, queue, jids) end
+      if #jids > 0 then
+        Qless.Queue.promote(now, queue, jids)
+        Qless.available(queue, #jids)
+      end
       return #jids
     end
 
@@ -48,7 +52,9 @@ function queue_factory(name)
       local event = Qless.lock_lost_event(jid, worker)
       redis.call('publish', P .. 'w:' .. worker, event)
       redis.call('publish', P .. 'log', event)
-      redis.call('zadd', P .. 'q:' .. queue .. '-locks', Qless.numarg(now + grace), jid)
+      local expiry = Qless.numarg(now + grace)
+      redis.call('zadd', P .. 'q:' .. queue .. '-locks', expiry, jid)
+      Qless.due(queue, expiry)
       redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries', '1')
     end
 
@@ -113,14 +119,17 @@ function queue_factory(name)
     end
 
   elseif name == 'check_recurring' then
-    -- Spawns the due recurring children of `queue`, at most `limit` (recurring.lua).
-    -- Returns how many were spawned and whether everything due was handled.
+    -- Spawns the due recurring children of `queue`, at most `limit` (recurring.lua),
+    -- and announces them. Returns how many were spawned and whether everything due
+    -- was handled. (Pop spawns by itself, without the announcement, as it promotes.)
     return function(now, queue, limit, cap)
       if limit <= 0 then return 0, false end
       local due = redis.call('zrangebyscore', P .. 'q:' .. queue .. '-recur', '0', NOWS,
         'WITHSCORES', 'LIMIT', '0', string.format('%d', limit))
       if #due == 0 then return 0, true end
-      return Qless.Recurring.spawn(now, queue, due, limit, cap)
+      local spawned, all = Qless.Recurring.spawn(now, queue, due, limit, cap)
+      if spawned > 0 then Qless.available(queue, spawned) end
+      return spawned, all
     end
 
   elseif name == 'put' then
@@ -206,6 +215,9 @@ function queue_factory(name)
         -- 6. Away from its worker; a different worker hears that it lost the job.
         if oworker and oworker ~= '' then
           redis.call('zrem', P .. 'w:' .. oworker .. ':jobs', jid)
+          if ostate == 'running' and oqueue and oqueue ~= '' then
+            Qless.slot_freed(oqueue, redis.call('hget', P .. 'config', oqueue .. '-max-concurrency'))
+          end
           if oworker ~= worker then
             local event = Qless.lock_lost_event(jid, oworker)
             redis.call('publish', P .. 'w:' .. oworker, event)
@@ -245,11 +257,14 @@ function queue_factory(name)
         if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
       elseif delay > 0 then
         state = 'scheduled'
-        redis.call('zadd', qkey .. '-scheduled', Qless.numarg(now + delay), jid)
+        local at = Qless.numarg(now + delay)
+        redis.call('zadd', qkey .. '-scheduled', at, jid)
+        Qless.due(queue, at)
       else
         state = 'waiting'
         redis.call('zadd', qkey .. '-work', string.format('%.17g', priority - now / 10000000000),
           jid)
+        Qless.available(queue, 1)
       end
       local etags = '{}'
       if #tags > 0 then etags = cjson.encode(tags) end
@@ -421,6 +436,8 @@ function queue_factory(name)
             else
               Qless.batch('zadd', qkey .. '-locks', locks)
             end
+            -- The sweeper visits the queue when its earliest lock expires.
+            if got > 0 then call('zadd', P .. 'due', 'LT', eargs, q) end
             -- Jobs taken over from expired locks are not in -work, but are removed from it
             -- as any leased job is (ZPOPMAX removed the others).
             if handed > 0 then
@@ -431,6 +448,9 @@ function queue_factory(name)
           end
           remaining = remaining - got
           if got < asked then st.empty = true end
+          -- Jobs this invocation made available and leased itself are not announced.
+          local a = AVAILABLE
+          if a and a[q] then a[q] = a[q] > got and a[q] - got or 0 end
         end
       end
 
@@ -614,7 +634,10 @@ function queue_factory(name)
       end
       redis.call('ltrim', list, '0', -count - 1)
       if redis.call('llen', list) == 0 then redis.call('srem', P .. 'failures', group) end
-      if moved > 0 then redis.call('zadd', P .. 'queues', 'NX', NOWS, queue) end
+      if moved > 0 then
+        redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
+        Qless.available(queue, moved)
+      end
       return moved
     end
 
@@ -648,48 +671,97 @@ function queue_factory(name)
       })
     end
 
-  elseif name == 'sweep' then
-    -- sweep(now, limit) -> {"promoted":n,"spawned":n,"stalled":n,"next":t}: pop's upkeep
-    -- for every registered queue, without leasing anything (extension, lua/README.md).
-    return function(now, limit)
-      local names = redis.call('zrange', P .. 'queues', '0', '-1')
-      local cfg = redis.call('hmget', P .. 'config', 'grace-period', 'max-job-history')
-      local grace = tonumber(cfg[1]) or 10
-      local cap = Qless.history_cap(cfg[2])
-      local promoted, spawned, stalled = 0, 0, 0
-      local nextt
-      local after = '(' .. NOWS
-      local suffixes = { '-scheduled', '-recur', '-locks' }
-      for i = 1, #names do
-        local q = names[i]
-        local qkey = P .. 'q:' .. q
-        promoted = promoted + Qless.Queue.check_scheduled(now, q, limit)
-        spawned = spawned + Qless.Queue.check_recurring(now, q, limit, cap)
-        -- With grace <= 0 pop sends the notice and hands over in one go: nothing to do.
-        if grace > 0 then
-          local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', '0',
-            limit)
-          for k = 1, #jids do
-            local jid = jids[k]
-            local key = P .. 'j:' .. jid
-            local f = redis.call('hmget', key, 'jid', 'worker', 'grace')
-            if f[1] and tonumber(f[3]) ~= 1 then
-              local worker = f[2] or ''
-              redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-              Qless.Queue.lock_notice(now, q, jid, key, worker, grace, cap)
-              stalled = stalled + 1
-            end
+  elseif name == 'visit' then
+    -- Sweep's upkeep of one queue: promotes and spawns what is due (announced), sends
+    -- the grace notice for newly expired locks, and announces the expired locks whose
+    -- notice is out (or with grace <= 0), which the next pop hands over. Then records
+    -- the queue's next due time in `P due` (now if `limit` cut the work short), or
+    -- removes it when nothing is pending. Returns promoted, spawned, stalled, expired.
+    return function(now, q, limit, grace, cap)
+      local qkey = P .. 'q:' .. q
+      local promoted = Qless.Queue.check_scheduled(now, q, limit)
+      local spawned, all = Qless.Queue.check_recurring(now, q, limit, cap)
+      local stalled, expired = 0, 0
+      local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', NOWS, 'LIMIT', '0',
+        string.format('%d', limit))
+      for k = 1, #jids do
+        local jid = jids[k]
+        local key = P .. 'j:' .. jid
+        local f = redis.call('hmget', key, 'jid', 'worker', 'grace')
+        if f[1] then
+          if grace > 0 and tonumber(f[3]) ~= 1 then
+            local worker = f[2] or ''
+            redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+            Qless.Queue.lock_notice(now, q, jid, key, worker, grace, cap)
+            stalled = stalled + 1
+          else
+            expired = expired + 1
           end
         end
+      end
+      if expired > 0 then Qless.available(q, expired) end
+      local nextt
+      if promoted >= limit or not all or #jids >= limit then
+        nextt = now   -- more is due than one visit handles: come back at once
+      else
+        local after = '(' .. NOWS
+        local suffixes = { '-scheduled', '-recur', '-locks' }
         for s = 1, 3 do
           local first = redis.call('zrangebyscore', qkey .. suffixes[s], after, '+inf',
-            'WITHSCORES', 'LIMIT', 0, 1)
+            'WITHSCORES', 'LIMIT', '0', '1')
           local t = tonumber(first[2])
           if t and (not nextt or t < nextt) then nextt = t end
         end
       end
+      if nextt then
+        redis.call('zadd', P .. 'due', Qless.numarg(nextt), q)
+      else
+        redis.call('zrem', P .. 'due', q)
+      end
+      return promoted, spawned, stalled, expired
+    end
+
+  elseif name == 'sweep' then
+    -- sweep(now, limit, scan, cursor) -> {"promoted":n,"spawned":n,"stalled":n,
+    -- "expired":n,"visited":n,"queues":n,"cursor":c,"next":t}: pop's upkeep, without
+    -- leasing anything, for the queues due by now in `P due` (at most `limit` of them),
+    -- then for `scan` queues of `P queues` from rank `cursor` on, which finds work
+    -- written by clients that do not keep `P due` (extension, lua/README.md).
+    return function(now, limit, scan, cursor)
+      local cfg = redis.call('hmget', P .. 'config', 'grace-period', 'max-job-history')
+      local grace = tonumber(cfg[1]) or 10
+      local cap = Qless.history_cap(cfg[2])
+      local names = redis.call('zrangebyscore', P .. 'due', '-inf', NOWS, 'LIMIT', '0',
+        string.format('%d', limit))
+      local seen = {}
+      for i = 1, #names do seen[names[i]] = true end
+      local queues = redis.call('zcard', P .. 'queues')
+      local nextcursor = 0
+      if scan > 0 and queues > 0 then
+        if cursor >= queues then cursor = 0 end
+        local slice = redis.call('zrange', P .. 'queues', string.format('%d', cursor),
+          string.format('%d', cursor + scan - 1))
+        for i = 1, #slice do
+          if not seen[slice[i]] then
+            seen[slice[i]] = true
+            names[#names + 1] = slice[i]
+          end
+        end
+        nextcursor = cursor + #slice
+        if nextcursor >= queues then nextcursor = 0 end
+      end
+      local promoted, spawned, stalled, expired = 0, 0, 0, 0
+      local visit = Qless.Queue.visit
+      for i = 1, #names do
+        local p, s, st, e = visit(now, names[i], limit, grace, cap)
+        promoted, spawned, stalled, expired = promoted + p, spawned + s, stalled + st,
+          expired + e
+      end
+      local first = redis.call('zrange', P .. 'due', '0', '0', 'WITHSCORES')
       return '{"promoted":' .. promoted .. ',"spawned":' .. spawned .. ',"stalled":' ..
-        stalled .. ',"next":' .. string.format('%.17g', nextt or 0) .. '}'
+        stalled .. ',"expired":' .. expired .. ',"visited":' .. #names .. ',"queues":' ..
+        queues .. ',"cursor":' .. nextcursor .. ',"next":' ..
+        string.format('%.17g', tonumber(first[2]) or 0) .. '}'
     end
   end
 end

@@ -75,7 +75,9 @@ function recurring_factory(name)
         'queue', queue, 'type', 'interval',
         'count', f[2] or '0', 'interval', numarg(interval), 'retries', numarg(retries),
         'backlog', numarg(backlog))
-      redis.call('zadd', P .. 'q:' .. queue .. '-recur', Qless.numarg(now + offset), jid)
+      local at = Qless.numarg(now + offset)
+      redis.call('zadd', P .. 'q:' .. queue .. '-recur', at, jid)
+      Qless.due(queue, at)
       redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
       return jid
     end
@@ -144,7 +146,8 @@ function recurring_factory(name)
         local k, v = args[i], args[i + 1]
         if k == 'interval' then
           local n = tonumber(v)
-          redis.call('zincrby', P .. 'q:' .. queue .. '-recur', n - interval, jid)
+          local at = redis.call('zincrby', P .. 'q:' .. queue .. '-recur', n - interval, jid)
+          Qless.due(queue, at)
           redis.call('hset', key, 'interval', n)
           interval = n
         elseif k == 'queue' then
@@ -152,7 +155,10 @@ function recurring_factory(name)
             local old = P .. 'q:' .. queue .. '-recur'
             local score = redis.call('zscore', old, jid)
             redis.call('zrem', old, jid)
-            if score then redis.call('zadd', P .. 'q:' .. v .. '-recur', score, jid) end
+            if score then
+              redis.call('zadd', P .. 'q:' .. v .. '-recur', score, jid)
+              Qless.due(v, score)
+            end
           end
           redis.call('hset', key, 'queue', v)
           redis.call('zadd', P .. 'queues', 'NX', NOWS, v)

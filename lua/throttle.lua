@@ -137,7 +137,9 @@ function throttle_factory(name)
             redis.call('zadd', qkey .. '-throttled', score, jid)
             redis.call('hset', key, 'throttled', full)
           else
-            redis.call('zadd', qkey .. '-scheduled', Qless.numarg(retry_at), jid)
+            local at = Qless.numarg(retry_at)
+            redis.call('zadd', qkey .. '-scheduled', at, jid)
+            Qless.due(queue, at)
             redis.call('hset', key, 'state', 'scheduled')
           end
           parked = parked + 1
@@ -173,9 +175,8 @@ function throttle_factory(name)
 
   elseif name == 'drain' then
     -- Moves the jobs waiting on throttle `tname` that now have room (all of them when
-    -- it has no maximum) back to the top of their queues' -work, and announces each
-    -- with an `unthrottled` event on ql:log, which wakes the queue's long-polling
-    -- workers.
+    -- it has no maximum) back to the top of their queues' -work, with an
+    -- `unthrottled` event on ql:log each, and announces them on ql:available.
     return function(now, tname)
       local th = P .. 'th:' .. tname
       local waiting = th .. '-waiting'
@@ -198,6 +199,7 @@ function throttle_factory(name)
           redis.call('hdel', key, 'throttled')
           redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) ..
             ',"event":"unthrottled","queue":' .. cjson.encode(q) .. '}')
+          Qless.available(q, 1)
         end
       end
     end

@@ -1,15 +1,19 @@
 //! Leasing jobs to HTTP workers: long-poll pops and multi-queue selection.
 //!
-//! A pop that finds nothing can wait. Waiters queue up per Redis queue, oldest first;
-//! each "a job became available in Q" signal (a put or advance event from the
-//! script's pub/sub, relayed by [`Leasing::listen`]) wakes exactly one waiter, so one
-//! job is contended by one request rather than by a thundering herd. The sweeper wakes
-//! every waiter when scheduled jobs, recurring spawns or expired locks fall due, and
-//! each waiter also re-checks on its own every [`RECHECK`] as a safety net for
-//! transitions the script announces with no event: retries, unfails and completions
-//! that release dependents made through this gateway signal their queues directly
-//! (completions learn the queues from `complete.report`); those made by another
-//! process are found by the re-check.
+//! A pop that finds nothing can wait. Waiters queue up per Redis queue, oldest first.
+//! The script itself announces every transition that makes jobs poppable (a put, a
+//! retry, an unfail, released dependents, a promotion or spawn by the sweeper, a lock
+//! handed over, an unpause, a freed concurrency or throttle slot...): one message per
+//! queue and invocation on `<prefix>available`, `{"queue":Q,"count":n}`. Every gateway
+//! relays it ([`Leasing::listen`]) to the waiters of Q only, one waiter per job, so one
+//! job is contended by one request rather than by a thundering herd, and a retry made
+//! on another gateway, or by any client running this script, wakes a waiter here
+//! within milliseconds.
+//!
+//! Each waiter still re-checks on its own every [`RECHECK`], as a slow safety net for
+//! what no announcement covers: work written by clients running another script (stock
+//! qless clients on the legacy prefix), and announcements lost while the gateway's
+//! subscription was reconnecting (Redis pub/sub delivers at most once).
 //!
 //! Multi-queue pops plan, in Rust, the order in which queues are tried (ordered,
 //! round-robin, or a weighted lottery) and hand the whole plan to one script call
@@ -28,8 +32,9 @@ use crate::core::events::EventBus;
 use crate::core::{Error, Leased, Qless};
 use crate::model::Job;
 
-/// How often a waiter re-checks its queues even without a wake-up.
-pub const RECHECK: Duration = Duration::from_secs(1);
+/// How often a waiter re-checks its queues even without a wake-up (the safety net of
+/// the module docs: slow, since every transition this script makes is announced).
+pub const RECHECK: Duration = Duration::from_secs(5);
 
 /// Most (queue, max) pairs a plan sends to the script.
 const MAX_PLAN: usize = 4096;
@@ -243,7 +248,7 @@ impl Drop for Registration<'_> {
         // Jobs announced to this request after its last pop may still be waiting.
         for _ in 0..self.unsettled() {
             for queue in self.queues {
-                self.leasing.job_available(queue);
+                let _ = self.leasing.job_available(queue);
             }
         }
     }
@@ -279,30 +284,45 @@ impl Leasing {
         self.wake_all();
     }
 
+    /// `count` jobs became available in `queue`: each is credited to a woken request
+    /// whose pop can still take it, or else wakes the oldest waiting request.
+    pub fn jobs_available(&self, queue: &str, count: u64) {
+        for _ in 0..count {
+            if !self.job_available(queue) {
+                return;
+            }
+        }
+    }
+
     /// A job became available in `queue`: credit it to a woken request whose pop can
-    /// still take it, or else wake the oldest waiting request.
-    pub fn job_available(&self, queue: &str) {
+    /// still take it, or else wake the oldest waiting request. False when nobody is
+    /// left to tell (more jobs would change nothing).
+    fn job_available(&self, queue: &str) -> bool {
         let mut lines = self.lines.lock().expect("waiters lock");
         let Some(line) = lines.get_mut(queue) else {
-            return;
+            return false;
         };
         line.awake.retain(|slot| slot.state() == NOTIFIED);
         if line.awake.iter().any(|slot| slot.credit()) {
-            return;
+            return true;
         }
+        let mut told = false;
         while let Some(slot) = line.waiting.pop_front() {
             if slot.wake() {
                 line.awake.push(slot);
+                told = true;
                 break;
             }
         }
         if line.waiting.is_empty() && line.awake.is_empty() {
             lines.remove(queue);
         }
+        told
     }
 
-    /// Wakes every waiter (something fell due; they re-check their queues).
-    pub fn wake_all(&self) {
+    /// Wakes every waiter (shutting down, or announcements may have been missed: they
+    /// re-check their queues).
+    fn wake_all(&self) {
         let mut lines = self.lines.lock().expect("waiters lock");
         for (_, line) in lines.drain() {
             for slot in line.waiting {
@@ -341,14 +361,14 @@ impl Leasing {
         }
     }
 
-    /// Relays the script's events to waiters: a put into Q or an advance to Q makes a
-    /// job available there; a lock lost (timeout, expiry) may make one available in a
-    /// queue the event does not name, so everyone re-checks.
+    /// Relays the script's announcements (`available`) to the waiters of the queue
+    /// they name. Should the relay fall behind the event stream, some announcements
+    /// are lost: everyone re-checks.
     pub async fn listen(self: Arc<Self>, events: EventBus) {
         let mut receiver = events.subscribe();
         loop {
             match receiver.recv().await {
-                Ok(event) if event.channel == "log" => self.on_log_event(&event.payload),
+                Ok(event) if event.channel == "available" => self.on_available(&event.payload),
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => self.wake_all(),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -356,33 +376,22 @@ impl Leasing {
         }
     }
 
-    fn on_log_event(&self, payload: &str) {
-        // With nobody waiting every event is a no-op: skip reading it. (A request that
-        // starts waiting right after still sees the job: it registers, then pops.)
+    fn on_available(&self, payload: &str) {
+        // With nobody waiting every announcement is a no-op: skip reading it. (A
+        // request that starts waiting right after still sees the job: it registers,
+        // then pops.)
         if self.lines.lock().expect("waiters lock").is_empty() {
             return;
         }
-        // Every put and completion passes through here: read only the three fields
-        // that matter, borrowing them from the payload where no escapes need undoing.
         #[derive(serde::Deserialize)]
-        struct LogEvent<'a> {
-            #[serde(borrow, default)]
-            event: Option<Cow<'a, str>>,
-            #[serde(borrow, default)]
-            queue: Option<Cow<'a, str>>,
-            #[serde(borrow, default)]
-            to: Option<Cow<'a, str>>,
+        struct Available<'a> {
+            #[serde(borrow)]
+            queue: Cow<'a, str>,
+            count: u64,
         }
-        let Ok(event) = serde_json::from_str::<LogEvent>(payload) else {
-            return;
-        };
-        match (event.event.as_deref(), event.queue, event.to) {
-            // `unthrottled`: a job that waited for room in a throttle is back in its queue.
-            (Some("put" | "unthrottled"), Some(queue), _) | (Some("advanced"), _, Some(queue)) => {
-                self.job_available(&queue)
-            }
-            (Some("lock_lost"), _, _) => self.wake_all(),
-            _ => {}
+        match serde_json::from_str::<Available>(payload) {
+            Ok(available) => self.jobs_available(&available.queue, available.count),
+            Err(err) => tracing::warn!(%err, "unreadable announcement on the available channel"),
         }
     }
 

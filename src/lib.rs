@@ -25,7 +25,7 @@
 //! * [`model`]: request and response types (serde + utoipa).
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
-//! * [`sweeper`]: the background upkeep that keeps time for every queue.
+//! * [`sweeper`]: the background upkeep that keeps time, visiting the queues that are due.
 //! * [`tenants`]: several namespaces in one gateway, chosen by the `Qless-Namespace`
 //!   header (or the token); each with its own state.
 //! * [`openapi`]: the OpenAPI document served at `/openapi.json`.

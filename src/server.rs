@@ -358,7 +358,6 @@ async fn serve_with(
             tokio::spawn(sweeper::run(
                 state.qless.clone(),
                 state.clock.clone(),
-                state.leasing.clone(),
                 gateway.clone(),
                 stopped.clone(),
             ))

@@ -1,8 +1,21 @@
-//! The server keeps time: a background task runs the script's upkeep (`sweep`) for
-//! every queue, so scheduled jobs become waiting, recurring jobs spawn and workers
-//! hear about expired locks at the due time even on queues nobody pops. It sleeps
-//! until the next due time the sweep reports (at most [`MAX_IDLE`]), and wakes the
-//! long-poll waiters whenever something fell due.
+//! The server keeps time: a background task runs the script's upkeep (`sweep`), so
+//! scheduled jobs become waiting, recurring jobs spawn and workers hear about expired
+//! locks at the due time even on queues nobody pops.
+//!
+//! It visits what is due, not every queue: the script keeps `<prefix>due`, a sorted
+//! set of queue → the earliest time something of that queue falls due (a scheduled
+//! job, a recurring spawn, a lock expiry), lowered on every write that sets such a
+//! time, and a sweep visits only the queues due by now and reports when the next one
+//! is. The task sleeps until then (at least [`MIN_IDLE`], at most [`MAX_IDLE`]: a
+//! time set by another gateway meanwhile is seen within a tick). Whatever the sweep
+//! makes poppable (promotions, spawns, expired locks past their notice) the script
+//! announces itself on `<prefix>available`, so the long-poll waiters of every gateway
+//! wake for it: the sweeper wakes nobody.
+//!
+//! Clients that do not run this script (stock qless clients on the legacy prefix)
+//! write schedules without touching `<prefix>due`. For them each tick also visits a
+//! slice of the registered queues, sized so that a slow pass covers them all every
+//! [`SLOW_PASS`]; visiting a queue also files its next due time in the index.
 //!
 //! Several qlessd processes may serve the same Redis, but only one at a time sweeps a
 //! namespace: the one holding its sweeper lease (`<prefix>sweeper`, the holder's
@@ -12,23 +25,25 @@
 //! breaks: each sweep is one atomic script call, so a due job is promoted or spawned
 //! exactly once whoever gets there first.)
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::core::Qless;
-use crate::leasing::Leasing;
 
-/// Longest sleep between two sweeps: also bounds how late work written by a client
-/// that bypasses qlessd (and so announces nothing) is noticed.
+/// Longest sleep between two sweeps: bounds how late a due time written while the
+/// sweeper sleeps (by another gateway) is acted on, and paces the slow pass.
 pub const MAX_IDLE: Duration = Duration::from_secs(1);
+
+/// How long the slow pass takes to visit every registered queue: bounds how late
+/// schedules written by clients that do not keep `<prefix>due` are acted on.
+pub const SLOW_PASS: Duration = Duration::from_secs(30);
 
 /// Shortest sleep, so a due time in the past cannot make the loop spin.
 const MIN_IDLE: Duration = Duration::from_millis(5);
 
-/// Most items of each kind one sweep handles per queue.
+/// Most items of each kind one sweep handles per queue, and most due queues it visits.
 const LIMIT: u32 = 1000;
 
 /// How long the sweeper lease lasts without renewal: how long a namespace may go
@@ -52,19 +67,23 @@ pub fn gateway_id() -> String {
     format!("{}-{started:x}", std::process::id())
 }
 
+/// How many queues one tick of the slow pass visits so that `queues` are all visited
+/// within [`SLOW_PASS`].
+fn slice(queues: i64) -> u32 {
+    let ticks = (SLOW_PASS.as_secs_f64() / MAX_IDLE.as_secs_f64()).max(1.0);
+    ((queues.max(1) as f64 / ticks).ceil() as u32).clamp(1, LIMIT)
+}
+
 /// Runs until `stop` turns true, sweeping while this gateway (`holder`) holds the
 /// namespace's sweeper lease, and giving the lease up when it stops.
-pub async fn run(
-    qless: Qless,
-    clock: Clock,
-    leasing: Arc<Leasing>,
-    holder: String,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn run(qless: Qless, clock: Clock, holder: String, mut stop: watch::Receiver<bool>) {
     let mut failures = 0u32;
-    let mut due_at = 0.0;
     let mut holding = false;
     let mut renewed: Option<Instant> = None;
+    // The slow pass: where its next slice starts, how long it is, when it was taken.
+    let mut cursor = 0u64;
+    let mut queues = 0i64;
+    let mut sliced: Option<Instant> = None;
     loop {
         if renewed.is_none_or(|at| at.elapsed() >= RENEW_EVERY) {
             let held = match qless.hold_lease(LEASE, &holder, LEASE_TTL).await {
@@ -86,23 +105,26 @@ pub async fn run(
             MAX_IDLE
         } else {
             let now = clock.now();
+            let scan = if sliced.is_none_or(|at| at.elapsed() >= MAX_IDLE) {
+                slice(queues)
+            } else {
+                0
+            };
             let started = Instant::now();
-            let swept = qless.sweep(now, LIMIT).await;
+            let swept = qless.sweep(now, LIMIT, scan, cursor).await;
             crate::metrics::METRICS.sweep(started.elapsed(), swept.is_err());
             match swept {
                 Ok(report) => {
                     failures = 0;
                     tracing::trace!(?report, "swept");
-                    if report.promoted + report.spawned + report.stalled > 0 {
+                    if report.promoted + report.spawned + report.stalled + report.expired > 0 {
                         tracing::debug!(?report, "sweep");
                     }
-                    // Something due now may have made a job poppable: promotions, spawns,
-                    // and locks whose grace period ran out (which only a pop hands over).
-                    let fell_due = due_at > 0.0 && now >= due_at;
-                    if report.promoted + report.spawned > 0 || fell_due {
-                        leasing.wake_all();
+                    if scan > 0 {
+                        sliced = Some(Instant::now());
+                        cursor = u64::try_from(report.cursor).unwrap_or(0);
+                        queues = report.queues;
                     }
-                    due_at = report.next;
                     if report.next > 0.0 {
                         // A job may be scheduled centuries ahead (any finite delay is
                         // accepted): a wait too long for a Duration is simply the longest.
@@ -132,5 +154,24 @@ pub async fn run(
             }
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slow_pass_visits_every_queue_within_its_period() {
+        let ticks = (SLOW_PASS.as_secs_f64() / MAX_IDLE.as_secs_f64()) as i64;
+        for queues in [0, 1, 29, 30, 31, 1000, 100_000] {
+            let per_tick = i64::from(slice(queues));
+            assert!(per_tick >= 1);
+            assert!(
+                per_tick * ticks >= queues || per_tick == i64::from(LIMIT),
+                "{queues} queues, {per_tick} a tick"
+            );
+        }
+        assert_eq!(slice(1000), 34);
     }
 }

@@ -16,9 +16,10 @@ use super::subscription::Subscription;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// The channel without the namespace prefix: `log`, `w:<worker>`, `put`, `popped`,
-    /// `completed`, `failed`, `stalled`, `canceled`, `track`, `untrack`.
+    /// `completed`, `failed`, `stalled`, `canceled`, `track`, `untrack`, `available`.
     pub channel: String,
-    /// The payload exactly as published (JSON for `log` and `w:*`, a jid otherwise).
+    /// The payload exactly as published (JSON for `log`, `w:*` and `available`, a jid
+    /// otherwise).
     pub payload: String,
 }
 

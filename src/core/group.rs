@@ -182,7 +182,7 @@ pub(super) fn job_event(command: &str, args: &[String]) -> Option<JobEvent> {
         "put" => (Some(1), "put"),
         // key, ttl, mode, then put's own arguments
         "put.idem" => (Some(4), "put"),
-        "complete" | "complete.report" => (Some(2), "completed"),
+        "complete" => (Some(2), "completed"),
         "fail" => (None, "failed"),
         "retry" => (Some(1), "retried"),
         "timeout" => (None, "timed_out"),

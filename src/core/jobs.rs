@@ -117,28 +117,6 @@ impl CompleteArgs {
     }
 }
 
-/// What `complete.report` answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completion {
-    /// The job's new state: `complete`, or `waiting` / `scheduled` / `depends` in `next`.
-    pub state: String,
-    /// Queues in which a dependent released by this completion is now waiting.
-    pub released: Vec<String>,
-}
-
-impl Completion {
-    fn from_reply(value: redis::Value) -> Result<Self, Error> {
-        let mut words = reply::strings(value)?.into_iter();
-        let state = words
-            .next()
-            .ok_or_else(|| Error::reply("complete.report answered an empty array"))?;
-        Ok(Completion {
-            state,
-            released: words.collect(),
-        })
-    }
-}
-
 /// Arguments of `retry`.
 #[derive(Debug, Clone, Default)]
 pub struct RetryArgs {
@@ -439,26 +417,20 @@ impl Qless {
         reply::string(self.call("complete", now, args.into_args()).await?)
     }
 
-    /// `complete.report`: `complete`, also naming the queues where dependents it
-    /// released are now waiting.
-    pub async fn complete_report(&self, now: f64, args: CompleteArgs) -> Result<Completion, Error> {
-        Completion::from_reply(self.call("complete.report", now, args.into_args()).await?)
-    }
-
-    /// `complete.report` for many jobs in one round trip; one result per job.
-    pub async fn complete_report_many(
+    /// `complete` for many jobs in one round trip; one result (the new state) per job.
+    pub async fn complete_many(
         &self,
         now: f64,
         jobs: Vec<CompleteArgs>,
-    ) -> Result<Vec<Result<Completion, Error>>, Error> {
+    ) -> Result<Vec<Result<String, Error>>, Error> {
         let calls: Vec<(&str, Vec<String>)> = jobs
             .into_iter()
-            .map(|job| ("complete.report", job.into_args()))
+            .map(|job| ("complete", job.into_args()))
             .collect();
         let results = self.call_many(now, &calls).await?;
         Ok(results
             .into_iter()
-            .map(|r| r.and_then(Completion::from_reply))
+            .map(|r| r.and_then(reply::string))
             .collect())
     }
 
@@ -546,20 +518,21 @@ impl Qless {
         Ok(after)
     }
 
-    /// `complete.report`, then a lease of up to `count` jobs of the job's queue to the
-    /// same worker, in one invocation. A refused completion leases nothing (its error).
+    /// `complete`, then a lease of up to `count` jobs of the job's queue to the same
+    /// worker, in one invocation; the job's new state and the lease. A refused
+    /// completion leases nothing (its error).
     pub async fn complete_and_pop(
         &self,
         now: f64,
         args: CompleteArgs,
         count: u32,
-    ) -> Result<(Completion, Leased), Error> {
-        self.pop_after(now, count, vec![("complete.report", args.into_args())])
+    ) -> Result<(String, Leased), Error> {
+        self.pop_after(now, count, vec![("complete", args.into_args())])
             .await?
-            .single(Completion::from_reply)
+            .single(reply::string)
     }
 
-    /// `complete.report` for each job, then, only if every one was completed, a lease
+    /// `complete` for each job, then, only if every one was completed, a lease
     /// of up to `count` jobs of the first job's queue to its worker. Up to
     /// [`super::BATCH_CALLS`] jobs go in one invocation; more are completed in batches
     /// first and the lease follows in an invocation of its own.
@@ -568,13 +541,13 @@ impl Qless {
         now: f64,
         jobs: Vec<CompleteArgs>,
         count: u32,
-    ) -> Result<(Vec<Result<Completion, Error>>, Option<Leased>), Error> {
+    ) -> Result<(Vec<Result<String, Error>>, Option<Leased>), Error> {
         let Some(first) = jobs.first() else {
             return Ok((Vec::new(), None));
         };
         let (queue, worker) = (first.queue.clone(), first.worker.clone());
         if jobs.len() > super::BATCH_CALLS {
-            let results = self.complete_report_many(now, jobs).await?;
+            let results = self.complete_many(now, jobs).await?;
             let leased = if results.iter().all(Result::is_ok) {
                 let jobs = self.pop(now, &queue, &worker, count).await?;
                 Some(Leased { queue, jobs })
@@ -585,13 +558,13 @@ impl Qless {
         }
         let calls = jobs
             .into_iter()
-            .map(|job| ("complete.report", job.into_args()))
+            .map(|job| ("complete", job.into_args()))
             .collect();
         let after = self.pop_after(now, count, calls).await?;
         let results = after
             .results
             .into_iter()
-            .map(|r| r.and_then(Completion::from_reply))
+            .map(|r| r.and_then(reply::string))
             .collect();
         Ok((results, after.leased))
     }

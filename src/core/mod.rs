@@ -27,8 +27,8 @@ use redis::{ServerErrorKind, Value};
 
 pub use error::{Error, ScriptCode};
 pub use jobs::{
-    CompleteArgs, Completion, FailArgs, Idempotency, Leased, PutArgs, PutOutcome, RequeueKeep,
-    RetryArgs, Tracked,
+    CompleteArgs, FailArgs, Idempotency, Leased, PutArgs, PutOutcome, RequeueKeep, RetryArgs,
+    Tracked,
 };
 pub use queues::Listing;
 pub use recurring::{RecurArgs, RecurUpdate};

@@ -144,10 +144,17 @@ impl Qless {
         reply::json(self.call("stats", now, args).await?)
     }
 
-    /// `sweep`: promotes due jobs, spawns due recurring children and notifies
-    /// expired locks on every queue, without leasing anything.
-    pub async fn sweep(&self, now: f64, limit: u32) -> Result<SweepReport, Error> {
-        let args = Args::new().arg(limit).into_vec();
+    /// `sweep`: promotes due jobs, spawns due recurring children, notifies and
+    /// announces expired locks, without leasing anything, on the queues due by `now`
+    /// and on `scan` queues from rank `cursor` on (the slow pass).
+    pub async fn sweep(
+        &self,
+        now: f64,
+        limit: u32,
+        scan: u32,
+        cursor: u64,
+    ) -> Result<SweepReport, Error> {
+        let args = Args::new().arg(limit).arg(scan).arg(cursor).into_vec();
         reply::json(self.call("sweep", now, args).await?)
     }
 }

@@ -80,7 +80,21 @@ pub struct SweepReport {
     pub spawned: i64,
     /// Expired locks whose workers were notified.
     pub stalled: i64,
-    /// Earliest future time something becomes due; 0 when nothing is pending.
+    /// Expired locks past their notice, announced as available to the next pop.
+    #[serde(default)]
+    pub expired: i64,
+    /// Queues visited: those due, plus the slice of the slow pass.
+    #[serde(default)]
+    pub visited: i64,
+    /// Queues registered in the namespace.
+    #[serde(default)]
+    pub queues: i64,
+    /// Rank in the queue list where the next slice of the slow pass starts (0: the
+    /// pass starts over).
+    #[serde(default)]
+    pub cursor: i64,
+    /// Earliest time some queue is due (may be now or past when one sweep could not
+    /// handle everything due); 0 when nothing is pending.
     #[serde(deserialize_with = "wire::number")]
     pub next: f64,
 }

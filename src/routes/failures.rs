@@ -96,9 +96,5 @@ async fn unfail_jobs(
         .qless
         .unfail(state.clock.now(), &body.queue, &group, count)
         .await?;
-    // The script announces no unfail; long polls here need not wait for their recheck.
-    for _ in 0..moved {
-        state.leasing.job_available(&body.queue);
-    }
     Ok(Json(UnfailResult { moved }))
 }

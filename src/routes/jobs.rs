@@ -17,7 +17,7 @@ use axum::extract::DefaultBodyLimit;
 
 use super::extract::{BatchJson, Json, Path, Query};
 use super::validate::{self, JobData};
-use crate::core::{CompleteArgs, Completion, FailArgs, PutArgs, RequeueKeep, RetryArgs};
+use crate::core::{CompleteArgs, FailArgs, PutArgs, RequeueKeep, RetryArgs};
 use crate::error::ApiError;
 use crate::model::wire::RawJson;
 use crate::model::{
@@ -190,21 +190,19 @@ async fn complete_job(
     let args = complete_args(jid, body, state.limits.max_job_size)?;
     let now = state.clock.now();
     let Some((count, wait)) = pop else {
-        let completion = state.qless.complete_report(now, args).await?;
-        wake_for_released(&state, &completion);
+        let completion = state.qless.complete(now, args).await?;
         return Ok(Json(CompleteJobResponse {
-            state: completion_state(completion.state)?,
+            state: completion_state(completion)?,
             popped: None,
         }));
     };
     let (completion, leased) = state.qless.complete_and_pop(now, args, count).await?;
-    wake_for_released(&state, &completion);
     let popped = state
         .leasing
         .after_end(leased, &worker, count, wait)
         .await?;
     Ok(Json(CompleteJobResponse {
-        state: completion_state(completion.state)?,
+        state: completion_state(completion)?,
         popped: Some(popped),
     }))
 }
@@ -215,14 +213,6 @@ fn pop_next(pop: PopNext, state: &AppState) -> Result<(u32, std::time::Duration)
         validate::page_count(pop.count)?,
         validate::wait(pop.wait, state.limits.max_wait)?,
     ))
-}
-
-/// Dependents released by a completion are waiting jobs that no put announced:
-/// long-polling workers of their queues are told here.
-fn wake_for_released(state: &AppState, completion: &Completion) {
-    for queue in &completion.released {
-        state.leasing.job_available(queue);
-    }
 }
 
 /// Checks a completion and turns it into script arguments.
@@ -329,21 +319,18 @@ async fn complete_jobs(
         .collect::<Result<Vec<_>, _>>()?;
     let now = state.clock.now();
     let (results, leased) = match pop {
-        None => (state.qless.complete_report_many(now, args).await?, None),
+        None => (state.qless.complete_many(now, args).await?, None),
         Some((count, _)) => state.qless.complete_many_and_pop(now, args, count).await?,
     };
     let jobs = jids
         .into_iter()
         .zip(results)
         .map(|(jid, result)| match result.map_err(ApiError::from) {
-            Ok(completion) => {
-                wake_for_released(&state, &completion);
-                Ok(CompleteJobsOutcome {
-                    jid,
-                    state: Some(completion_state(completion.state)?),
-                    problem: None,
-                })
-            }
+            Ok(completion) => Ok(CompleteJobsOutcome {
+                jid,
+                state: Some(completion_state(completion)?),
+                problem: None,
+            }),
             Err(err) => outcome_problem(err).map(|problem| CompleteJobsOutcome {
                 jid,
                 state: None,
@@ -572,10 +559,6 @@ async fn retry_job(
             (remaining, Some(leased))
         }
     };
-    if remaining >= 0 && delay.is_none_or(|delay| delay == 0.0) {
-        // The script announces no retry; a long poll here need not wait for its recheck.
-        state.leasing.job_available(&body.queue);
-    }
     let popped = match (pop, leased) {
         (Some((count, wait)), Some(leased)) => Some(
             state

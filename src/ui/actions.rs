@@ -122,12 +122,11 @@ pub(super) async fn unpause(
         .qless
         .unpause(ui.app.clock.now(), std::slice::from_ref(&queue))
         .await?;
-    ui.app.leasing.job_available(&queue);
     back(format!("/ui/queues/{}", seg(&queue)))
 }
 
 /// Puts a job back into `queue` keeping everything else (the API's requeue with only
-/// `queue` given), and wakes long polls there.
+/// `queue` given); the script announces it to long polls there.
 async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
     let args = PutArgs {
         worker: String::new(),
@@ -151,7 +150,6 @@ async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
         .qless
         .requeue_keeping(ui.app.clock.now(), args, keep)
         .await?;
-    ui.app.leasing.job_available(queue);
     Ok(())
 }
 

@@ -1,8 +1,8 @@
 //! The script's semantics, driven through `core` with logical time.
 
+mod available;
 mod batch;
 mod compat;
-mod complete_report;
 mod config;
 mod events;
 mod grouping;

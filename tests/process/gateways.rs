@@ -102,6 +102,46 @@ impl Gateway {
             .collect()
     }
 
+    /// How many pop requests wait on this gateway (its `/metrics` gauge).
+    async fn waiters(&self) -> i64 {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|line| line.starts_with("qless_longpoll_waiters"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<i64>().ok())
+            .sum()
+    }
+
+    /// Long-polls `q` here, runs `act` once the poll waits, and returns how long after
+    /// `act` began the poll came back, with the one job it must have got: `jid`.
+    async fn woken_by(&self, jid: &str, act: impl Future<Output = ()>) -> Duration {
+        let request = self
+            .http
+            .post(format!("{}/v1/queues/q/pop", self.base))
+            .json(&json!({"worker": "waiter", "wait": 20}));
+        let waiter = tokio::spawn(async move {
+            let reply = request.send().await.unwrap();
+            let at = Instant::now();
+            (at, reply.json::<Value>().await.unwrap())
+        });
+        until(Duration::from_secs(5), "the long poll waits", async || {
+            self.waiters().await == 1
+        })
+        .await;
+        let started = Instant::now();
+        act.await;
+        let (returned, body) = waiter.await.unwrap();
+        assert_eq!(body[0]["jid"], jid, "{body}");
+        returned.duration_since(started)
+    }
+
     async fn expires(&self, jid: &str) -> f64 {
         let job = self.get(&format!("/v1/jobs/{jid}")).await;
         job["expires"].as_f64().unwrap_or_else(|| panic!("{job}"))
@@ -268,5 +308,94 @@ async fn one_gateway_sweeps_and_another_takes_over_within_the_lease_when_it_dies
     assert!(
         promoted >= Duration::from_millis(1900) && promoted < Duration::from_millis(3200),
         "promoted after {promoted:?}"
+    );
+}
+
+/// Well under the waiters' own re-check (and the old one-second one): only an
+/// announcement can wake a long poll this fast.
+const PROMPTLY: Duration = Duration::from_millis(500);
+
+#[tokio::test]
+async fn a_long_poll_on_one_gateway_wakes_promptly_for_work_made_available_elsewhere() {
+    let redis = RedisServer::start();
+    let a = Gateway::start(&redis, None).await;
+    let b = Gateway::start(&redis, None).await;
+    assert!(PROMPTLY < qlessd::leasing::RECHECK);
+
+    // A put through the other gateway.
+    let put = a
+        .woken_by("put", async {
+            b.post("/v1/queues/q/jobs", json!({"jid": "put", "klass": "K"}))
+                .await;
+        })
+        .await;
+    assert!(put < PROMPTLY, "a put on B woke A's long poll after {put:?}");
+
+    // A retry through the other gateway.
+    b.post("/v1/queues/q/jobs", json!({"jid": "retried", "klass": "K"}))
+        .await;
+    assert_eq!(b.pop("first").await, ["retried"]);
+    let retry = a
+        .woken_by("retried", async {
+            b.post(
+                "/v1/jobs/retried/retry",
+                json!({"worker": "first", "queue": "q"}),
+            )
+            .await;
+        })
+        .await;
+    assert!(retry < PROMPTLY, "a retry on B woke A's long poll after {retry:?}");
+
+    // An unfail through the other gateway.
+    b.post("/v1/queues/q/jobs", json!({"jid": "unfailed", "klass": "K"}))
+        .await;
+    assert_eq!(b.pop("first").await, ["unfailed"]);
+    b.post(
+        "/v1/jobs/unfailed/fail",
+        json!({"worker": "first", "group": "boom", "message": "m"}),
+    )
+    .await;
+    let unfail = a
+        .woken_by("unfailed", async {
+            b.post("/v1/failures/boom/unfail", json!({"queue": "q"}))
+                .await;
+        })
+        .await;
+    assert!(unfail < PROMPTLY, "an unfail on B woke A's long poll after {unfail:?}");
+
+    // A put by a plain Redis client running the script, no gateway involved.
+    let raw = a
+        .woken_by("raw", async {
+            let mut conn = redis.client().get_connection().unwrap();
+            let now = redis_now(&redis);
+            let _: String = redis::cmd("EVAL")
+                .arg(qlessd::core::script::SOURCE)
+                .arg(0)
+                .arg(["put", &now.to_string(), "", "q", "raw", "K", "{}", "0"])
+                .query(&mut conn)
+                .unwrap();
+        })
+        .await;
+    assert!(raw < PROMPTLY, "a raw script put woke A's long poll after {raw:?}");
+
+    // A job scheduled through the other gateway, on a queue nobody pops: the sweeper
+    // (in whichever gateway holds the lease) promotes it, the script announces it.
+    let scheduled = a
+        .woken_by("scheduled", async {
+            b.post(
+                "/v1/queues/q/jobs",
+                json!({"jid": "scheduled", "klass": "K", "delay": 1}),
+            )
+            .await;
+        })
+        .await;
+    let late = qlessd::sweeper::MAX_IDLE + PROMPTLY;
+    assert!(
+        scheduled >= Duration::from_millis(900) && scheduled < Duration::from_secs(1) + late,
+        "a job due in 1 s woke A's long poll after {scheduled:?}"
+    );
+    println!(
+        "woken after: put {put:?}, retry {retry:?}, unfail {unfail:?}, raw script put \
+         {raw:?}, a 1 s delay {scheduled:?}"
     );
 }
