@@ -600,19 +600,20 @@ Qless = setmetatable({ [0] = function(name)
         else
           b = 'd' .. floor(s / 86400)
         end
-        local cur = redis.call('hmget', key, 'total', 'mean', 'vk', b)
-        local total, mean, vk = tonumber(cur[1]), v, 0
-        if total then
-          total = total + 1
-          local old = tonumber(cur[2]) or 0
+        -- The two counters with HINCRBY, whose integer reply needs no parsing: cheaper
+        -- than reading them (an HMGET field, strtod) and writing them back (%d, an
+        -- HMSET pair). Only mean and vk make the round trip through Lua.
+        local total = redis.call('hincrby', key, 'total', '1')
+        redis.call('hincrby', key, b, '1')
+        local mean, vk = v, 0
+        if total > 1 then
+          local cur = redis.call('hmget', key, 'mean', 'vk')
+          local old = tonumber(cur[1]) or 0
           mean = old + (v - old) / total
-          vk = (tonumber(cur[3]) or 0) + (v - mean) * (v - old)
-        else
-          total = 1
+          vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
         end
-        redis.call('hmset', key, 'total', format('%d', total), 'mean', format('%.17g', mean),
-          'vk', vk == 0 and '0' or format('%.17g', vk),
-          b, format('%d', (tonumber(cur[4]) or 0) + 1))
+        redis.call('hmset', key, 'mean', format('%.17g', mean),
+          'vk', vk == 0 and '0' or format('%.17g', vk))
         return
       end
       local function bucket(v)
