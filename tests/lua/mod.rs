@@ -1,6 +1,7 @@
 //! The script's semantics, driven through `core` with logical time.
 
 mod batch;
+mod compact_history;
 mod compat;
 mod complete_report;
 mod config;
