@@ -155,10 +155,15 @@ impl Target {
 
     /// A handle of its own on this Redis: one connection, every call sent alone.
     async fn client_handle(&self) -> Qless {
+        self.handle_in(None).await
+    }
+
+    /// Like [`Target::client_handle`], in a namespace (`None`: the plain `ql:` prefix).
+    async fn handle_in(&self, namespace: Option<&str>) -> Qless {
         Qless::connect(ConnectOptions {
             url: self.redis.url(),
             redis_ca_file: None,
-            namespace: None,
+            namespace: namespace.map(str::to_owned),
             pool_size: 1,
             checkout_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(60),
@@ -672,23 +677,27 @@ impl Drop for Spinners {
     }
 }
 
-/// Memory per waiting job, with Redis's default hash encoding limit and with ours.
+/// Memory per waiting job, with Redis's default hash encoding limit and with ours, on
+/// the plain `ql:` prefix (the spec's history list, for stock clients) and in a
+/// namespace (compact history: lua/README.md).
 async fn memory(options: &Options) {
     println!(
         "\n== memory per waiting job: {} jobs, ~100-byte data ==",
         options.jobs
     );
     let clock = Clock::system();
-    for (label, listpack_value) in [
-        ("redis default (hash-max-listpack-value 64)", "64"),
-        ("qlessd (hash-max-listpack-value 1024)", "1024"),
+    for (label, listpack_value, namespace) in [
+        ("ql: prefix, redis default listpack (64)", "64", None),
+        ("ql: prefix, qlessd listpack (1024)", "1024", None),
+        ("namespace, redis default listpack (64)", "64", Some("bench")),
+        ("namespace, qlessd listpack (1024)", "1024", Some("bench")),
     ] {
         let mut target = Target::start(8).await;
         target
             .config_set("hash-max-listpack-value", listpack_value)
             .await;
+        let q = target.handle_in(namespace).await;
         let before = target.used_memory().await;
-        let q = target.qless.clone();
         let c = clock.clone();
         drive(options.jobs, 8, move |i| {
             let (q, c) = (q.clone(), c.clone());
@@ -701,7 +710,7 @@ async fn memory(options: &Options) {
         .await;
         let after = target.used_memory().await;
         let per_job = (after - before) as f64 / options.jobs as f64;
-        println!("{label:<44} {per_job:>8.0} bytes/job (target <= 1550)");
+        println!("{label:<44} {per_job:>8.0} bytes/job (target <= 600)");
     }
 }
 
@@ -1746,79 +1755,31 @@ async fn worker(options: &Options) {
     println!("targets: >= 10000 jobs/s end to end (batch), p99 put -> lease < 50 ms");
 }
 
-/// BullMQ's native worker (benches/bullmq, Node) against qlessd's HTTP workers, in the
-/// same pass, each against its own fresh redis-server: the same flood (4 producers
-/// adding bulks of 10 ~100-byte jobs while 50 workers drain them, handlers doing
-/// nothing). Figures: jobs/s end to end and Redis CPU per job, medians of the runs, and
-/// their ratios. Opt-in (`-- bullmq`): it needs Node and `npm install` in benches/bullmq.
+/// BullMQ's native worker against Node HTTP workers on qlessd: `benches/bullmq/bench.mjs`
+/// runs them side by side (separate producer and worker processes, 50 lanes each, a
+/// fresh redis-server with the same flags per run, the systems alternating within each
+/// round) and prints each run, the medians and the ratios. This section runs it with
+/// `--jobs`, `--runs` and the `qlessd` binary built with this benchmark. Opt-in
+/// (`-- bullmq`): it needs Node and `npm install` in benches/bullmq.
 async fn bullmq(options: &Options) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/bullmq");
-    println!(
-        "\n== qlessd HTTP workers vs BullMQ's native worker, {} jobs, median of {} runs ==",
-        options.jobs, options.runs
-    );
+    println!("\n== qlessd HTTP workers vs BullMQ's native worker (benches/bullmq/bench.mjs) ==");
     if !dir.join("node_modules/bullmq").exists() {
         println!("skipped: run `npm install` in benches/bullmq first");
         return;
     }
-    let mut bull = (Vec::new(), Vec::new());
-    let mut single = (Vec::new(), Vec::new());
-    let mut batch = (Vec::new(), Vec::new());
-    for _ in 0..options.runs {
-        let redis = RedisServer::start();
-        let before = cpu_seconds(redis.pid());
-        let output = Command::new("node")
-            .arg(dir.join("bench.mjs"))
-            .arg(redis.socket())
-            .arg(options.jobs.to_string())
-            .output()
-            .expect("node must be installed for this section");
-        assert!(
-            output.status.success(),
-            "bench.mjs failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let redis_us = (cpu_seconds(redis.pid()) - before) * 1e6 / options.jobs as f64;
-        let report: serde_json::Value =
-            serde_json::from_slice(&output.stdout).expect("bench.mjs prints one JSON line");
-        bull.0
-            .push(options.jobs as f64 / report["seconds"].as_f64().expect("seconds"));
-        bull.1.push(redis_us);
-        for (mode, figures) in [
-            (WorkerMode::SingleChained, &mut single),
-            (WorkerMode::BatchChained, &mut batch),
-        ] {
-            let (rate, _, cpu) = worker_run(options.jobs, mode).await;
-            figures.0.push(rate);
-            figures.1.push(cpu[1]);
-        }
-    }
-    let (bull_rate, bull_cpu) = (median(bull.0), median(bull.1));
+    let status = Command::new("node")
+        .arg(dir.join("bench.mjs"))
+        .args(["--jobs", &options.jobs.to_string()])
+        .args(["--rounds", &options.runs.to_string()])
+        .args(["--qlessd", &qlessd_binary()])
+        .status()
+        .expect("node must be installed for this section");
+    assert!(status.success(), "bench.mjs failed");
     println!(
-        "{:<46} {:>9} {:>13} {:>10} {:>12}",
-        "", "jobs/s", "redis us/job", "x BullMQ", "redis x"
+        "targets: qlessd (complete with pop 1) >= 0.75x BullMQ's jobs/s and <= 1.2x its Redis \
+         CPU per job; qlessd-batch >= 1.3x BullMQ's jobs/s"
     );
-    println!(
-        "{:<46} {bull_rate:>9.0} {bull_cpu:>13.1} {:>10} {:>12}",
-        "BullMQ Worker (concurrency 50)", "1.00", "1.00"
-    );
-    for (label, figures, rate_target, cpu_target) in [
-        (
-            "qlessd, complete with pop 1 (1 request/job)",
-            single,
-            0.75,
-            Some(1.2),
-        ),
-        ("qlessd, batch complete with pop 10", batch, 1.3, None),
-    ] {
-        let (rate, cpu) = (median(figures.0), median(figures.1));
-        let cpu_note = cpu_target.map_or(String::new(), |t| format!(", redis <= {t}x"));
-        println!(
-            "{label:<46} {rate:>9.0} {cpu:>13.1} {:>10.2} {:>12.2}   (target >= {rate_target}x{cpu_note})",
-            rate / bull_rate,
-            cpu / bull_cpu
-        );
-    }
 }
 
 /// What the gateway features cost (opt-in: `-- features`): put and pop(1) at

@@ -269,10 +269,26 @@ Qless = setmetatable({ [0] = function(name)
     -- field `history`: a JSON list of objects {q, put, popped, worker, failed, done}.
     -- Given that field's text, appends the entries each object stands for (put with its
     -- queue, popped with its worker, failed, done; times floored) to the history list,
-    -- then deletes the field. Every reader and writer of a job's history calls this
-    -- first when the field is there, so the conversion happens on first touch.
+    -- then deletes the field. Every writer of a job's history calls this first when the
+    -- field is there, so the conversion happens on first touch; readers show the same
+    -- entries without writing (job_buffer).
+    --
+    -- qlessd itself writes the field in that form while a job's history is short and
+    -- plain ("compact history", see lua/README.md "Memory"): put writes
+    -- [{"q":Q,"put":T}] instead of creating the list, pop appends {"popped":T,
+    -- "worker":W} and complete {"done":T} in the HMSETs they make anyway. Any other
+    -- history write (and any other qless client) converts it first, as above.
     return function(jid, raw)
       local key = P .. 'j:' .. jid
+      local entries = Qless.history_legacy_entries(raw)
+      if #entries > 0 then Qless.batch('rpush', key .. '-history', entries) end
+      redis.call('hdel', key, 'history')
+    end
+
+  elseif name == 'history_legacy_entries' then
+    -- The history entries (JSON array texts, in order) a legacy `history` field stands
+    -- for: put with its queue, popped with its worker, failed, done, per object.
+    return function(raw)
       local old = Qless.json_decode(raw)
       local entries = {}
       local function add(when, what, extra)
@@ -290,8 +306,7 @@ Qless = setmetatable({ [0] = function(name)
           end
         end
       end
-      if #entries > 0 then Qless.batch('rpush', key .. '-history', entries) end
-      redis.call('hdel', key, 'history')
+      return entries
     end
 
   elseif name == 'history_trim' then
@@ -425,9 +440,14 @@ Qless = setmetatable({ [0] = function(name)
       local key = P .. 'j:' .. jid
       local f = Qless.job_fields(key, 'history')
       if not f[1] then return false end
-      if f[14] then Qless.history_legacy(jid, f[14]) end
-      Qless.job_append(buf, f, redis.call('zscore', P .. 'tracked', jid),
-        redis.call('lrange', key .. '-history', '0', '-1'),
+      local history = redis.call('lrange', key .. '-history', '0', '-1')
+      -- A legacy (or compact) history field reads as the entries it converts to,
+      -- after the list's: the same as once converted, without a write for a read.
+      if f[14] then
+        local extra = Qless.history_legacy_entries(f[14])
+        for i = 1, #extra do history[#history + 1] = extra[i] end
+      end
+      Qless.job_append(buf, f, redis.call('zscore', P .. 'tracked', jid), history,
         redis.call('smembers', key .. '-dependents'),
         redis.call('smembers', key .. '-dependencies'))
       return true
@@ -582,19 +602,20 @@ Qless = setmetatable({ [0] = function(name)
         else
           b = 'd' .. floor(s / 86400)
         end
-        local cur = redis.call('hmget', key, 'total', 'mean', 'vk', b)
-        local total, mean, vk = tonumber(cur[1]), v, 0
-        if total then
-          total = total + 1
-          local old = tonumber(cur[2]) or 0
+        -- The two counters with HINCRBY, whose integer reply needs no parsing: cheaper
+        -- than reading them (an HMGET field, strtod) and writing them back (%d, an
+        -- HMSET pair). Only mean and vk make the round trip through Lua.
+        local total = redis.call('hincrby', key, 'total', '1')
+        redis.call('hincrby', key, b, '1')
+        local mean, vk = v, 0
+        if total > 1 then
+          local cur = redis.call('hmget', key, 'mean', 'vk')
+          local old = tonumber(cur[1]) or 0
           mean = old + (v - old) / total
-          vk = (tonumber(cur[3]) or 0) + (v - mean) * (v - old)
-        else
-          total = 1
+          vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
         end
-        redis.call('hmset', key, 'total', format('%d', total), 'mean', format('%.17g', mean),
-          'vk', vk == 0 and '0' or format('%.17g', vk),
-          b, format('%d', (tonumber(cur[4]) or 0) + 1))
+        redis.call('hmset', key, 'mean', format('%.17g', mean),
+          'vk', vk == 0 and '0' or format('%.17g', vk))
         return
       end
       local function bucket(v)

@@ -82,8 +82,16 @@ function job_factory(name)
     -- -> 'complete' | 'waiting' | 'scheduled' | 'depends'
     return function(now, jid, worker, queue, data, nextq, delay, depends)
       local key = P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'priority',
-        'history', 'throttles')
+      -- (priority only matters when the job moves on to `next`: each HMGET field costs
+      -- about as much as a small Redis call.)
+      local f
+      if nextq then
+        f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
+          'throttles', 'priority')
+      else
+        f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
+          'throttles')
+      end
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Complete', 'Job ' .. jid .. ' does not exist')
@@ -102,14 +110,24 @@ function job_factory(name)
 
       local cfg = redis.call('hmget', P .. 'config', 'max-job-history', 'jobs-history',
         'jobs-history-count', queue .. '-max-concurrency')
-      local cap = Qless.history_cap(cfg[1])
+      local cap = math.floor(tonumber(cfg[1]) or 100)   -- Qless.history_cap, inline
       local when = NOWF
-      Qless.history_push(jid, '[' .. when .. ',"done"]', cap, f[7] or false)
+      -- A compact history (put and popped, see history_legacy) takes the done entry in
+      -- the final HMSET below, without a list; any other is converted and appended to.
+      local compact
+      if f[6] and not nextq and (cap <= 0 or cap >= 3) then
+        local head = string.match(f[6],
+          '^(%[{"q":"[^"\\]*","put":%d+},{"popped":%d+,"worker":"[^"\\]*"})%]$')
+        if head then compact = head .. ',{"done":' .. when .. '}]' end
+      end
+      if not compact then
+        Qless.history_push(jid, '[' .. when .. ',"done"]', cap, f[6] or false)
+      end
       -- A running job is only in -locks (pop takes it out of -work, and -scheduled jobs
       -- go through -work), so that is the one entry to remove.
       redis.call('zrem', P .. 'q:' .. queue .. '-locks', jid)
       if cfg[4] then Qless.slot_freed(queue, cfg[4]) end
-      if f[8] then Qless.Throttle.release(now, jid, f[8], queue) end   -- throttle.lua
+      if f[7] then Qless.Throttle.release(now, jid, f[7], queue) end   -- throttle.lua
       Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
       -- Usually neither ql:tracked nor the job's -dependents set exists: one EXISTS then
@@ -141,7 +159,7 @@ function job_factory(name)
           if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
           result = 'depends'
         else
-          local score = (tonumber(f[6]) or 0) - now / 10000000000
+          local score = (tonumber(f[8]) or 0) - now / 10000000000
           redis.call('zadd', nkey .. '-work', Qless.numarg(score), jid)
           Qless.available(nextq, 1)
           result = 'waiting'
@@ -158,7 +176,14 @@ function job_factory(name)
 
       redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
-      if data then
+      if compact and data then
+        redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
+          'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries,
+          'history', compact)
+      elseif compact then
+        redis.call('hmset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
+          'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries, 'history', compact)
+      elseif data then
         redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
           'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       else
@@ -312,18 +337,26 @@ function job_factory(name)
       local queue = f[3] or ''
       local cfg = redis.call('hmget', P .. 'config', queue .. '-heartbeat', 'heartbeat')
       local expires = now + (tonumber(cfg[1]) or tonumber(cfg[2]) or 60)
-      local eargs = Qless.numarg(expires)
-      if data then
-        redis.call('hmset', key, 'expires', eargs, 'worker', worker, 'data', data)
+      -- Qless.numarg, inline (building the method costs more than its body).
+      local eargs
+      if expires == math.floor(expires) and expires > -1e15 and expires < 1e15 then
+        eargs = string.format('%d', expires)
       else
-        redis.call('hmset', key, 'expires', eargs, 'worker', worker)
+        eargs = string.format('%.17g', expires)
+      end
+      -- (`worker` is not rewritten: it was just checked to be this worker.)
+      if data then
+        redis.call('hmset', key, 'expires', eargs, 'data', data)
+      else
+        redis.call('hset', key, 'expires', eargs)
       end
       -- Fix of quirk 6: a heartbeat answers the grace notice, so a later expiry warns again.
       if f[4] then redis.call('hdel', key, 'grace') end
       redis.call('zadd', P .. 'w:' .. worker .. ':jobs', eargs, jid)
       redis.call('zadd', P .. 'workers', NOWS, worker)
       redis.call('zadd', P .. 'q:' .. queue .. '-locks', eargs, jid)
-      return Qless.trunc(expires)
+      -- Qless.trunc inline (an expiry is never negative): building the method costs more.
+      return math.floor(expires)
     end
 
   elseif name == 'cancel' then

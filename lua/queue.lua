@@ -195,13 +195,23 @@ function queue_factory(name)
       redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) ..
         ',"event":"put","queue":' .. equeue .. '}')
       -- (The cap only matters once there are two entries: skip reading it before.)
-      if old[9] then Qless.history_legacy(jid, old[9]) end
-      local hkey = key .. '-history'
-      local hlen = redis.call('rpush', hkey, '[' .. NOWF .. ',"put",{"q":' .. equeue .. '}]')
-      if hlen > 1 then
-        local cap = tonumber(redis.call('hget', P .. 'config', 'max-job-history'))
-        cap = math.floor(cap or 100)
-        if cap > 0 and hlen > cap then Qless.history_trim(hkey, hlen, cap) end
+      -- A new job in a namespace keeps its one entry in the hash, in the legacy field
+      -- form (compact history, see history_legacy): ~200 bytes less than a list of its
+      -- own. The plain `ql:` prefix, which stock qless clients share, keeps the spec's
+      -- list from the first entry: a client whose script skips the legacy conversion
+      -- (the spec allows it) must still see every job's history.
+      local compact
+      if exists or P == 'ql:' then
+        if exists and old[9] then Qless.history_legacy(jid, old[9]) end
+        local hkey = key .. '-history'
+        local hlen = redis.call('rpush', hkey, '[' .. NOWF .. ',"put",{"q":' .. equeue .. '}]')
+        if hlen > 1 then
+          local cap = tonumber(redis.call('hget', P .. 'config', 'max-job-history'))
+          cap = math.floor(cap or 100)
+          if cap > 0 and hlen > cap then Qless.history_trim(hkey, hlen, cap) end
+        end
+      else
+        compact = '[{"q":' .. equeue .. ',"put":' .. NOWF .. '}]'
       end
       if exists then
         -- 5. Out of the old queue.
@@ -269,9 +279,15 @@ function queue_factory(name)
       local etags = '{}'
       if #tags > 0 then etags = cjson.encode(tags) end
       NOWT = NOWT or string.format('%.20f', now)
-      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
-        'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
-        'retries', rarg, 'remaining', rarg, 'time', NOWT)
+      if compact then
+        redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
+          'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
+          'retries', rarg, 'remaining', rarg, 'time', NOWT, 'history', compact)
+      else
+        redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
+          'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
+          'retries', rarg, 'remaining', rarg, 'time', NOWT)
+      end
       -- 12, 13. Register the queue; tell trackers.
       redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
       if redis.call('zscore', P .. 'tracked', jid) then
@@ -408,18 +424,44 @@ function queue_factory(name)
             for i = 1, #jids do
               local jid = jids[i]
               local key = P .. 'j:' .. jid
-              local f = call('hmget', key, 'jid', 'klass', 'state', 'queue', 'worker',
-                'priority', 'expires', 'retries', 'remaining', 'data', 'tags', 'failure',
-                'spawned_from_jid', 'time', 'history')
-              if f[1] then
-                if f[15] then Qless.history_legacy(jid, f[15]) end
-                local hkey = key .. '-history'
-                local n = call('rpush', hkey, popped)
-                if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
-                qwaits[#qwaits + 1] = now - (tonumber(f[14]) or now)
-                call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state', 'running')
-                f[3], f[5], f[15] = 'running', W, ejson
-                if f[4] == q then f[16] = eq end
+              -- Not read: state, worker and expires, which this pop sets (each field
+              -- of an HMGET costs about as much as a small Redis call). `g` is laid out
+              -- as job_fields' list for job_append (15: the expiry as JSON, 16: the
+              -- queue as JSON).
+              local g = call('hmget', key, 'jid', 'klass', 'queue', 'priority', 'retries',
+                'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'history')
+              if g[1] then
+                -- A compact history (only its put, see history_legacy) gets the popped
+                -- entry in the hash too, and the job object's history is known: no
+                -- RPUSH, no LRANGE. Any other history is converted and appended to.
+                local hq, ht
+                if g[12] and (cap <= 0 or cap >= 2) then
+                  hq, ht = string.match(g[12], '^%[{"q":("[^"\\]*"),"put":(%d+)}%]$')
+                end
+                local history, putobj
+                if hq then
+                  call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state',
+                    'running', 'history', '[{"q":' .. hq .. ',"put":' .. ht .. '},{"popped":' ..
+                    NOWF .. ',"worker":' .. eW .. '}]')
+                  history = { '[' .. ht .. ',"put",{"q":' .. hq .. '}]', popped }
+                  -- Its object, as history_object would make it (which costs ~7k
+                  -- instructions a call); a name with "wh in it takes that path.
+                  if not string.find(hq, '"wh', 1, true) then
+                    putobj = '{"q":' .. hq .. ',"when":' .. ht .. ',"what":"put"}'
+                  end
+                else
+                  if g[12] then Qless.history_legacy(jid, g[12]) end
+                  local hkey = key .. '-history'
+                  local n = call('rpush', hkey, popped)
+                  if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
+                  call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state',
+                    'running')
+                end
+                qwaits[#qwaits + 1] = now - (tonumber(g[11]) or now)
+                -- (17: the history entries when known, 18: the put entry's object.)
+                local f = { g[1], g[2], 'running', g[3], W, g[4], nil, g[5], g[6], g[7], g[8],
+                  g[9], g[10], nil, ejson, nil, history, putobj }
+                if g[3] == q then f[16] = eq end
                 got = got + 1
                 local m = #jobs + 1
                 jobs[m], ids[m] = f, jid
@@ -496,7 +538,9 @@ function queue_factory(name)
         end
         if i > 1 then buf[#buf + 1] = ',' end
         local f = jobs[i]
-        append(buf, f, t, call('lrange', key .. '-history', '0', '-1'),
+        local history = f[17]
+        if f[18] then memo[history[1]] = f[18] end
+        append(buf, f, t, history or call('lrange', key .. '-history', '0', '-1'),
           dependents, dependencies, f[15], '"running"', f[16], eW, memo, kmemo)
       end
       buf[#buf + 1] = ']'

@@ -1,61 +1,385 @@
-// BullMQ's native worker under the same load as qlessd's worker scenario
-// (benches/lifecycle.rs, section `bullmq`): 4 producers add `jobs` jobs in bulks of 10
-// (~100 bytes of data each) while one Worker with concurrency 50 drains them; the
-// handler does nothing. Prints one JSON line: {"jobs": n, "seconds": s}, the time from
-// the first add to the last completion. Redis CPU is measured by the caller.
+// BullMQ's own Node worker and Node HTTP workers on qlessd, side by side: same machine,
+// same pass (the systems alternate within each round), the same redis-server flags, a
+// fresh redis-server for every run, producer and worker in separate processes with
+// `--lanes` concurrent lanes each.
 //
-//     node bench.mjs <redis unix socket> <jobs>
+//     (cd benches/bullmq && npm install)
+//     cargo build --release            # the qlessd measured (or --qlessd <path>)
+//     node benches/bullmq/bench.mjs [--jobs 20000] [--rounds 3] [--lanes 50]
+//                                   [--qlessd target/release/qlessd] [--only a,b]
+//
+// Four runs per round (names for --only):
+// * `bullmq`: producer `queue.add` (one job per call), one `Worker` with concurrency
+//   = lanes, a handler that does nothing;
+// * `qlessd`: producer `POST /v1/queues/q/jobs` (one job per request); each worker lane
+//   pops one job, then completes each job with `"pop": {"count": 1}` (the next job comes
+//   with the completion: one request per job);
+// * `bullmq-bulk`: as `bullmq`, the producer adding bulks of 10 (`addBulk`);
+// * `qlessd-batch`: producer `POST /v1/queues/q/jobs/batch` with 10 jobs; each worker
+//   lane pops 10, then completes them with one `POST /v1/jobs/complete` carrying
+//   `"pop": {"count": 10}` (one request per 10 jobs).
+//
+// A run's clock starts when producer and worker are both ready (connected, worker
+// listening) and stops when the worker has completed every job; the producer works
+// meanwhile, as in production. Redis CPU per job is the `INFO cpu` delta (user + sys)
+// over the run divided by the jobs; the gateway's is read from /proc. Printed: each
+// run, then the medians per system and the ratios qlessd / BullMQ.
+//
+// Internal roles (this file started again as a child process):
+//     node bench.mjs --role <producer|worker> --system <name> --target <socket|url> ...
 
-import { Queue, Worker } from "bullmq";
+import { spawn, fork } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
 
-const [socket, jobsArg, order] = process.argv.slice(2);
-// "prefill": add every job first, then start the worker (draining a full queue).
-const prefill = order === "prefill";
-const jobs = Number(jobsArg ?? 20000);
-const connection = { path: socket, maxRetriesPerRequest: null };
-const PRODUCERS = 4;
+const HERE = dirname(fileURLToPath(import.meta.url));
+const SYSTEMS = ["bullmq", "qlessd", "bullmq-bulk", "qlessd-batch"];
+const QUEUE = "bench";
 const BULK = 10;
-const CONCURRENCY = 50;
 
-const queue = new Queue("work", { connection });
-await queue.waitUntilReady();
-let completed = 0;
-let finish;
-const finished = new Promise((resolve) => (finish = resolve));
-let worker;
-async function startWorker() {
-  worker = new Worker("work", async () => null, { connection, concurrency: CONCURRENCY });
-  worker.on("completed", () => {
-    completed += 1;
-    if (completed === jobs) finish();
-  });
-  await worker.waitUntilReady();
+function options(argv) {
+  const o = {
+    jobs: 20000,
+    rounds: 3,
+    lanes: 50,
+    qlessd: resolve(HERE, "../../target/release/qlessd"),
+    only: SYSTEMS,
+  };
+  for (let i = 0; i < argv.length; i += 2) {
+    const [k, v] = [argv[i].replace(/^--/, ""), argv[i + 1]];
+    if (k === "only") o.only = v.split(",");
+    else if (["jobs", "rounds", "lanes"].includes(k)) o[k] = Number(v);
+    else o[k] = v;
+  }
+  return o;
 }
-if (!prefill) await startWorker();
 
-let started = process.hrtime.bigint();
-let next = 0;
-async function produce() {
-  while (next < jobs) {
-    const base = next;
-    next += BULK;
-    const bulk = [];
-    for (let k = base; k < Math.min(base + BULK, jobs); k++) {
-      bulk.push({
-        name: "bench.Job",
-        data: { user_id: k, email: `user-${k}@example.com`, plan: "pro", note: "welcome mail, retry ok" },
+/** ~100 bytes of JSON data, as in the other benchmarks. */
+function payload(i) {
+  return {
+    user_id: i,
+    email: `user-${String(i).padStart(6, "0")}@example.com`,
+    plan: "pro",
+    note: "welcome mail, retry ok",
+  };
+}
+
+// ---------------------------------------------------------------------------------
+// Roles (child processes). Each sends {ready} once connected, waits for "go", works,
+// and sends {done} (the worker once it completed every job).
+
+/** An HTTP/1.1 keep-alive client for qlessd: one socket per lane. */
+function qlessdClient(base, lanes) {
+  const url = new URL(base);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: lanes });
+  return (method, path, body) =>
+    new Promise((resolve, reject) => {
+      const text = body === undefined ? "" : JSON.stringify(body);
+      const req = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          method,
+          path,
+          agent,
+          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) },
+        },
+        (res) => {
+          const chunks = [];
+          res.on("data", (c) => chunks.push(c));
+          res.on("end", () => {
+            const reply = Buffer.concat(chunks).toString();
+            if (res.statusCode >= 300) reject(new Error(`${method} ${path}: ${res.statusCode} ${reply}`));
+            else resolve(reply ? JSON.parse(reply) : null);
+          });
+        },
+      );
+      req.on("error", reject);
+      req.end(text);
+    });
+}
+
+async function role(o) {
+  const send = (m) => process.send(m);
+  const go = new Promise((resolve) => process.on("message", (m) => m === "go" && resolve()));
+  const jobs = o.jobs;
+  const lanes = o.lanes;
+  const bulk = o.system.endsWith("bulk") || o.system.endsWith("batch") ? BULK : 1;
+  let next = 0;
+  /** The next `bulk` job numbers to produce, or [] when all are taken. */
+  const take = () => {
+    const first = next;
+    next = Math.min(jobs, next + bulk);
+    return Array.from({ length: next - first }, (_, k) => first + k);
+  };
+  const lanesOf = (fn) => Promise.all(Array.from({ length: lanes }, (_, lane) => fn(lane)));
+
+  if (o.system.startsWith("bullmq")) {
+    const { Queue, Worker } = await import("bullmq");
+    const connection = { path: o.target, maxRetriesPerRequest: null };
+    if (o.role === "producer") {
+      const queue = new Queue(QUEUE, { connection });
+      await queue.waitUntilReady();
+      send({ ready: true });
+      await go;
+      await lanesOf(async () => {
+        for (let batch = take(); batch.length > 0; batch = take()) {
+          if (bulk === 1) await queue.add("bench.Job", payload(batch[0]));
+          else await queue.addBulk(batch.map((i) => ({ name: "bench.Job", data: payload(i) })));
+        }
       });
+      send({ done: true });
+      await queue.close();
+    } else {
+      let completed = 0;
+      let finish;
+      const finished = new Promise((resolve) => (finish = resolve));
+      const worker = new Worker(QUEUE, async () => null, {
+        connection,
+        concurrency: lanes,
+        autorun: false,
+      });
+      worker.on("completed", () => {
+        completed += 1;
+        if (completed === jobs) finish();
+      });
+      await worker.waitUntilReady();
+      send({ ready: true });
+      await go;
+      worker.run();
+      await finished;
+      send({ done: true });
+      await worker.close();
     }
-    await queue.addBulk(bulk);
+    return;
+  }
+
+  const call = qlessdClient(o.target, lanes);
+  if (o.role === "producer") {
+    send({ ready: true });
+    await go;
+    await lanesOf(async () => {
+      for (let batch = take(); batch.length > 0; batch = take()) {
+        if (bulk === 1) {
+          await call("POST", `/v1/queues/${QUEUE}/jobs`, { klass: "bench.Job", data: payload(batch[0]) });
+        } else {
+          await call("POST", `/v1/queues/${QUEUE}/jobs/batch`, {
+            jobs: batch.map((i) => ({ klass: "bench.Job", data: payload(i) })),
+          });
+        }
+      }
+    });
+    send({ done: true });
+    return;
+  }
+  // Worker: each lane leases with a long poll, then ends each job (or each 10) with a
+  // completion that leases the next ones. A lane that finds the queue drained
+  // long-polls again; the run ends when every job is complete.
+  let completed = 0;
+  let finish;
+  const finished = new Promise((resolve) => (finish = resolve));
+  const worker = `bench-${process.pid}`;
+  const pop = { count: bulk, wait: 1 };
+  send({ ready: true });
+  await go;
+  lanesOf(async (lane) => {
+    const name = `${worker}-${lane}`;
+    let held = [];
+    while (completed < jobs) {
+      if (held.length === 0) {
+        held = await call("POST", `/v1/queues/${QUEUE}/pop`, { worker: name, ...pop });
+        continue;
+      }
+      let reply;
+      if (bulk === 1) {
+        const job = held[0];
+        reply = await call("POST", `/v1/jobs/${job.jid}/complete`, { worker: name, queue: job.queue, pop });
+      } else {
+        reply = await call("POST", "/v1/jobs/complete", {
+          jobs: held.map((job) => ({ jid: job.jid, worker: name, queue: job.queue })),
+          pop,
+        });
+      }
+      completed += held.length;
+      if (completed >= jobs) finish();
+      held = reply.popped ?? [];
+    }
+  }).catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+  await finished;
+  send({ done: true });
+  process.exit(0);
+}
+
+// ---------------------------------------------------------------------------------
+// Orchestration.
+
+/** A minimal RESP client for INFO over the Unix socket. */
+async function redisInfo(socket, section) {
+  return new Promise((resolve, reject) => {
+    const conn = net.createConnection(socket);
+    let data = "";
+    conn.on("data", (chunk) => {
+      data += chunk;
+      const header = data.indexOf("\r\n");
+      if (header < 0) return;
+      const length = Number(data.slice(1, header));
+      if (Buffer.byteLength(data) >= header + 2 + length) {
+        conn.end();
+        resolve(data.slice(header + 2, header + 2 + length));
+      }
+    });
+    conn.on("error", reject);
+    conn.write(`*2\r\n$4\r\nINFO\r\n$${section.length}\r\n${section}\r\n`);
+  });
+}
+
+async function redisCpu(socket) {
+  const info = await redisInfo(socket, "cpu");
+  const field = (name) => Number(info.match(new RegExp(`${name}:([0-9.]+)`))[1]);
+  return field("used_cpu_user") + field("used_cpu_sys");
+}
+
+/** CPU seconds of a process (user + system, all threads), from /proc. */
+function processCpu(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in ticks
+}
+
+async function waitFor(what, probe, seconds = 30) {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    if (await probe().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`${what} did not start`);
+    await sleep(20);
   }
 }
-await Promise.all(Array.from({ length: PRODUCERS }, produce));
-if (prefill) {
-  started = process.hrtime.bigint();
-  await startWorker();
+
+function freePort() {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
 }
-await finished;
-const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-console.log(JSON.stringify({ jobs, seconds }));
-await worker.close();
-await queue.close();
+
+/** Same flags for every run: the embedded Redis's encodings, no persistence. */
+function startRedis(dir) {
+  const socket = join(dir, "redis.sock");
+  const child = spawn(
+    "redis-server",
+    [
+      "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
+      "--maxmemory-policy", "noeviction",
+      "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "16",
+    ],
+    { stdio: "ignore" },
+  );
+  return { child, socket };
+}
+
+async function run(o, system) {
+  const dir = mkdtempSync(join(tmpdir(), "bench-bullmq-"));
+  const redis = startRedis(dir);
+  await waitFor("redis-server", async () => existsSync(redis.socket) && (await redisCpu(redis.socket)) >= 0);
+  let gateway;
+  let target = redis.socket;
+  if (system.startsWith("qlessd")) {
+    const port = await freePort();
+    target = `http://127.0.0.1:${port}`;
+    gateway = spawn(o.qlessd, ["--redis-url", `unix://${redis.socket}`, "--listen", `127.0.0.1:${port}`], {
+      stdio: "ignore",
+    });
+    await waitFor("qlessd", async () => (await fetch(`${target}/readyz`)).ok);
+  }
+  const args = ["--system", system, "--target", target, "--jobs", String(o.jobs), "--lanes", String(o.lanes)];
+  const child = (r) => fork(fileURLToPath(import.meta.url), ["--role", r, ...args], { stdio: "inherit" });
+  const worker = child("worker");
+  const producer = child("producer");
+  const message = (proc, key) =>
+    new Promise((resolve, reject) => {
+      proc.on("message", (m) => m[key] && resolve());
+      proc.on("exit", (code) => code !== 0 && reject(new Error(`${system} child exited ${code}`)));
+    });
+  const workerDone = message(worker, "done");
+  await Promise.all([message(worker, "ready"), message(producer, "ready")]);
+  const cpu0 = await redisCpu(redis.socket);
+  const gw0 = gateway ? processCpu(gateway.pid) : 0;
+  const t0 = process.hrtime.bigint();
+  worker.send("go");
+  producer.send("go");
+  await workerDone;
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu1 = await redisCpu(redis.socket);
+  const gw1 = gateway ? processCpu(gateway.pid) : 0;
+  for (const p of [worker, producer, gateway, redis.child]) p?.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+  return {
+    system,
+    rate: o.jobs / seconds,
+    redisUs: ((cpu1 - cpu0) * 1e6) / o.jobs,
+    gatewayUs: gateway ? ((gw1 - gw0) * 1e6) / o.jobs : NaN,
+  };
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "-");
+
+async function main() {
+  const o = options(process.argv.slice(2));
+  if (o.role) return role(o);
+  const systems = SYSTEMS.filter((s) => o.only.includes(s));
+  console.log(
+    `BullMQ vs qlessd: ${o.jobs} jobs, ${o.lanes} lanes, ${o.rounds} rounds, qlessd ${o.qlessd}`,
+  );
+  const results = Object.fromEntries(systems.map((s) => [s, []]));
+  for (let round = 1; round <= o.rounds; round++) {
+    for (const system of systems) {
+      const r = await run(o, system);
+      results[system].push(r);
+      console.log(
+        `round ${round} ${system.padEnd(13)} ${fmt(r.rate).padStart(7)} jobs/s  ` +
+          `redis ${fmt(r.redisUs, 1).padStart(6)} us/job  gateway ${fmt(r.gatewayUs, 1).padStart(6)} us/job`,
+      );
+    }
+  }
+  console.log("\nmedians               jobs/s   redis us/job  gateway us/job   x BullMQ jobs/s   x BullMQ redis CPU");
+  const med = {};
+  for (const s of systems) {
+    med[s] = {
+      rate: median(results[s].map((r) => r.rate)),
+      redisUs: median(results[s].map((r) => r.redisUs)),
+      gatewayUs: median(results[s].map((r) => r.gatewayUs)),
+    };
+  }
+  const base = { qlessd: "bullmq", "qlessd-batch": "bullmq-bulk", bullmq: "bullmq", "bullmq-bulk": "bullmq-bulk" };
+  for (const s of systems) {
+    const b = med[base[s]];
+    const m = med[s];
+    console.log(
+      `${s.padEnd(18)} ${fmt(m.rate).padStart(9)} ${fmt(m.redisUs, 1).padStart(14)} ${fmt(m.gatewayUs, 1).padStart(15)}` +
+        `   ${b ? fmt(m.rate / b.rate, 2).padStart(15) : "-"}   ${b ? fmt(m.redisUs / b.redisUs, 2).padStart(17) : "-"}`,
+    );
+  }
+  if (med["qlessd-batch"] && med.bullmq) {
+    console.log(
+      `qlessd-batch vs bullmq (single adds): ${fmt(med["qlessd-batch"].rate / med.bullmq.rate, 2)}x jobs/s, ` +
+        `${fmt(med["qlessd-batch"].redisUs / med.bullmq.redisUs, 2)}x Redis CPU per job`,
+    );
+  }
+}
+
+await main();

@@ -2,6 +2,7 @@
 
 mod available;
 mod batch;
+mod compact_history;
 mod compat;
 mod config;
 mod events;

@@ -103,7 +103,9 @@ async fn every_key_a_tenant_writes_lives_under_its_namespace() {
     for expected in [
         "ql:{tenant-a}:config",
         "ql:{tenant-a}:j:a",
-        "ql:{tenant-a}:j:a-history",
+        // (b failed, which moves its history out of the hash into the list; a's,
+        // put, popped and completed, stays in its hash: lua/README.md "Compact history".)
+        "ql:{tenant-a}:j:b-history",
         "ql:{tenant-a}:q:q-work",
         "ql:{tenant-a}:q:q-locks",
         "ql:{tenant-a}:q:q-recur",

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Instructions redis-server executes inside EVALSHA per call of the qless script, for
+one or more checkouts' lua/ side by side: a quick A/B of a script edit, without
+building Rust (the `instructions` section of `cargo bench --bench lifecycle` measures
+the compiled-in script through the gateway's client).
+
+    python3 benches/script_instructions.py /work/main .      # before, after
+    python3 benches/script_instructions.py . --calls 500
+
+Each checkout gets its own redis-server under `valgrind --tool=callgrind
+--toggle-collect=evalShaCommand` (only the script's execution is counted: not the
+event loop, not reading the request; `--hz 1` keeps cron work out), with the embedded
+Redis's encodings. Per checkout: put `calls` new jobs (~100-byte data), pop them one by
+one, heartbeat each, complete each, then put `calls` more and pop them 100 at a time;
+`now` has a fractional part, as real clocks give. Prints the mean per call (per job
+for the pop of 100). Lua's garbage collector runs in steps, so figures move by ~1 %
+between runs; differences below that are noise.
+"""
+import argparse
+import glob
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+FILES = ["base", "config", "job", "queue", "recurring", "worker", "extra", "throttle", "api"]
+
+
+def source(checkout):
+    """The script as qlessd loads it (src/core/script.rs): shebang, files in order."""
+    parts = [open(os.path.join(checkout, "lua", f + ".lua")).read() + "\n" for f in FILES]
+    return "#!lua\n" + "".join(parts)
+
+
+class Redis:
+    """A redis-server under callgrind, spoken to in RESP over a Unix socket."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp()
+        sock = os.path.join(self.dir, "redis.sock")
+        self.out = os.path.join(self.dir, "callgrind.out")
+        self.proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
+             f"--callgrind-out-file={self.out}", "redis-server", "--port", "0",
+             "--save", "", "--appendonly", "no", "--hz", "1", "--unixsocket", sock,
+             "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "16"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while True:
+            try:
+                self.sock = socket.socket(socket.AF_UNIX)
+                self.sock.connect(sock)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise RuntimeError("redis-server under valgrind did not start")
+                time.sleep(0.2)
+        self.reader = self.sock.makefile("rb")
+
+    def call(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        return self.read()
+
+    def read(self):
+        line = self.reader.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind in (b"+", b":"):
+            return rest
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.reader.read(n + 2)[:-2]
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError(f"unexpected reply {line!r}")
+
+    def control(self, what):
+        subprocess.run(["callgrind_control", what, str(self.proc.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def counted(self):
+        """Instructions since the last zeroing (the newest dump's summary)."""
+        dumps = [p for p in glob.glob(self.out + ".*") if p.rsplit(".", 1)[1].isdigit()]
+        newest = max(dumps, key=lambda p: int(p.rsplit(".", 1)[1]))
+        with open(newest) as dump:
+            for line in dump:
+                if line.startswith("summary:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no summary in " + newest)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def payload(i):
+    return ('{"user_id":%d,"email":"user-%06d@example.com","plan":"pro",'
+            '"note":"welcome mail, retry ok"}' % (i, i))
+
+
+def measure(checkout, calls):
+    redis = Redis()
+    sha = redis.call("SCRIPT", "LOAD", source(checkout)).decode()
+
+    def q(*args):
+        return redis.call("EVALSHA", sha, "0", *args)
+
+    rows = []
+
+    def phase(label, n, body, per=1):
+        redis.control("-z")
+        for i in range(n):
+            body(i)
+        redis.control("-d")
+        rows.append((label, redis.counted() / n / per))
+
+    now = 1700000000.123
+    phase("put", calls, lambda i: q("put", f"{now + i * 0.001:.3f}", "", "bench",
+                                    f"job-{i}", "bench.Job", payload(i), "0"))
+    phase("pop (1 job)", calls, lambda i: q("pop", f"{now + 100 + i * 0.001:.3f}", "bench",
+                                            "w", "1"))
+    phase("heartbeat", calls, lambda i: q("heartbeat", f"{now + 200 + i * 0.001:.3f}",
+                                          f"job-{i}", "w"))
+
+    def complete(i):
+        reply = q("complete", f"{now + 300 + i * 0.001:.3f}", f"job-{i}", "w", "bench", "{}")
+        assert reply == b"complete", reply
+    phase("complete", calls, complete)
+    for i in range(calls):
+        q("put", f"{now + 400:.3f}", "", "batch", f"b-{i}", "bench.Job", payload(i), "0")
+    phase("pop (100 jobs), per job", calls // 100,
+          lambda i: q("pop", f"{now + 500 + i:.3f}", "batch", "w", "100"), per=100)
+    redis.close()
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("checkouts", nargs="+", help="directories holding lua/")
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    results = [measure(c, args.calls) for c in args.checkouts]
+    print(f"{'instructions per call':<26}" + "".join(f"{c[-24:]:>26}" for c in args.checkouts)
+          + ("   ratio (last / first)" if len(results) > 1 else ""))
+    for k, (label, _) in enumerate(results[0]):
+        figures = [r[k][1] for r in results]
+        ratio = f"   {figures[-1] / figures[0]:.3f}" if len(figures) > 1 else ""
+        print(f"{label:<26}" + "".join(f"{f:>26,.0f}" for f in figures) + ratio)
+
+
+if __name__ == "__main__":
+    main()
