@@ -836,7 +836,10 @@ async fn sweeper(options: &Options) {
     let idle = median(rows["idle"].clone());
     let every = median(rows["every queue"].clone());
     let due = median(rows["due only"].clone());
-    println!("| phase | Redis CPU (% of one core, median of {}) |", options.runs);
+    println!(
+        "| phase | Redis CPU (% of one core, median of {}) |",
+        options.runs
+    );
     println!("|---|---|");
     println!("| no sweeper | {idle:.2} % |");
     println!("| every queue every second | {every:.2} % |");

@@ -14,10 +14,14 @@ pub(super) struct Listener {
     stream: redis::aio::PubSubStream,
     conn: redis::Connection,
     sentinel: String,
+    /// Whether announcements (`available` channels) are kept; the spec's events
+    /// (these tests) do not include them (lua/available.rs tests them).
+    announcements: bool,
 }
 
 impl Listener {
-    /// Subscribes to `pattern`; `sentinel` must be a channel the pattern matches.
+    /// Subscribes to `pattern` for the spec's events (announcements left out);
+    /// `sentinel` must be a channel the pattern matches.
     pub(super) async fn start(redis: &RedisServer, pattern: &str, sentinel: &str) -> Self {
         let mut pubsub = redis.client().get_async_pubsub().await.unwrap();
         pubsub.psubscribe(pattern).await.unwrap();
@@ -25,6 +29,19 @@ impl Listener {
             stream: pubsub.into_on_message(),
             conn: redis.client().get_connection().unwrap(),
             sentinel: sentinel.to_owned(),
+            announcements: false,
+        }
+    }
+
+    /// [`Listener::start`], announcements included.
+    pub(super) async fn with_announcements(
+        redis: &RedisServer,
+        pattern: &str,
+        sentinel: &str,
+    ) -> Self {
+        Listener {
+            announcements: true,
+            ..Self::start(redis, pattern, sentinel).await
         }
     }
 
@@ -44,6 +61,9 @@ impl Listener {
             let channel = msg.get_channel_name().to_owned();
             if channel == self.sentinel {
                 return out;
+            }
+            if !self.announcements && channel.ends_with("available") {
+                continue;
             }
             let payload = String::from_utf8(msg.get_payload_bytes().to_vec()).unwrap();
             out.push((channel, payload));

@@ -90,8 +90,16 @@ const CASES: &[(&str, &[&str], &str)] = &[
     ("pop.multi", &["", "1", "q", "1"], ""),
     ("sweep", &["0"], ""),
     ("sweep", &["lots"], ""),
-    ("sweep", &["10", "-1"], "Arg \"scan\" must be a non-negative integer: -1"),
-    ("sweep", &["10", "1", "1.5"], "Arg \"cursor\" must be a non-negative integer: 1.5"),
+    (
+        "sweep",
+        &["10", "-1"],
+        "Arg \"scan\" must be a non-negative integer: -1",
+    ),
+    (
+        "sweep",
+        &["10", "1", "1.5"],
+        "Arg \"cursor\" must be a non-negative integer: 1.5",
+    ),
     // batch: the whole list is checked before any call runs
     ("batch", &[], "Batch(): At least one call is required"),
     ("batch", &["put"], "Arg \"argc\" of call 1"),

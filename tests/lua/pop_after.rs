@@ -34,7 +34,7 @@ async fn complete_and_pop_writes_what_complete_then_pop_write() {
         .complete_and_pop(2.0, finish("a", "w", "q"), 2)
         .await
         .unwrap();
-    assert_eq!(completion.state, "complete");
+    assert_eq!(completion, "complete");
     assert_eq!(leased.queue, "q");
     assert_eq!(jids(&leased.jobs), ["b", "c"]);
     assert_eq!(
@@ -80,7 +80,7 @@ async fn moving_on_to_next_leases_from_the_queue_the_job_ran_in() {
         ..finish("a", "w", "q")
     };
     let (completion, leased) = qless.complete_and_pop(2.0, args, 5).await.unwrap();
-    assert_eq!(completion.state, "waiting");
+    assert_eq!(completion, "waiting");
     assert_eq!(leased.queue, "q");
     assert_eq!(jids(&leased.jobs), ["b"]);
     assert_eq!(state(&qless, "a").await, "waiting");
@@ -96,7 +96,7 @@ async fn an_empty_queue_leases_nothing_but_the_completion_stands() {
         .complete_and_pop(2.0, finish("a", "w", "q"), 1)
         .await
         .unwrap();
-    assert_eq!(completion.state, "complete");
+    assert_eq!(completion, "complete");
     assert_eq!(leased.queue, "q");
     assert!(leased.jobs.is_empty());
 }

@@ -329,7 +329,10 @@ async fn a_long_poll_on_one_gateway_wakes_promptly_for_work_made_available_elsew
                 .await;
         })
         .await;
-    assert!(put < PROMPTLY, "a put on B woke A's long poll after {put:?}");
+    assert!(
+        put < PROMPTLY,
+        "a put on B woke A's long poll after {put:?}"
+    );
 
     // A retry through the other gateway.
     b.post("/v1/queues/q/jobs", json!({"jid": "retried", "klass": "K"}))
@@ -344,11 +347,17 @@ async fn a_long_poll_on_one_gateway_wakes_promptly_for_work_made_available_elsew
             .await;
         })
         .await;
-    assert!(retry < PROMPTLY, "a retry on B woke A's long poll after {retry:?}");
+    assert!(
+        retry < PROMPTLY,
+        "a retry on B woke A's long poll after {retry:?}"
+    );
 
     // An unfail through the other gateway.
-    b.post("/v1/queues/q/jobs", json!({"jid": "unfailed", "klass": "K"}))
-        .await;
+    b.post(
+        "/v1/queues/q/jobs",
+        json!({"jid": "unfailed", "klass": "K"}),
+    )
+    .await;
     assert_eq!(b.pop("first").await, ["unfailed"]);
     b.post(
         "/v1/jobs/unfailed/fail",
@@ -361,7 +370,10 @@ async fn a_long_poll_on_one_gateway_wakes_promptly_for_work_made_available_elsew
                 .await;
         })
         .await;
-    assert!(unfail < PROMPTLY, "an unfail on B woke A's long poll after {unfail:?}");
+    assert!(
+        unfail < PROMPTLY,
+        "an unfail on B woke A's long poll after {unfail:?}"
+    );
 
     // A put by a plain Redis client running the script, no gateway involved.
     let raw = a
@@ -371,12 +383,15 @@ async fn a_long_poll_on_one_gateway_wakes_promptly_for_work_made_available_elsew
             let _: String = redis::cmd("EVAL")
                 .arg(qlessd::core::script::SOURCE)
                 .arg(0)
-                .arg(["put", &now.to_string(), "", "q", "raw", "K", "{}", "0"])
+                .arg(&["put", &now.to_string(), "", "q", "raw", "K", "{}", "0"])
                 .query(&mut conn)
                 .unwrap();
         })
         .await;
-    assert!(raw < PROMPTLY, "a raw script put woke A's long poll after {raw:?}");
+    assert!(
+        raw < PROMPTLY,
+        "a raw script put woke A's long poll after {raw:?}"
+    );
 
     // A job scheduled through the other gateway, on a queue nobody pops: the sweeper
     // (in whichever gateway holds the lease) promotes it, the script announces it.
