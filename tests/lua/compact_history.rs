@@ -13,9 +13,7 @@ use crate::support::RedisServer;
 fn stored(redis: &RedisServer, jid: &str) -> (Option<String>, Vec<String>) {
     let mut conn = raw(redis);
     let field: Option<String> = conn.hget(format!("ql:j:{jid}"), "history").unwrap();
-    let list: Vec<String> = conn
-        .lrange(format!("ql:j:{jid}-history"), 0, -1)
-        .unwrap();
+    let list: Vec<String> = conn.lrange(format!("ql:j:{jid}-history"), 0, -1).unwrap();
     (field, list)
 }
 
@@ -84,10 +82,7 @@ async fn any_other_history_write_converts_the_field_into_the_list_first() {
     let (redis, qless) = start().await;
     put(&qless, 1.0, "q", "a").await;
     pop_one(&qless, 2.0, "a").await;
-    qless
-        .fail(3.0, "a", "w", "g", "broke", None)
-        .await
-        .unwrap();
+    qless.fail(3.0, "a", "w", "g", "broke", None).await.unwrap();
     assert_eq!(
         stored(&redis, "a"),
         (
