@@ -102,10 +102,7 @@ async fn any_other_history_write_converts_the_field_into_the_list_first() {
     let (redis, qless) = start().await;
     put(&qless, 1.0, "q", "a").await;
     pop_one(&qless, 2.0, "a").await;
-    qless
-        .fail(3.0, "a", "w", "g", "broke", None)
-        .await
-        .unwrap();
+    qless.fail(3.0, "a", "w", "g", "broke", None).await.unwrap();
     assert_eq!(
         stored(&redis, "a"),
         (
