@@ -1,6 +1,7 @@
 //! The server keeps time: a background task runs the script's upkeep (`sweep`) for
 //! every queue, so scheduled jobs become waiting, recurring jobs spawn and workers
-//! hear about expired locks at the due time even on queues nobody pops. It sleeps
+//! hear about expired locks at the due time even on queues nobody pops; and it tops
+//! up the fire times of cron templates ([`crate::cron::top_up`]). It sleeps
 //! until the next due time the sweep reports (at most [`MAX_IDLE`]), and wakes the
 //! long-poll waiters whenever something fell due.
 //!
@@ -89,6 +90,10 @@ pub async fn run(
             let started = Instant::now();
             let swept = qless.sweep(now, LIMIT).await;
             crate::metrics::METRICS.sweep(started.elapsed(), swept.is_err());
+            // After the sweep, so ticks missed while nothing ran have fired first.
+            if let Err(err) = crate::cron::top_up(&qless, now).await {
+                tracing::debug!(%err, "cron top-up failed");
+            }
             match swept {
                 Ok(report) => {
                     failures = 0;

@@ -31,7 +31,7 @@ pub use jobs::{
     RetryArgs, Tracked,
 };
 pub use queues::Listing;
-pub use recurring::{RecurArgs, RecurUpdate};
+pub use recurring::{CronDue, CronSpec, RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
 pub use resp::Endpoint;
 pub use script::Script;
@@ -381,6 +381,7 @@ fn reads(command: &str) -> bool {
             | "track"
             | "workers"
             | "recur.get"
+            | "recur.get.ext"
             | "config.get"
     )
 }

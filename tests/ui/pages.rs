@@ -189,6 +189,7 @@ async fn recurring_jobs_and_config_are_edited_through_forms() {
                 tags: Some(vec!["old".into()]),
                 retries: None,
                 backlog: None,
+                cron: None,
             },
         )
         .await
