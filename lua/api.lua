@@ -397,6 +397,23 @@ local function command(name)
       return Qless.Queue.queues(now, A[3])
     end
 
+  elseif name == 'queues.ext' then
+    -- Extension. queues.ext([queue]) -> as queues, each counts object with `throttled`:
+    -- the queue's jobs waiting for room in a throttle (q:<Q>-throttled)
+    return function(now, A)
+      local function counts(queue)
+        local text = Qless.Queue.counts(now, queue)
+        return text:sub(1, -2) .. ',"throttled":' ..
+          redis.call('zcard', P .. 'q:' .. queue .. '-throttled') .. '}'
+      end
+      if A[3] then return counts(A[3]) end
+      local names = redis.call('zrange', P .. 'queues', '0', '-1')
+      if #names == 0 then return '{}' end
+      local out = {}
+      for i = 1, #names do out[i] = counts(names[i]) end
+      return '[' .. table.concat(out, ',') .. ']'
+    end
+
   elseif name == 'length' then
     -- length(queue) -> integer
     return function(now, A)

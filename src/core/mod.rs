@@ -374,6 +374,7 @@ fn reads(command: &str) -> bool {
             | "jobs"
             | "jobs.waiting"
             | "queues"
+            | "queues.ext"
             | "length"
             | "failed"
             | "stats"
