@@ -183,6 +183,22 @@ local function command(name)
       return Qless.Throttle.delete(now, tname)
     end
 
+  elseif name == 'throttle.list' then
+    -- Extension. throttle.list(offset, count) -> JSON array of throttle.get's objects
+    -- for the throttles with limits (P throttles), by name
+    return function(now, A)
+      local offset = Qless.count_arg(A[3], 0, 'Throttle', 'Arg "offset" not a number: ', 0)
+      local count = Qless.count_arg(A[4], 25, 'Throttle', 'Arg "count" not a number: ', 0)
+      local names = redis.call('smembers', P .. 'throttles')
+      table.sort(names)
+      local out = {}
+      for i = offset + 1, math.min(offset + count, #names) do
+        out[#out + 1] = Qless.Throttle.get(now, names[i])
+      end
+      if #out == 0 then return '{}' end
+      return '[' .. table.concat(out, ',') .. ']'
+    end
+
   elseif name == 'pop' then
     -- pop(queue, worker, count) -> JSON array of the leased jobs
     return function(now, A)

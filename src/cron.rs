@@ -20,7 +20,7 @@ use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
-use crate::core::{Error, Qless};
+use crate::core::{CronSpec, Error, Qless};
 
 /// How many upcoming ticks a cron template keeps stored; the gateway adds more when
 /// half of them have fired.
@@ -106,6 +106,17 @@ impl Schedule {
     pub fn zone(&self) -> &str {
         self.zone.name()
     }
+}
+
+/// `expression` in `zone` checked and turned into the script's form: with its first
+/// [`TICKS`] ticks after `now`.
+pub fn spec(expression: String, zone: &str, now: f64) -> Result<CronSpec, ScheduleError> {
+    let schedule = Schedule::parse(&expression, zone)?;
+    Ok(CronSpec {
+        ticks: schedule.after(now, TICKS),
+        timezone: schedule.zone().to_owned(),
+        expression,
+    })
 }
 
 /// Adds ticks to every cron template whose stored list runs low, continuing after its

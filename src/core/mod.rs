@@ -369,6 +369,7 @@ fn reads(command: &str) -> bool {
         "get"
             | "get.ext"
             | "throttle.get"
+            | "throttle.list"
             | "multiget"
             | "peek"
             | "jobs"

@@ -587,20 +587,15 @@ fn recur_args(
     })
 }
 
-/// A cron schedule checked and turned into the script's form: its first ticks after
-/// `now`.
+/// A cron schedule checked and turned into the script's form (a 400 naming what is
+/// wrong).
 pub(super) fn cron_spec(
     expression: String,
     timezone: String,
     now: f64,
 ) -> Result<core::CronSpec, ApiError> {
-    let schedule = crate::cron::Schedule::parse(&expression, &timezone)
-        .map_err(|err| ApiError::BadRequest(err.to_string()))?;
-    Ok(core::CronSpec {
-        ticks: schedule.after(now, crate::cron::TICKS),
-        timezone: schedule.zone().to_owned(),
-        expression,
-    })
+    crate::cron::spec(expression, &timezone, now)
+        .map_err(|err| ApiError::BadRequest(err.to_string()))
 }
 
 /// The given jid (checked), or a new one: a UUID v4 as 32 lowercase hex digits, the
