@@ -183,6 +183,22 @@ local function command(name)
       return Qless.Throttle.delete(now, tname)
     end
 
+  elseif name == 'throttle.list' then
+    -- Extension. throttle.list(offset, count) -> JSON array of throttle.get's objects
+    -- for the throttles with limits (P throttles), by name
+    return function(now, A)
+      local offset = Qless.count_arg(A[3], 0, 'Throttle', 'Arg "offset" not a number: ', 0)
+      local count = Qless.count_arg(A[4], 25, 'Throttle', 'Arg "count" not a number: ', 0)
+      local names = redis.call('smembers', P .. 'throttles')
+      table.sort(names)
+      local out = {}
+      for i = offset + 1, math.min(offset + count, #names) do
+        out[#out + 1] = Qless.Throttle.get(now, names[i])
+      end
+      if #out == 0 then return '{}' end
+      return '[' .. table.concat(out, ',') .. ']'
+    end
+
   elseif name == 'pop' then
     -- pop(queue, worker, count) -> JSON array of the leased jobs
     return function(now, A)
@@ -380,6 +396,23 @@ local function command(name)
       return Qless.Queue.queues(now, A[3])
     end
 
+  elseif name == 'queues.ext' then
+    -- Extension. queues.ext([queue]) -> as queues, each counts object with `throttled`:
+    -- the queue's jobs waiting for room in a throttle (q:<Q>-throttled)
+    return function(now, A)
+      local function counts(queue)
+        local text = Qless.Queue.counts(now, queue)
+        return text:sub(1, -2) .. ',"throttled":' ..
+          redis.call('zcard', P .. 'q:' .. queue .. '-throttled') .. '}'
+      end
+      if A[3] then return counts(A[3]) end
+      local names = redis.call('zrange', P .. 'queues', '0', '-1')
+      if #names == 0 then return '{}' end
+      local out = {}
+      for i = 1, #names do out[i] = counts(names[i]) end
+      return '[' .. table.concat(out, ',') .. ']'
+    end
+
   elseif name == 'length' then
     -- length(queue) -> integer
     return function(now, A)
@@ -511,6 +544,8 @@ local function command(name)
   elseif name == 'recur' then
     -- recur(queue, jid, klass, data, 'interval', interval, offset,
     --       [tags|priority|retries|backlog v]...) -> jid
+    -- recur(queue, jid, klass, data, 'cron', expression, timezone,
+    --       ticks <JSON array>, [tags|priority|retries|backlog v]...) -> jid (extension)
     return function(now, A)
       local number_arg = Qless.number_arg
       local queue = Qless.queue_arg(A[3])
@@ -523,13 +558,21 @@ local function command(name)
       if Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'RecurringJob On', 'Arg "data" not JSON: ' .. tostring(data))
       end
-      if spec ~= 'interval' then
+      local interval, offset
+      if spec == 'interval' then
+        interval = number_arg(A[8], 'Recur', 'Arg "interval" not a number: ')
+        offset = number_arg(A[9], 'Recur', 'Arg "offset" not a number: ')
+        if interval <= 0 then
+          Qless.raise('QL_ARG', 'Recur', 'Arg "interval" must be greater than 0')
+        end
+      elseif spec == 'cron' then
+        -- The gateway parsed the expression and computed its ticks (lua/README.md).
+        if A[8] == nil or A[8] == '' then Qless.raise('QL_ARG', 'Recur', 'Arg "cron" missing') end
+        if A[9] == nil or A[9] == '' then
+          Qless.raise('QL_ARG', 'Recur', 'Arg "timezone" missing')
+        end
+      else
         Qless.raise('QL_ARG', 'Recur', 'schedule type "' .. spec .. '" unknown')
-      end
-      local interval = number_arg(A[8], 'Recur', 'Arg "interval" not a number: ')
-      local offset = number_arg(A[9], 'Recur', 'Arg "offset" not a number: ')
-      if interval <= 0 then
-        Qless.raise('QL_ARG', 'Recur', 'Arg "interval" must be greater than 0')
       end
       local n = #A
       if (n - 9) % 2 == 1 then
@@ -554,8 +597,32 @@ local function command(name)
       if opts.backlog ~= nil then
         backlog = number_arg(opts.backlog, 'Recur', 'Arg "backlog" not a number: ')
       end
+      local cron
+      if spec == 'cron' then
+        if opts.ticks == nil then Qless.raise('QL_ARG', 'Recur', 'Arg "ticks" missing') end
+        local ticks = Qless.Recurring.ticks_arg(opts.ticks)
+        cron = { expr = A[8], zone = A[9], ticks = ticks }
+        interval, offset = tonumber(Qless.Recurring.period(ticks, 86400)), 0
+      end
       return Qless.Recurring.on(now, queue, jid, klass, data, interval, offset, priority,
-        tags, retries, backlog)
+        tags, retries, backlog, cron)
+    end
+
+  elseif name == 'recur.cron.due' then
+    -- recur.cron.due(limit) -> [jid, cron, timezone, stored, last, ...] (extension)
+    return function(now, A)
+      local limit = Qless.number_arg(A[3], 'Recur', 'Arg "limit" not a number: ')
+      return Qless.Recurring.cron_due(math.max(math.floor(limit), 1))
+    end
+
+  elseif name == 'recur.cron.extend' then
+    -- recur.cron.extend(jid, cron, timezone, ticks) -> 1, or 0 if the schedule changed
+    return function(now, A)
+      local jid = Qless.jid_arg(A[3], 'Recurring')
+      if A[4] == nil or A[5] == nil then
+        Qless.raise('QL_ARG', 'Recur', 'Args "cron" and "timezone" missing')
+      end
+      return Qless.Recurring.cron_extend(now, jid, A[4], A[5], Qless.Recurring.ticks_arg(A[6]))
     end
 
   elseif name == 'recur.get' then
@@ -564,8 +631,16 @@ local function command(name)
       return Qless.Recurring.get(Qless.jid_arg(A[3], 'Recurring'))
     end
 
+  elseif name == 'recur.get.ext' then
+    -- Extension. recur.get.ext(jid) -> recur.get's JSON plus `next` (and `cron`,
+    -- `timezone` for a cron template), or nil
+    return function(now, A)
+      return Qless.Recurring.get(Qless.jid_arg(A[3], 'Recurring'), true)
+    end
+
   elseif name == 'recur.update' then
-    -- recur.update(jid, [priority|retries|interval|data|klass|queue|backlog v]...) -> 1
+    -- recur.update(jid, [priority|retries|interval|data|klass|queue|backlog|cron|
+    --   timezone|ticks v]...) -> 1
     return function(now, A)
       return Qless.Recurring.update(now, Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4))
     end

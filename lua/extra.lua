@@ -8,18 +8,22 @@
 function extra_factory(name)
   if name == 'job_json' then
     -- The job object of jid (as `get` gives it) plus, when the job has them, its
-    -- `progress` and `result` (JSON text, as strings like `data`); nil if no job.
+    -- `progress` and `result` (JSON text, as strings like `data`), `throttles`, its
+    -- `backoff` policy and the throttle it waits on (`throttled`); nil if no job.
     return function(jid)
       local buf = {}
       if not Qless.job_buffer(buf, jid) then return nil end
-      local f = redis.call('hmget', P .. 'j:' .. jid, 'progress', 'result', 'throttles')
-      if f[1] or f[2] or f[3] then
+      local f = redis.call('hmget', P .. 'j:' .. jid, 'progress', 'result', 'throttles',
+        'backoff', 'throttled')
+      if f[1] or f[2] or f[3] or f[4] or f[5] then
         -- The object ends with '}' in the buffer's last piece: insert before it.
         local last = buf[#buf]
         local extra = ''
         if f[1] then extra = extra .. ',"progress":' .. cjson.encode(f[1]) end
         if f[2] then extra = extra .. ',"result":' .. cjson.encode(f[2]) end
         if f[3] then extra = extra .. ',"throttles":' .. f[3] end
+        if f[4] and f[4] ~= '' then extra = extra .. ',"backoff":' .. f[4] end
+        if f[5] and f[5] ~= '' then extra = extra .. ',"throttled":' .. cjson.encode(f[5]) end
         buf[#buf] = string.sub(last, 1, -2) .. extra .. '}'
       end
       return table.concat(buf)

@@ -149,6 +149,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/ui/recurring", Needs(Read)),
     route("GET", "/ui/recurring/{jid}", Needs(Read)),
     route("POST", "/ui/recurring/{jid}/{action}", Needs(Admin)),
+    route("GET", "/ui/throttles", Needs(Read)),
     route("GET", "/ui/config", Needs(Read)),
     route("POST", "/ui/config", Needs(Admin)),
     // Queues.

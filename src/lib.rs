@@ -16,6 +16,8 @@
 //! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
 //!   route's scope, and the layer checking every request against both.
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
+//! * [`cron`]: cron expressions in time zones, and the fire times of cron templates
+//!   the gateway computes for the script.
 //! * [`error`]: [`error::ApiError`], rendered as `application/problem+json`.
 //! * [`routes`]: one module per resource; thin handlers.
 //! * [`core`]: the only code touching Redis: the Lua script (`lua/`, joined at compile
@@ -52,6 +54,7 @@ pub mod browser;
 pub mod clock;
 pub mod connections;
 pub mod core;
+pub mod cron;
 pub mod error;
 pub mod healthcheck;
 pub mod leasing;

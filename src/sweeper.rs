@@ -1,6 +1,7 @@
 //! The server keeps time: a background task runs the script's upkeep (`sweep`), so
 //! scheduled jobs become waiting, recurring jobs spawn and workers hear about expired
-//! locks at the due time even on queues nobody pops.
+//! locks at the due time even on queues nobody pops; and it tops up the fire times of
+//! cron templates ([`crate::cron::top_up`]).
 //!
 //! It visits what is due, not every queue: the script keeps `<prefix>due`, a sorted
 //! set of queue → the earliest time something of that queue falls due (a scheduled
@@ -113,6 +114,10 @@ pub async fn run(qless: Qless, clock: Clock, holder: String, mut stop: watch::Re
             let started = Instant::now();
             let swept = qless.sweep(now, LIMIT, scan, cursor).await;
             crate::metrics::METRICS.sweep(started.elapsed(), swept.is_err());
+            // After the sweep, so ticks missed while nothing ran have fired first.
+            if let Err(err) = crate::cron::top_up(&qless, now).await {
+                tracing::debug!(%err, "cron top-up failed");
+            }
             match swept {
                 Ok(report) => {
                     failures = 0;

@@ -31,7 +31,7 @@ pub use jobs::{
     Tracked,
 };
 pub use queues::Listing;
-pub use recurring::{RecurArgs, RecurUpdate};
+pub use recurring::{CronDue, CronSpec, RecurArgs, RecurUpdate};
 pub use reply::CallArgs;
 pub use resp::Endpoint;
 pub use script::Script;
@@ -369,11 +369,13 @@ fn reads(command: &str) -> bool {
         "get"
             | "get.ext"
             | "throttle.get"
+            | "throttle.list"
             | "multiget"
             | "peek"
             | "jobs"
             | "jobs.waiting"
             | "queues"
+            | "queues.ext"
             | "length"
             | "failed"
             | "stats"
@@ -381,6 +383,7 @@ fn reads(command: &str) -> bool {
             | "track"
             | "workers"
             | "recur.get"
+            | "recur.get.ext"
             | "config.get"
     )
 }

@@ -31,14 +31,14 @@ impl Listing {
 }
 
 impl Qless {
-    /// `queues`: counts for every known queue, oldest first.
+    /// `queues.ext`: counts (with `throttled`) for every known queue, oldest first.
     pub async fn queues(&self, now: f64) -> Result<Vec<QueueCounts>, Error> {
-        reply::json_vec(self.call("queues", now, &[]).await?)
+        reply::json_vec(self.call("queues.ext", now, &[]).await?)
     }
 
-    /// `queues Q`: counts for one queue (all zero if it is unknown).
+    /// `queues.ext Q`: counts for one queue (all zero if it is unknown).
     pub async fn queue(&self, now: f64, queue: &str) -> Result<QueueCounts, Error> {
-        reply::json(self.call("queues", now, &[queue.to_owned()]).await?)
+        reply::json(self.call("queues.ext", now, &[queue.to_owned()]).await?)
     }
 
     /// `length`: running + waiting + scheduled jobs of a queue.

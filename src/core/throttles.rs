@@ -33,6 +33,17 @@ impl Qless {
         reply::integer(self.call("throttle.set", now, args).await?).map(|_| ())
     }
 
+    /// `throttle.list`: the throttles with limits, by name, `count` from `offset`.
+    pub async fn throttle_list(
+        &self,
+        now: f64,
+        offset: u32,
+        count: u32,
+    ) -> Result<Vec<Throttle>, Error> {
+        let args = [offset.to_string(), count.to_string()];
+        reply::json_vec(self.call("throttle.list", now, &args).await?)
+    }
+
     /// `throttle.get`: a throttle's limits, holders and waiting jobs, or `None`.
     pub async fn throttle_get(&self, now: f64, name: &str) -> Result<Option<Throttle>, Error> {
         reply::optional_json(self.call("throttle.get", now, &[name.to_owned()]).await?)

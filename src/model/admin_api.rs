@@ -16,7 +16,8 @@ pub struct RecurringJobUpdate {
     /// Priority of the children spawned from now on (higher pops first).
     pub priority: Option<f64>,
     /// Seconds between spawns, greater than 0. The next spawn moves by the difference
-    /// between the new and the old interval.
+    /// between the new and the old interval; a cron template becomes an interval one,
+    /// next spawn an interval from now.
     #[schema(exclusive_minimum = 0)]
     pub interval: Option<f64>,
     /// Retry budget of the children spawned from now on (0 or more).
@@ -34,10 +35,19 @@ pub struct RecurringJobUpdate {
     /// next spawn time.
     #[schema(value_type = Option<crate::model::Name>)]
     pub queue: Option<String>,
-    /// Catch up at most this many missed intervals (0: all of them).
+    /// Catch up at most this many missed intervals (0: all of them); for a cron
+    /// template, fire at most this many missed ticks (0: only the latest).
     #[schema(minimum = 0)]
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     pub backlog: Option<i64>,
+    /// A new cron expression (5 fields, or 6 with seconds first); the template then
+    /// spawns at its next tick after now. Not with `interval`.
+    #[schema(example = "0 9 * * 1-5", max_length = 200)]
+    pub cron: Option<String>,
+    /// A new IANA time zone for the cron expression (the template's own, or given
+    /// with `cron`; a template without one becomes a cron template only with `cron`).
+    #[schema(example = "Europe/Berlin", max_length = 64)]
+    pub timezone: Option<String>,
 }
 
 /// Tags to add to a recurring job template.

@@ -124,6 +124,13 @@ pub struct Job {
     /// when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttles: Option<Vec<String>>,
+    /// Its own retry backoff policy, when it was put with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::model::Backoff>)]
+    pub backoff: Option<Value>,
+    /// The throttle it waits for room in, while its pop is held back by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled: Option<String>,
 }
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,

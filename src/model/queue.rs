@@ -8,7 +8,7 @@ use super::wire;
 /// How many jobs a queue holds in each state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"name": "emails", "waiting": 12, "running": 3, "stalled": 0,
-    "scheduled": 1, "depends": 0, "recurring": 1, "paused": false}))]
+    "scheduled": 1, "depends": 0, "recurring": 1, "paused": false, "throttled": 0}))]
 pub struct QueueCounts {
     /// Queue name.
     pub name: String,
@@ -26,6 +26,9 @@ pub struct QueueCounts {
     pub recurring: i64,
     /// Paused queues pop nothing.
     pub paused: bool,
+    /// Waiting for room in a full throttle (state `waiting`, not counted in `waiting`).
+    #[serde(default)]
+    pub throttled: i64,
 }
 
 /// Wait or run time statistics of one queue for one day.

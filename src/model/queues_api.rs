@@ -237,10 +237,21 @@ pub struct CreateRecurringJobRequest {
     #[serde(default = "crate::model::wire::empty_object")]
     #[schema(value_type = serde_json::Value)]
     pub data: crate::model::wire::RawJson,
-    /// Seconds between spawns (greater than 0).
+    /// Seconds between spawns (greater than 0). Give exactly one of `interval` and
+    /// `cron`.
+    #[serde(default)]
     #[schema(exclusive_minimum = 0)]
-    pub interval: f64,
-    /// Seconds from now until the first spawn (at least 0, default 0).
+    pub interval: Option<f64>,
+    /// A cron expression: 5 fields (minute hour day-of-month month day-of-week), or 6
+    /// with seconds first. Give exactly one of `interval` and `cron`.
+    #[serde(default)]
+    #[schema(example = "0 9 * * 1-5", max_length = 200)]
+    pub cron: Option<String>,
+    /// The IANA time zone `cron` is read in (default `UTC`); only with `cron`.
+    #[serde(default)]
+    #[schema(example = "Europe/Berlin", max_length = 64)]
+    pub timezone: Option<String>,
+    /// Seconds from now until the first spawn (at least 0, default 0); interval only.
     #[serde(default)]
     #[schema(minimum = 0)]
     pub offset: f64,
@@ -256,7 +267,8 @@ pub struct CreateRecurringJobRequest {
     #[schema(minimum = 0)]
     pub retries: Option<i64>,
     /// At most this many missed intervals are caught up at once (at least 0; default
-    /// 0, meaning all).
+    /// 0, meaning all). For `cron`: at most this many missed ticks fire (default 0,
+    /// meaning only the latest).
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub backlog: Option<i64>,

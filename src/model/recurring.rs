@@ -1,4 +1,4 @@
-//! Recurring jobs: templates that spawn a job every interval.
+//! Recurring jobs: templates that spawn a job every interval, or on a cron schedule.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -23,7 +23,8 @@ pub struct RecurringJob {
         serialize_with = "wire::whole_when_possible"
     )]
     pub priority: f64,
-    /// Seconds between spawns.
+    /// Seconds between spawns. For a cron template, the gap between its next two
+    /// fire times (what stock qless clients read).
     #[serde(
         deserialize_with = "wire::number",
         serialize_with = "wire::whole_when_possible"
@@ -41,7 +42,23 @@ pub struct RecurringJob {
     /// Tags of the children.
     #[serde(deserialize_with = "wire::list")]
     pub tags: Vec<String>,
-    /// At most this many missed intervals are caught up (0: all).
+    /// Interval templates: at most this many missed intervals are caught up (0: all).
+    /// Cron templates: at most this many missed ticks fire (0: only the latest).
     #[serde(deserialize_with = "wire::integer", default)]
     pub backlog: i64,
+    /// The cron expression, for a cron template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "0 9 * * 1-5")]
+    pub cron: Option<String>,
+    /// The IANA time zone of the cron expression, for a cron template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "Europe/Berlin")]
+    pub timezone: Option<String>,
+    /// The next spawn times (seconds since the epoch, at most 5), soonest first.
+    #[serde(
+        default,
+        deserialize_with = "wire::list",
+        serialize_with = "wire::whole_list_when_possible"
+    )]
+    pub next: Vec<f64>,
 }

@@ -184,6 +184,26 @@ pub fn whole_when_possible<S: serde::Serializer>(
     }
 }
 
+/// [`whole_when_possible`] for each number of a list.
+pub fn whole_list_when_possible<S: serde::Serializer>(
+    values: &[f64],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    use serde::ser::SerializeSeq;
+    struct Whole(f64);
+    impl Serialize for Whole {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            whole_when_possible(&self.0, serializer)
+        }
+    }
+    let mut seq = serializer.serialize_seq(Some(values.len()))?;
+    for value in values {
+        seq.serialize_element(&Whole(*value))?;
+    }
+    seq.end()
+}
+
 /// [`whole_when_possible`] for an optional field.
 pub fn optional_whole_when_possible<S: serde::Serializer>(
     value: &Option<f64>,

@@ -414,8 +414,13 @@ async fn get_queue_stats(
 /// Create a recurring job in a queue.
 ///
 /// The template spawns a job (`<jid>-1`, `<jid>-2`, ...) into the queue every
-/// `interval` seconds, the first `offset` seconds from now. A missing `jid` is
-/// generated. An existing template with the same jid is replaced: every attribute is
+/// `interval` seconds, the first `offset` seconds from now; or, with `cron` (and
+/// `timezone`, default UTC) instead of `interval`, at each fire time of the cron
+/// expression in that zone. Daylight saving time follows Vixie cron: a time skipped
+/// by spring-forward fires once at the first instant after the gap; a time repeated
+/// by fall-back fires once (expressions stepping through every hour, minute or
+/// second fire on real time). Ticks missed while nothing ran fire once (the latest),
+/// or up to `backlog` of them. A missing `jid` is generated. An existing template with the same jid is replaced: every attribute is
 /// set anew, its next run is reset to now + offset, and it moves to this queue; its
 /// spawn count is kept.
 #[utoipa::path(post, path = "/v1/queues/{queue}/recurring", tag = "queues",
@@ -427,8 +432,10 @@ async fn get_queue_stats(
          body = CreatedRecurringJob,
          headers(("Location" = String, description = "`/v1/recurring/{jid}`"))),
         (status = 400, description = "Malformed JSON, an unknown field, an invalid \
-            queue/jid/tag name, an empty klass, an interval that is not above 0, a \
-            negative offset, a non-finite priority, or negative retries or backlog",
+            queue/jid/tag name, an empty klass, an interval that is not above 0, both or \
+            neither of interval and cron, a bad cron expression or unknown timezone \
+            (named in the detail), a negative offset, a non-finite priority, or \
+            negative retries or backlog; nothing is written",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
@@ -440,8 +447,9 @@ async fn create_recurring_job(
     Json(body): Json<CreateRecurringJobRequest>,
 ) -> Result<Response, ApiError> {
     validate::name("queue", &queue)?;
-    let args = recur_args(&queue, body, state.limits.max_job_size)?;
-    let jid = state.qless.recur(state.clock.now(), args).await?;
+    let now = state.clock.now();
+    let args = recur_args(&queue, body, state.limits.max_job_size, now)?;
+    let jid = state.qless.recur(now, args).await?;
     let location = location("/v1/recurring/", &jid)?;
     let body = Json(CreatedRecurringJob { jid });
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], body).into_response())
@@ -523,14 +531,39 @@ fn recur_args(
     queue: &str,
     body: CreateRecurringJobRequest,
     max_job_size: u64,
+    now: f64,
 ) -> Result<RecurArgs, ApiError> {
     let jid = jid_or_new(body.jid)?;
     validate::text("klass", &body.klass)?;
-    if !(body.interval.is_finite() && body.interval > 0.0) {
-        return Err(ApiError::BadRequest(
-            "interval must be a finite number of seconds above 0".to_owned(),
-        ));
-    }
+    let (interval, cron) = match (body.interval, body.cron) {
+        (Some(interval), None) if interval.is_finite() && interval > 0.0 => {
+            if body.timezone.is_some() {
+                return Err(ApiError::BadRequest(
+                    "timezone goes with cron, not with interval".to_owned(),
+                ));
+            }
+            (interval, None)
+        }
+        (Some(_), None) => {
+            return Err(ApiError::BadRequest(
+                "interval must be a finite number of seconds above 0".to_owned(),
+            ));
+        }
+        (None, Some(expression)) => {
+            if body.offset != 0.0 {
+                return Err(ApiError::BadRequest(
+                    "offset goes with interval, not with cron".to_owned(),
+                ));
+            }
+            let timezone = body.timezone.unwrap_or_else(|| "UTC".to_owned());
+            (0.0, Some(cron_spec(expression, timezone, now)?))
+        }
+        _ => {
+            return Err(ApiError::BadRequest(
+                "give exactly one of interval and cron".to_owned(),
+            ));
+        }
+    };
     let offset = validate::seconds("offset", body.offset)?;
     let priority = body
         .priority
@@ -544,13 +577,25 @@ fn recur_args(
         jid,
         klass: body.klass,
         data: JobData::new(&body.data, max_job_size)?.into_text(),
-        interval: body.interval,
+        interval,
         offset,
+        cron,
         priority,
         tags: body.tags,
         retries: body.retries,
         backlog: body.backlog,
     })
+}
+
+/// A cron schedule checked and turned into the script's form (a 400 naming what is
+/// wrong).
+pub(super) fn cron_spec(
+    expression: String,
+    timezone: String,
+    now: f64,
+) -> Result<core::CronSpec, ApiError> {
+    crate::cron::spec(expression, &timezone, now)
+        .map_err(|err| ApiError::BadRequest(err.to_string()))
 }
 
 /// The given jid (checked), or a new one: a UUID v4 as 32 lowercase hex digits, the

@@ -57,7 +57,9 @@ async fn get_recurring_job(
 /// Only the fields given change; at least one is required. The changes apply to the
 /// children spawned from now on; children already spawned are untouched. A new
 /// `interval` shifts the next spawn by the difference between the new and the old
-/// interval; a new `queue` moves the template there with its next spawn time. Tags are
+/// interval (a cron template becomes an interval one, next spawn an interval from
+/// now); a new `cron` or `timezone` makes the template spawn at the schedule's next
+/// tick after now; a new `queue` moves the template there with its next spawn time. Tags are
 /// changed with `POST`/`DELETE /v1/recurring/{jid}/tags`.
 #[utoipa::path(patch, path = "/v1/recurring/{jid}", tag = "recurring",
     operation_id = "update_recurring_job",
@@ -66,7 +68,9 @@ async fn get_recurring_job(
     responses(
         (status = 204, description = "The template was changed"),
         (status = 400, description = "Malformed body, no field given, an unknown field, \
-            an interval not above 0, a negative retries or backlog, or a bad jid, klass \
+            an interval not above 0, interval with cron or timezone, a bad cron \
+            expression or unknown timezone (named in the detail), a timezone for a \
+            template without cron, a negative retries or backlog, or a bad jid, klass \
             or queue name; nothing is changed", body = Problem,
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
@@ -81,11 +85,13 @@ async fn update_recurring_job(
     Json(body): Json<RecurringJobUpdate>,
 ) -> Result<StatusCode, ApiError> {
     validate::name("jid", &jid)?;
-    let update = recur_update(body, state.limits.max_job_size)?;
-    state
-        .qless
-        .recur_update(state.clock.now(), &jid, update)
-        .await?;
+    let now = state.clock.now();
+    let schedule = (body.cron.clone(), body.timezone.clone());
+    let mut update = recur_update(body, state.limits.max_job_size)?;
+    if schedule.0.is_some() || schedule.1.is_some() {
+        update.cron = Some(cron_change(&state, &jid, schedule, now).await?);
+    }
+    state.qless.recur_update(now, &jid, update).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -188,6 +194,11 @@ fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpda
     if let Some(priority) = body.priority {
         validate::finite("priority", priority)?;
     }
+    if body.interval.is_some() && (body.cron.is_some() || body.timezone.is_some()) {
+        return Err(ApiError::BadRequest(
+            "give interval, or cron and timezone, not both".to_owned(),
+        ));
+    }
     if let Some(interval) = body.interval
         && !(interval.is_finite() && interval > 0.0)
     {
@@ -218,14 +229,46 @@ fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpda
         klass: body.klass,
         queue: body.queue,
         backlog: body.backlog,
+        cron: None,
     };
-    if update.is_empty() {
+    if update.is_empty() && body.cron.is_none() && body.timezone.is_none() {
         return Err(ApiError::BadRequest(
-            "give at least one of priority, interval, retries, data, klass, queue, backlog"
+            "give at least one of priority, interval, retries, data, klass, queue, backlog, \
+             cron, timezone"
                 .to_owned(),
         ));
     }
     Ok(update)
+}
+
+/// The new cron schedule of template `jid` from a PATCH's `cron` and `timezone`,
+/// the one not given taken from the template (the zone defaulting to UTC).
+async fn cron_change(
+    state: &AppState,
+    jid: &str,
+    (cron, timezone): (Option<String>, Option<String>),
+    now: f64,
+) -> Result<crate::core::CronSpec, ApiError> {
+    let (cron, timezone) = match (cron, timezone) {
+        (Some(cron), Some(timezone)) => (cron, timezone),
+        (cron, timezone) => {
+            let template = state
+                .qless
+                .recur_get(now, jid)
+                .await?
+                .ok_or_else(|| not_found(jid))?;
+            let cron = cron.or(template.cron).ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "recurring job {jid} has no cron expression; give cron with timezone"
+                ))
+            })?;
+            let timezone = timezone
+                .or(template.timezone)
+                .unwrap_or_else(|| "UTC".to_owned());
+            (cron, timezone)
+        }
+    };
+    super::queues::cron_spec(cron, timezone, now)
 }
 
 fn not_found(jid: &str) -> ApiError {

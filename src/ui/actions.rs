@@ -322,9 +322,25 @@ pub(super) async fn recurring(
             let Some(current) = qless.recur_get(now, &jid).await? else {
                 return Err(refused(StatusCode::NOT_FOUND, "no such recurring job"));
             };
+            // A cron template's form carries `cron` and `timezone`; changed ones make a
+            // new schedule from now.
+            let cron = match (form.get("cron"), form.get("timezone")) {
+                (Some(cron), zone)
+                    if Some(cron) != current.cron.as_deref()
+                        || zone.is_some_and(|z| Some(z) != current.timezone.as_deref()) =>
+                {
+                    let zone = zone.filter(|z| !z.is_empty()).unwrap_or("UTC");
+                    Some(
+                        crate::cron::spec(cron.trim().to_owned(), zone, now)
+                            .map_err(|err| refused(StatusCode::BAD_REQUEST, &err.to_string()))?,
+                    )
+                }
+                _ => None,
+            };
             let update = RecurUpdate {
                 priority,
                 interval,
+                cron,
                 ..RecurUpdate::default()
             };
             if !update.is_empty() {

@@ -82,6 +82,7 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/recurring", get(pages::recurring_list))
         .route("/ui/recurring/{jid}", get(pages::recurring))
         .route("/ui/recurring/{jid}/{action}", post(actions::recurring))
+        .route("/ui/throttles", get(pages::throttles))
         .route("/ui/config", get(pages::config).post(actions::config))
         .with_state(ui)
 }
@@ -198,6 +199,7 @@ fn layout(title: &str, content: Markup) -> Markup {
                     a href="/ui/tags" { "Tags" }
                     a href="/ui/tracked" { "Tracked" }
                     a href="/ui/recurring" { "Recurring" }
+                    a href="/ui/throttles" { "Throttles" }
                     a href="/ui/config" { "Config" }
                     a href="/docs" { "API" }
                     form.search action="/ui/search" method="get" {

@@ -135,13 +135,15 @@ fn queue_table(queues: &[QueueCounts]) -> Markup {
         table #queues {
             tr {
                 th { "Queue" } th.n { "Waiting" } th.n { "Running" } th.n { "Scheduled" }
-                th.n { "Stalled" } th.n { "Depends" } th.n { "Recurring" } th { "Paused" }
+                th.n { "Stalled" } th.n { "Depends" } th.n { "Recurring" } th.n { "Throttled" }
+                th { "Paused" }
             }
             @for q in queues {
                 tr {
                     td { a.queue href=(format!("/ui/queues/{}", seg(&q.name))) { (q.name) } }
                     td.n { (q.waiting) } td.n { (q.running) } td.n { (q.scheduled) }
                     td.n { (q.stalled) } td.n { (q.depends) } td.n { (q.recurring) }
+                    td.n.throttled { (q.throttled) }
                     td { @if q.paused { span.badge.paused { "paused" } } }
                 }
             }
@@ -232,11 +234,13 @@ pub(super) async fn queue(
         }
         html! {
             table #recurring {
-                tr { th { "Template" } th { "Class" } th.n { "Every (s)" } th.n { "Priority" } th { "Tags" } th.n { "Spawned" } }
+                tr { th { "Template" } th { "Class" } th.n { "Schedule" } th.n { "Priority" } th { "Tags" } th.n { "Spawned" } }
                 @for t in &templates {
                     tr {
                         td { a href=(format!("/ui/recurring/{}", seg(&t.jid))) { (t.jid) } }
-                        td { (t.klass) } td.n { (t.interval) } td.n { (t.priority) }
+                        td { (t.klass) }
+                        td.n { @if let Some(cron) = &t.cron { code { (cron) } " " (t.timezone.as_deref().unwrap_or("UTC")) } @else { "every " (t.interval) " s" } }
+                        td.n { (t.priority) }
                         td { (t.tags.join(", ")) } td.n { (t.count) }
                     }
                 }
@@ -268,6 +272,9 @@ pub(super) async fn queue(
                         href=(format!("/ui/queues/{}?state={s}", seg(&queue))) { (s) " (" (n) ")" }
                 }
             }
+            p.muted #throttled { "Throttled: " (counts.throttled)
+                " (waiting for room in a full "
+                a href="/ui/throttles" { "throttle" } ")" }
             (rows)
             (pager(&base, p.offset, jids.len(), Some(total)))
             h2 { "Today" }
@@ -360,6 +367,15 @@ pub(super) async fn job(
                         @if can.admin { (action_button(&format!("{base}/untag"), "×", "", &[("tag", tag)])) }
                     }
                 }
+                @if let Some(throttles) = &job.throttles {
+                    dt { "Throttles" } dd #throttles {
+                        @for t in throttles { span.badge { (t) } " " }
+                        @if let Some(t) = &job.throttled { span.badge.paused { "waiting on " (t) } }
+                    }
+                }
+                @if let Some(backoff) = &job.backoff {
+                    dt { "Backoff" } dd #backoff { code { (backoff) } }
+                }
                 @if let Some(parent) = &job.spawned_from_jid {
                     dt { "Spawned from" } dd { a href=(format!("/ui/recurring/{}", seg(parent))) { (parent) } }
                 }
@@ -416,6 +432,14 @@ pub(super) async fn job(
             }
             h2 { "Data" }
             pre #data { (data) }
+            @if let Some(progress) = &job.progress {
+                h2 { "Progress" }
+                pre #progress { (pretty(progress.get())) }
+            }
+            @if let Some(result) = &job.result {
+                h2 { "Result" }
+                pre #result { (pretty(result.get())) }
+            }
             h2 { "History" }
             ol.timeline {
                 @for h in &job.history {
@@ -649,12 +673,26 @@ pub(super) async fn recurring(State(ui): State<Ui>, can: Can, Path(jid): Path<St
                 dt { "Spawned" } dd { (t.count) }
                 dt { "Retries" } dd { (t.retries) }
                 dt { "Backlog" } dd { (t.backlog) }
+                @if let Some(cron) = &t.cron {
+                    @let zone = t.timezone.as_deref().unwrap_or("UTC");
+                    dt { "Cron" } dd #cron { code { (cron) } }
+                    dt { "Time zone" } dd #timezone { (zone) }
+                    dt { "Next runs" } dd { ol #next { @for n in &t.next { li { (crate::cron::local_time(*n, zone)) } } } }
+                } @else {
+                    dt { "Every (s)" } dd { (t.interval) }
+                    dt { "Next runs" } dd { ol #next { @for n in &t.next { li { (when(*n)) } } } }
+                }
             }
             @if can.admin {
             h2 { "Edit" }
             form method="post" action=(format!("{base}/update")) {
                 (csrf_field())
-                p { label { "Interval (s) " input type="number" name="interval" min="1" step="any" value=(t.interval); } }
+                @if let Some(cron) = &t.cron {
+                    p { label { "Cron " input type="text" name="cron" value=(cron); } }
+                    p { label { "Time zone " input type="text" name="timezone" value=(t.timezone.as_deref().unwrap_or("UTC")); } }
+                } @else {
+                    p { label { "Interval (s) " input type="number" name="interval" min="1" step="any" value=(t.interval); } }
+                }
                 p { label { "Priority " input type="number" name="priority" step="any" value=(t.priority); } }
                 p { label { "Tags (comma-separated) " input type="text" name="tags" value=(t.tags.join(", ")); } }
                 button.primary type="submit" { "Save" }
@@ -665,6 +703,41 @@ pub(super) async fn recurring(State(ui): State<Ui>, can: Can, Path(jid): Path<St
             pre { (t.data.get()) }
         },
     ))
+}
+
+/// `GET /ui/throttles`: the throttles with limits, by name, with their jobs running
+/// and waiting.
+pub(super) async fn throttles(State(ui): State<Ui>, Query(p): Query<Paging>) -> UiResult {
+    let now = ui.app.clock.now();
+    let throttles = ui.app.qless.throttle_list(now, p.offset, PAGE).await?;
+    Ok(layout(
+        "Throttles",
+        html! {
+            h1 { "Throttles" }
+            table #throttles {
+                tr { th { "Throttle" } th.n { "Maximum" } th { "Rate" } th.n { "Running" } th.n { "Waiting" } th { "Waiting jobs" } }
+                @for t in &throttles {
+                    tr {
+                        td { (t.name) }
+                        td.n { @if let Some(m) = t.maximum { (m) } @else { "—" } }
+                        td { @if let Some(r) = &t.rate { (r.jobs) " per " (r.seconds) " s (" (t.recent) " recent)" } @else { "—" } }
+                        td.n { (t.running.len()) }
+                        td.n { (t.waiting.len()) }
+                        td { @for jid in t.waiting.iter().take(5) { a href=(format!("/ui/jobs/{}", seg(jid))) { (jid) } " " } }
+                    }
+                }
+            }
+            (pager("/ui/throttles", p.offset, throttles.len(), None))
+        },
+    ))
+}
+
+/// JSON text pretty-printed, or as it is when it does not parse.
+fn pretty(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| text.to_owned())
 }
 
 /// `GET /ui/config`: every option, each editable.

@@ -62,6 +62,7 @@ async fn recur(app: &TestApp) {
                 tags: Some(vec!["finance".into()]),
                 retries: Some(2),
                 backlog: None,
+                cron: None,
             },
         )
         .await

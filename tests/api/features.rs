@@ -434,6 +434,13 @@ async fn a_full_throttle_holds_its_jobs_back_without_blocking_the_queue() {
     assert_eq!(throttle.body["running"], json!(["t1"]));
     assert_eq!(throttle.body["waiting"], json!(["t2"]));
     assert_eq!(job(&app, "t2").await["state"], "waiting");
+    // The queue counts it as throttled, apart from the jobs ready to pop.
+    let counts = app.get("/v1/queues/q").await.body;
+    assert_eq!(
+        (counts["throttled"].clone(), counts["waiting"].clone()),
+        (json!(1), json!(0))
+    );
+    assert_eq!(app.get("/v1/queues").await.body[0]["throttled"], 1);
     assert!(pop(&app, "q", "w", 1).await.is_empty());
 
     complete(&app, "t1", "w", "q", json!({})).await;
@@ -441,6 +448,7 @@ async fn a_full_throttle_holds_its_jobs_back_without_blocking_the_queue() {
         app.get("/v1/throttles/smtp").await.body["waiting"],
         json!([])
     );
+    assert_eq!(app.get("/v1/queues/q").await.body["throttled"], 0);
     assert_eq!(pop(&app, "q", "w", 1).await, ["t2"]);
 }
 

@@ -5,6 +5,7 @@ mod auth;
 mod browser;
 mod complete_and_pop;
 mod connections;
+mod cron;
 mod details;
 mod document;
 mod features;

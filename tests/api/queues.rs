@@ -80,9 +80,9 @@ async fn list_queues_reports_every_queue_oldest_first() {
         response.body,
         json!([
             {"name": "zebra", "waiting": 1, "running": 0, "stalled": 0, "scheduled": 0,
-             "depends": 0, "recurring": 0, "paused": false},
+             "depends": 0, "recurring": 0, "paused": false, "throttled": 0},
             {"name": "aardvark", "waiting": 2, "running": 0, "stalled": 0, "scheduled": 0,
-             "depends": 0, "recurring": 0, "paused": false},
+             "depends": 0, "recurring": 0, "paused": false, "throttled": 0},
         ])
     );
 }
@@ -107,7 +107,7 @@ async fn get_queue_counts_jobs_in_every_state() {
     assert_eq!(
         response.body,
         json!({"name": "q", "waiting": 1, "running": 1, "stalled": 0, "scheduled": 1,
-               "depends": 1, "recurring": 1, "paused": true})
+               "depends": 1, "recurring": 1, "paused": true, "throttled": 0})
     );
 
     app.clock.advance(61.0);
@@ -124,7 +124,8 @@ async fn get_queue_reports_zeros_for_an_unknown_queue() {
     assert_eq!(
         response.body,
         json!({"name": "never-used", "waiting": 0, "running": 0, "stalled": 0,
-               "scheduled": 0, "depends": 0, "recurring": 0, "paused": false})
+               "scheduled": 0, "depends": 0, "recurring": 0, "paused": false,
+               "throttled": 0})
     );
     assert!(
         queue_names(&app).await.is_empty(),

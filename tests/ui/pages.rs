@@ -45,6 +45,7 @@ async fn every_page_renders_with_jobs_failures_and_a_recurring_job() {
         "/ui/tags?tag=signup",
         "/ui/tracked",
         "/ui/recurring",
+        "/ui/throttles",
         "/ui/config",
         "/ui/assets/htmx.min.js",
         "/ui/assets/style.css",
@@ -189,6 +190,7 @@ async fn recurring_jobs_and_config_are_edited_through_forms() {
                 tags: Some(vec!["old".into()]),
                 retries: None,
                 backlog: None,
+                cron: None,
             },
         )
         .await
@@ -384,4 +386,143 @@ async fn with_tokens_the_dashboard_asks_for_one_and_a_read_token_gets_no_actions
     // The cookie opens the dashboard only, never the API.
     let api = with_cookie(&app, Method::GET, "/v1/queues", "ops", "").await;
     assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn job_queue_and_throttle_pages_show_the_gateway_features() {
+    use serde_json::json;
+    let app = TestApp::start().await;
+    let set = app
+        .request(
+            Method::PUT,
+            "/v1/throttles/smtp",
+            Some(json!({"maximum": 1, "rate": {"jobs": 10, "seconds": 60}})),
+        )
+        .await;
+    assert!(set.status.is_success(), "{}", set.text);
+    for jid in ["t1", "t2"] {
+        let put = app
+            .post(
+                "/v1/queues/mail/jobs",
+                json!({"jid": jid, "klass": "K", "throttles": ["smtp"],
+                       "backoff": {"initial": 5, "factor": 3}}),
+            )
+            .await;
+        assert!(put.status.is_success(), "{}", put.text);
+        app.clock.advance(1.0);
+    }
+    let pop = app
+        .post("/v1/queues/mail/pop", json!({"worker": "w", "count": 2}))
+        .await;
+    assert_eq!(pop.body.as_array().map(Vec::len), Some(1), "{}", pop.text);
+    let beat = app
+        .post(
+            "/v1/jobs/t1/heartbeat",
+            json!({"worker": "w", "progress": {"done": 40}}),
+        )
+        .await;
+    assert_eq!(beat.status, StatusCode::OK, "{}", beat.text);
+
+    let running = app.get("/ui/jobs/t1").await.text;
+    assert!(running.contains(r#"id="progress""#) && running.contains("&quot;done&quot;: 40"));
+    assert!(running.contains(r#"id="throttles""#) && running.contains("smtp"));
+    assert!(running.contains(r#"id="backoff""#) && running.contains("&quot;factor&quot;:3"));
+    let waiting = app.get("/ui/jobs/t2").await.text;
+    assert!(waiting.contains("waiting on smtp"), "{waiting}");
+
+    let queue = app.get("/ui/queues/mail").await.text;
+    assert!(queue.contains("Throttled: 1"), "{queue}");
+    let overview = app.get("/ui").await.text;
+    assert!(
+        overview.contains(r#"<td class="n throttled">1</td>"#),
+        "{overview}"
+    );
+
+    let throttles = app.get("/ui/throttles").await;
+    assert_eq!(throttles.status, StatusCode::OK);
+    assert!(
+        overview.contains(r#"href="/ui/throttles""#),
+        "linked from the nav"
+    );
+    let row = throttles
+        .text
+        .split("<td>smtp</td>")
+        .nth(1)
+        .expect("a row for smtp");
+    assert!(
+        row.starts_with(r#"<td class="n">1</td><td>10 per 60 s (1 recent)</td><td class="n">1</td><td class="n">1</td>"#),
+        "{row}"
+    );
+    assert!(row.contains(r#"href="/ui/jobs/t2""#));
+
+    let complete = app
+        .post(
+            "/v1/jobs/t1/complete",
+            json!({"worker": "w", "queue": "mail", "result": {"sent": true}}),
+        )
+        .await;
+    assert_eq!(complete.status, StatusCode::OK, "{}", complete.text);
+    let done = app.get("/ui/jobs/t1").await.text;
+    assert!(done.contains(r#"id="result""#) && done.contains("&quot;sent&quot;: true"));
+    assert!(
+        app.get("/ui/queues/mail")
+            .await
+            .text
+            .contains("Throttled: 0")
+    );
+}
+
+#[tokio::test]
+async fn a_cron_template_page_shows_its_schedule_in_its_zone_and_edits_it() {
+    use serde_json::json;
+    let app = TestApp::start().await;
+    let created = app
+        .post(
+            "/v1/queues/reports/recurring",
+            json!({"jid": "daily", "klass": "Report", "cron": "0 9 * * *",
+                   "timezone": "Europe/Berlin"}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let page = app.get("/ui/recurring/daily").await.text;
+    assert!(
+        page.contains(r#"<dd id="cron"><code>0 9 * * *</code></dd>"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<dd id="timezone">Europe/Berlin</dd>"#),
+        "{page}"
+    );
+    // START is 2023-11-14 22:13 UTC: the next runs are 09:00 CET from the 15th.
+    assert!(page.contains("<li>2023-11-15 09:00:00 CET</li>"), "{page}");
+    assert!(page.contains("<li>2023-11-19 09:00:00 CET</li>"), "{page}");
+    let listing = app.get("/ui/queues/reports?state=recurring").await.text;
+    assert!(
+        listing.contains("<code>0 9 * * *</code> Europe/Berlin"),
+        "{listing}"
+    );
+
+    let token = token_in(&page);
+    let saved = post_form(
+        &app,
+        "/ui/recurring/daily/update",
+        &format!("csrf={token}&cron=30+7+*+*+*&timezone=America%2FNew_York&priority=0&tags="),
+    )
+    .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.text);
+    let template = app.get("/v1/recurring/daily").await.body;
+    assert_eq!(template["cron"], "30 7 * * *");
+    assert_eq!(template["timezone"], "America/New_York");
+    let refused = post_form(
+        &app,
+        "/ui/recurring/daily/update",
+        &format!("csrf={token}&cron=nope&timezone=UTC&priority=0&tags="),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.text.contains("nope"), "{}", refused.text);
+    assert_eq!(
+        app.get("/v1/recurring/daily").await.body["cron"],
+        "30 7 * * *"
+    );
 }
