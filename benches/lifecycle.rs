@@ -689,7 +689,11 @@ async fn memory(options: &Options) {
     for (label, listpack_value, namespace) in [
         ("ql: prefix, redis default listpack (64)", "64", None),
         ("ql: prefix, qlessd listpack (1024)", "1024", None),
-        ("namespace, redis default listpack (64)", "64", Some("bench")),
+        (
+            "namespace, redis default listpack (64)",
+            "64",
+            Some("bench"),
+        ),
         ("namespace, qlessd listpack (1024)", "1024", Some("bench")),
     ] {
         let mut target = Target::start(8).await;

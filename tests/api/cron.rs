@@ -41,7 +41,7 @@ async fn create(app: &TestApp, jid: &str, schedule: Value) -> TestResponse {
 
 /// What the sweeper does at `now`: the script's upkeep, then the cron top-up.
 async fn sweep(qless: &Qless, now: f64) {
-    qless.sweep(now, 1000).await.expect("sweep");
+    qless.sweep(now, 1000, 0, 0).await.expect("sweep");
     qlessd::cron::top_up(qless, now).await.expect("top up");
 }
 
@@ -312,7 +312,6 @@ async fn a_cron_template_spawns_through_the_gateway_sweeper() {
     tokio::spawn(qlessd::sweeper::run(
         app.qless.clone(),
         app.clock.clone(),
-        app.state.leasing.clone(),
         qlessd::sweeper::gateway_id(),
         stopped,
     ));
