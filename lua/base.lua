@@ -40,8 +40,9 @@ local STATS
 -- The queues in which this invocation made jobs available to pop, in order, each
 -- once (a queue is also a key of the table, whose value is how many jobs). Filled by
 -- Qless.available, lowered by pop for the jobs it leased itself, and published on
--- `P available` by the dispatcher when the invocation ends (Qless.announce), so a
+-- `P available` by the dispatcher (api.lua) when the invocation ends, so a
 -- batch of puts into one queue is one message. nil until something is announced.
+-- (put, the hot path, notes its job inline.)
 local AVAILABLE
 
 -- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,
@@ -681,7 +682,7 @@ Qless = setmetatable({ [0] = function(name)
 
   elseif name == 'available' then
     -- `n` jobs became poppable in `queue` (put, retry, unfail, release, promotion,
-    -- spawn, a lock handed over, a freed slot...): noted for Qless.announce.
+    -- spawn, a lock handed over, a freed slot...): noted for the dispatcher to publish.
     return function(queue, n)
       local a = AVAILABLE
       if not a then
@@ -710,23 +711,6 @@ Qless = setmetatable({ [0] = function(name)
     -- text `maxc`), a job held back by it may now be popped.
     return function(queue, maxc)
       if (tonumber(maxc) or 0) > 0 then Qless.available(queue, 1) end
-    end
-
-  elseif name == 'announce' then
-    -- Publishes what this invocation made available: one message per queue on
-    -- `P available`, `{"queue":<name>,"count":<n>}` (lua/README.md). Gateways wake
-    -- that many long-polling workers of the queue.
-    return function()
-      local a = AVAILABLE
-      AVAILABLE = nil
-      for i = 1, #a do
-        local q = a[i]
-        local n = a[q]
-        if n > 0 then
-          redis.call('publish', P .. 'available', '{"queue":' .. cjson.encode(q) ..
-            ',"count":' .. (n == 1 and '1' or string.format('%d', n)) .. '}')
-        end
-      end
     end
 
   elseif name == 'due' then

@@ -274,7 +274,19 @@ function queue_factory(name)
         state = 'waiting'
         redis.call('zadd', qkey .. '-work', string.format('%.17g', priority - now / 10000000000),
           jid)
-        Qless.available(queue, 1)
+        -- Qless.available(queue, 1), inline: building that method would cost more.
+        local a = AVAILABLE
+        if not a then
+          a = {}
+          AVAILABLE = a
+        end
+        local c = a[queue]
+        if c then
+          a[queue] = c + 1
+        else
+          a[queue] = 1
+          a[#a + 1] = queue
+        end
       end
       local etags = '{}'
       if #tags > 0 then etags = cjson.encode(tags) end
