@@ -123,6 +123,7 @@ impl Target {
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
+            replicas: Default::default(),
         })
         .await
         .expect("connect");
@@ -163,6 +164,7 @@ impl Target {
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
+            replicas: Default::default(),
         })
         .await
         .expect("connect")
@@ -770,6 +772,7 @@ async fn instructions() {
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
+            replicas: Default::default(),
         };
         if let Ok(qless) = Qless::connect(options).await {
             break qless;

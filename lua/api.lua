@@ -830,6 +830,7 @@ if #KEYS == 1 then
       '" must contain a non-empty {hash tag}')
   end
   P = string.sub(key, 1, close) .. ':'
+  PUBLISH = 'spublish'
 elseif #KEYS > 1 then
   return redis.error_reply('QL_KEYS user_script:1: Qless(): No Keys should be provided')
 end
