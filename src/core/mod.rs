@@ -2,7 +2,9 @@
 //! pool, the embedded `redis-server` supervisor, the event subscription, and
 //! [`Qless`], whose methods are one typed function per Lua command (same names as the
 //! commands) and whose concurrent calls share a connection and invocations
-//! (`group.rs`, over the hand-written RESP of `resp.rs`).
+//! (`group.rs`, over the hand-written RESP of `resp.rs`). Every connection opens to
+//! wherever the primary is now (`topology.rs`: one server, a Sentinel-managed primary,
+//! or the cluster primary of the namespace's slot).
 
 mod config;
 pub mod embedded;
