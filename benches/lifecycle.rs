@@ -124,6 +124,7 @@ impl Target {
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
+            replicas: Default::default(),
         })
         .await
         .expect("connect");
@@ -169,6 +170,7 @@ impl Target {
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
+            replicas: Default::default(),
         })
         .await
         .expect("connect")
@@ -903,6 +905,7 @@ async fn instructions() {
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
+            replicas: Default::default(),
         };
         if let Ok(qless) = Qless::connect(options).await {
             break qless;

@@ -901,6 +901,7 @@ if #KEYS == 1 then
       '" must contain a non-empty {hash tag}')
   end
   P = string.sub(key, 1, close) .. ':'
+  PUBLISH = 'spublish'
 elseif #KEYS > 1 then
   return redis.error_reply('QL_KEYS user_script:1: Qless(): No Keys should be provided')
 end
@@ -937,7 +938,7 @@ if AVAILABLE then
     local q = a[i]
     local n = a[q]
     if n > 0 then
-      redis.call('publish', P .. 'available', '{"queue":' .. cjson.encode(q) .. ',"count":' ..
+      redis.call(PUBLISH, P .. 'available', '{"queue":' .. cjson.encode(q) .. ',"count":' ..
         (n == 1 and '1' or string.format('%d', n)) .. '}')
     end
   end

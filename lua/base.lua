@@ -24,6 +24,14 @@
 -- namespaced calls (set by the dispatcher in api.lua before any command runs).
 local P = 'ql:'
 
+-- The command every event is published with, chosen with P: PUBLISH on the plain
+-- 'ql:' prefix (stock qless clients subscribe there), SPUBLISH under a namespace, so
+-- that a namespace's events stay on the shard of its slot in a Redis Cluster (Redis 7
+-- sharded pub/sub; on a single Redis it works alike). Every publish in the script is
+-- `redis.call(PUBLISH, channel, message)`: a variable rather than a helper function,
+-- since a Lua call per event costs more than the choice.
+local PUBLISH = 'publish'
+
 -- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain decimal,
 -- else its %.17g rendering), and floor(now) as JSON text for history entries. Both set
 -- by the dispatcher. NOWT: `now` formatted %.20f, as the spec writes the job hash's

@@ -42,7 +42,7 @@ function config_factory(name)
   elseif name == 'set' then
     -- config.set: publish config_set on ql:log, then store.
     return function(option, value)
-      redis.call('publish', P .. 'log', '{"option":' .. cjson.encode(option) ..
+      redis.call(PUBLISH, P .. 'log', '{"option":' .. cjson.encode(option) ..
         ',"event":"config_set","value":' .. cjson.encode(value) .. '}')
       redis.call('hset', P .. 'config', option, value)
       Qless.Config.changed(option)
@@ -51,7 +51,7 @@ function config_factory(name)
   elseif name == 'unset' then
     -- config.unset: publish config_unset on ql:log, then delete.
     return function(option)
-      redis.call('publish', P .. 'log', '{"event":"config_unset","option":' ..
+      redis.call(PUBLISH, P .. 'log', '{"event":"config_unset","option":' ..
         cjson.encode(option) .. '}')
       redis.call('hdel', P .. 'config', option)
       Qless.Config.changed(option)

@@ -134,14 +134,14 @@ function job_factory(name)
       -- spares the ZSCORE here and the SMEMBERS of the release below.
       local linked = redis.call('exists', P .. 'tracked', key .. '-dependents') > 0
       if linked and redis.call('zscore', P .. 'tracked', jid) then
-        redis.call('publish', P .. 'completed', jid)
+        redis.call(PUBLISH, P .. 'completed', jid)
       end
       local retries = f[5] or '5'
       local ejid, equeue = cjson.encode(jid), cjson.encode(queue)
 
       if nextq then
         local enext = cjson.encode(nextq)
-        redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"to":' .. enext ..
+        redis.call(PUBLISH, P .. 'log', '{"jid":' .. ejid .. ',"to":' .. enext ..
           ',"event":"advanced","queue":' .. equeue .. '}')
         Qless.history_push(jid, '[' .. when .. ',"put",{"q":' .. enext .. '}]', cap, false)
         redis.call('zadd', P .. 'queues', 'NX', NOWS, nextq)
@@ -174,7 +174,7 @@ function job_factory(name)
         return result
       end
 
-      redis.call('publish', P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
+      redis.call(PUBLISH, P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
       if compact and data then
         redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
@@ -213,10 +213,10 @@ function job_factory(name)
       local queue = f[3] or ''
       local ejid, egroup, eworker = cjson.encode(jid), cjson.encode(group), cjson.encode(worker)
       local emessage = cjson.encode(message)
-      redis.call('publish', P .. 'log', '{"message":' .. emessage .. ',"jid":' .. ejid ..
+      redis.call(PUBLISH, P .. 'log', '{"message":' .. emessage .. ',"jid":' .. ejid ..
         ',"group":' .. egroup .. ',"event":"failed","worker":' .. eworker .. '}')
       if redis.call('zscore', P .. 'tracked', jid) then
-        redis.call('publish', P .. 'failed', jid)
+        redis.call(PUBLISH, P .. 'failed', jid)
       end
       redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
       local cfg = redis.call('hmget', P .. 'config', 'max-job-history', queue .. '-max-concurrency')
@@ -285,7 +285,7 @@ function job_factory(name)
         end
         redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
         if redis.call('zscore', P .. 'tracked', jid) then
-          redis.call('publish', P .. 'failed', jid)
+          redis.call(PUBLISH, P .. 'failed', jid)
         end
         redis.call('sadd', P .. 'failures', g)
         redis.call('lpush', P .. 'f:' .. g, jid)
@@ -387,10 +387,10 @@ function job_factory(name)
           local event = '{"jid":' .. cjson.encode(jid) .. ',"queue":' ..
             (queue and cjson.encode(queue) or 'false') .. ',"event":"canceled","worker":' ..
             (worker and cjson.encode(worker) or 'false') .. '}'
-          redis.call('publish', P .. 'log', event)
+          redis.call(PUBLISH, P .. 'log', event)
           if worker and worker ~= '' then
             redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-            redis.call('publish', P .. 'w:' .. worker, event)
+            redis.call(PUBLISH, P .. 'w:' .. worker, event)
           end
           if queue and queue ~= '' then
             local qkey = P .. 'q:' .. queue
@@ -411,7 +411,7 @@ function job_factory(name)
           if state == 'failed' then Qless.failure_forget(jid, f[4], queue) end
           if state then Qless.tags_unindex(jid, Qless.stored_tags(f[5])) end
           if redis.call('zscore', P .. 'tracked', jid) then
-            redis.call('publish', P .. 'canceled', jid)
+            redis.call(PUBLISH, P .. 'canceled', jid)
           end
           redis.call('del', key, key .. '-history')
         end
@@ -449,8 +449,8 @@ function job_factory(name)
         -- Quirk 5 mirrored: the worker's job set keeps the job (spec), so `workers`
         -- counts what other qless clients count.
         local event = Qless.lock_lost_event(jid, worker)
-        redis.call('publish', P .. 'w:' .. worker, event)
-        redis.call('publish', P .. 'log', event)
+        redis.call(PUBLISH, P .. 'w:' .. worker, event)
+        redis.call(PUBLISH, P .. 'log', event)
       end
       return nil
     end
@@ -599,10 +599,10 @@ function job_factory(name)
       end
       local action = string.lower(command)
       if action == 'track' then
-        redis.call('publish', P .. 'track', jid)
+        redis.call(PUBLISH, P .. 'track', jid)
         return cjson.encode(redis.call('zadd', P .. 'tracked', NOWS, jid))
       elseif action == 'untrack' then
-        redis.call('publish', P .. 'untrack', jid)
+        redis.call(PUBLISH, P .. 'untrack', jid)
         return cjson.encode(redis.call('zrem', P .. 'tracked', jid))
       end
       Qless.raise('QL_ARG', 'Track', 'Unknown action "' .. command .. '"')

@@ -45,13 +45,13 @@ function queue_factory(name)
     -- more seconds, count a retry in the stats. The job is not handed out.
     return function(now, queue, jid, key, worker, grace, cap)
       if redis.call('zscore', P .. 'tracked', jid) then
-        redis.call('publish', P .. 'stalled', jid)
+        redis.call(PUBLISH, P .. 'stalled', jid)
       end
       Qless.history_push(jid, '[' .. NOWF .. ',"timed-out"]', cap)
       redis.call('hset', key, 'grace', '1')
       local event = Qless.lock_lost_event(jid, worker)
-      redis.call('publish', P .. 'w:' .. worker, event)
-      redis.call('publish', P .. 'log', event)
+      redis.call(PUBLISH, P .. 'w:' .. worker, event)
+      redis.call(PUBLISH, P .. 'log', event)
       local expiry = Qless.numarg(now + grace)
       redis.call('zadd', P .. 'q:' .. queue .. '-locks', expiry, jid)
       Qless.due(queue, expiry)
@@ -104,9 +104,9 @@ function queue_factory(name)
               redis.call('sadd', P .. 'failures', group)
               redis.call('lpush', P .. 'f:' .. group, jid)
               if redis.call('zscore', P .. 'tracked', jid) then
-                redis.call('publish', P .. 'failed', jid)
+                redis.call(PUBLISH, P .. 'failed', jid)
               end
-              redis.call('publish', P .. 'log', '{"message":' .. message .. ',"jid":' ..
+              redis.call(PUBLISH, P .. 'log', '{"message":' .. message .. ',"jid":' ..
                 cjson.encode(jid) .. ',"group":' .. egroup ..
                 ',"event":"failed","worker":' .. cjson.encode(worker) .. '}')
               local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
@@ -192,7 +192,7 @@ function queue_factory(name)
       end
       -- 3, 4. Event and history.
       local equeue = cjson.encode(queue)
-      redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) ..
+      redis.call(PUBLISH, P .. 'log', '{"jid":' .. cjson.encode(jid) ..
         ',"event":"put","queue":' .. equeue .. '}')
       -- (The cap only matters once there are two entries: skip reading it before.)
       -- A new job in a namespace keeps its one entry in the hash, in the legacy field
@@ -230,8 +230,8 @@ function queue_factory(name)
           end
           if oworker ~= worker then
             local event = Qless.lock_lost_event(jid, oworker)
-            redis.call('publish', P .. 'w:' .. oworker, event)
-            redis.call('publish', P .. 'log', event)
+            redis.call(PUBLISH, P .. 'w:' .. oworker, event)
+            redis.call(PUBLISH, P .. 'log', event)
           end
         end
         -- 7. No longer complete.
@@ -303,7 +303,7 @@ function queue_factory(name)
       -- 12, 13. Register the queue; tell trackers.
       redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
       if redis.call('zscore', P .. 'tracked', jid) then
-        redis.call('publish', P .. 'put', jid)
+        redis.call(PUBLISH, P .. 'put', jid)
       end
       return jid
     end
@@ -542,7 +542,7 @@ function queue_factory(name)
         local jid = ids[i]
         local key = P .. 'j:' .. jid
         local t = tracked[i]
-        if t then call('publish', P .. 'popped', jid) end
+        if t then call(PUBLISH, P .. 'popped', jid) end
         local dependents, dependencies = none, none
         if anysets then
           dependents = call('smembers', key .. '-dependents')

@@ -197,7 +197,7 @@ function throttle_factory(name)
           redis.call('zrem', qkey .. '-throttled', jid)
           redis.call('zadd', qkey .. '-work', top[i + 1], jid)
           redis.call('hdel', key, 'throttled')
-          redis.call('publish', P .. 'log', '{"jid":' .. cjson.encode(jid) ..
+          redis.call(PUBLISH, P .. 'log', '{"jid":' .. cjson.encode(jid) ..
             ',"event":"unthrottled","queue":' .. cjson.encode(q) .. '}')
           Qless.available(q, 1)
         end

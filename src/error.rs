@@ -60,9 +60,11 @@ pub enum ApiError {
     /// Redis out of memory, or the request took too long.
     #[error("{0}")]
     Unavailable(String),
-    /// 503 `unavailable` (with `Retry-After`), detail "Redis is unavailable": Redis
-    /// could not answer or refused the write. The cause is logged, never returned.
-    #[error("Redis is unavailable")]
+    /// 503 `unavailable` (with `Retry-After`), detail "Redis is unavailable", followed
+    /// by the reason word when Redis said "not here" or "not now" (`(READONLY)`,
+    /// `(MOVED)`, ...): Redis could not answer or refused the write. The cause is
+    /// logged, never returned.
+    #[error("Redis is unavailable{}", .0.reason().map(|word| format!(" ({word})")).unwrap_or_default())]
     RedisUnavailable(core::Error),
     /// 500 `internal`: a bug. The detail is logged, never returned.
     #[error("{0}")]

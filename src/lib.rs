@@ -22,7 +22,8 @@
 //! * [`routes`]: one module per resource; thin handlers.
 //! * [`core`]: the only code touching Redis: the Lua script (`lua/`, joined at compile
 //!   time), the connection script calls share (pipelined, group commit), the pool for
-//!   the rest, the embedded `redis-server` supervisor, one typed function per Lua
+//!   the rest, where the primary is (one server, Sentinel, or the cluster slot of the
+//!   namespace), the embedded `redis-server` supervisor, one typed function per Lua
 //!   command.
 //! * [`model`]: request and response types (serde + utoipa).
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and

@@ -316,7 +316,19 @@ async fn serve_with(
         response_timeout: settings.request_timeout(),
         external,
         group_calls: settings.group_calls as usize,
+        replicas: crate::core::Replicas {
+            count: settings.min_replicas_ack,
+            timeout: Duration::from_millis(settings.min_replicas_timeout_ms),
+        },
     };
+    if crate::core::is_cluster(&url) && settings.namespace.is_none() {
+        return Err(
+            "a Redis Cluster URL needs --namespace NAME (and --namespaces for more): each \
+             namespace lives in one cluster slot through its hash tag, while the plain ql: \
+             prefix would spread a queue's keys over the cluster"
+                .to_owned(),
+        );
+    }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let qless = Qless::connect(options(settings.namespace.clone()))
         .await

@@ -31,7 +31,11 @@ pub struct Settings {
     )]
     pub listen: SocketAddr,
 
-    /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`.
+    /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`;
+    /// a Sentinel-managed primary as
+    /// `redis+sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]`; a
+    /// Redis Cluster as `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]`
+    /// (needs `--namespace`). `rediss`, `rediss+sentinel`, `rediss+cluster`: TLS.
     /// Unset: qlessd starts and supervises its own `redis-server` (embedded mode).
     #[arg(long, env = "QLESSD_REDIS_URL")]
     pub redis_url: Option<String>,
@@ -139,6 +143,17 @@ pub struct Settings {
     /// system's roots.
     #[arg(long, env = "QLESSD_REDIS_CA_FILE")]
     pub redis_ca_file: Option<PathBuf>,
+
+    /// A write is reported done only once this many replicas have it (Redis `WAIT`
+    /// after each invocation that wrote); one that fewer replicas have within
+    /// `--min-replicas-timeout-ms` is answered 503 (its outcome unknown). 0: no waiting.
+    #[arg(long, env = "QLESSD_MIN_REPLICAS_ACK", default_value_t = 0)]
+    pub min_replicas_ack: u32,
+
+    /// How long a write waits for `--min-replicas-ack` replicas (milliseconds).
+    #[arg(long, env = "QLESSD_MIN_REPLICAS_TIMEOUT_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub min_replicas_timeout_ms: u64,
 
     /// Log format.
     #[arg(long, env = "QLESSD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

@@ -46,6 +46,12 @@ impl HttpConnection {
         }
     }
 
+    /// Sends the header `name: value` with every later request (a namespace, say).
+    #[allow(dead_code)]
+    pub fn add_header(&mut self, name: &str, value: &str) {
+        self.headers.push_str(&format!("{name}: {value}\r\n"));
+    }
+
     /// Sends one request and reads its response.
     pub async fn send(&mut self, method: &str, path: &str, body: &[u8]) -> HttpResponse {
         self.request.clear();

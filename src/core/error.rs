@@ -100,9 +100,38 @@ impl Error {
         matches!(self, Error::Unavailable(why) if why == OUT_OF_MEMORY)
     }
 
+    /// The stable word saying why Redis is unavailable, for clients and probes: a
+    /// [`NOT_HERE`] code (`READONLY`, `MOVED`, ...), or none. It never holds a secret.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            Error::Unavailable(why) | Error::Redis(why) => not_here(why.split([' ', ':']).next()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn reply(what: impl fmt::Display) -> Self {
         Error::Reply(what.to_string())
     }
+}
+
+/// The Redis error codes that mean "not here" or "not now": the node is not the
+/// primary, does not own the slot, is loading, or the cluster or the replicas are
+/// down. Nothing ran; the call may succeed on the right node or a moment later.
+const NOT_HERE: &[&str] = &[
+    "MOVED",
+    "ASK",
+    "READONLY",
+    "LOADING",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "MASTERDOWN",
+    "NOREPLICAS",
+];
+
+/// `code` when it is one of the [`NOT_HERE`] codes.
+pub(crate) fn not_here(code: Option<&str>) -> Option<&'static str> {
+    let code = code?;
+    NOT_HERE.iter().copied().find(|word| *word == code)
 }
 
 /// What the client is told when Redis is over `maxmemory`: Redis's own text names the
@@ -136,11 +165,16 @@ impl From<redis::RedisError> for Error {
         if err.code() == Some("OOM") {
             return Error::Unavailable(OUT_OF_MEMORY.to_owned());
         }
+        if let Some(word) = not_here(err.code()) {
+            return Error::Unavailable(format!(
+                "{word} {}",
+                err.detail().unwrap_or_default().trim()
+            ));
+        }
         let transport = err.is_io_error()
             || err.is_connection_dropped()
             || err.is_connection_refusal()
-            || err.is_timeout()
-            || matches!(err.code(), Some("LOADING" | "MASTERDOWN" | "TRYAGAIN"));
+            || err.is_timeout();
         if transport {
             Error::Unavailable(err.to_string())
         } else {
@@ -205,6 +239,43 @@ mod tests {
         assert!(err.is_out_of_memory(), "{err:?}");
         assert!(matches!(&err, Error::Unavailable(why) if why == OUT_OF_MEMORY));
         assert!(!Error::Unavailable("cannot reach Redis".into()).is_out_of_memory());
+    }
+
+    #[test]
+    fn not_here_and_not_now_replies_are_unavailable_with_their_word() {
+        for (reply, word) in [
+            (&b"-MOVED 3999 127.0.0.1:6381\r\n"[..], "MOVED"),
+            (b"-ASK 3999 127.0.0.1:6381\r\n", "ASK"),
+            (
+                b"-READONLY You can't write against a read only replica.\r\n",
+                "READONLY",
+            ),
+            (
+                b"-LOADING Redis is loading the dataset in memory\r\n",
+                "LOADING",
+            ),
+            (
+                b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+                "TRYAGAIN",
+            ),
+            (b"-CLUSTERDOWN The cluster is down\r\n", "CLUSTERDOWN"),
+            (b"-MASTERDOWN Link with MASTER is down\r\n", "MASTERDOWN"),
+            (
+                b"-NOREPLICAS Not enough good replicas to write.\r\n",
+                "NOREPLICAS",
+            ),
+        ] {
+            let redis::Value::ServerError(reply) = redis::parse_redis_value(reply).unwrap() else {
+                panic!("an error value");
+            };
+            let err = Error::from(redis::RedisError::from(reply));
+            assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
+            assert_eq!(err.reason(), Some(word), "{err:?}");
+        }
+        assert_eq!(
+            Error::Unavailable("Connection refused".into()).reason(),
+            None
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::Endpoint;
-use super::subscription::Subscription;
+use super::subscription::{Channels, Subscription};
 
 /// One message the script published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,9 +129,40 @@ async fn listen(
     sender: &broadcast::Sender<Arc<Event>>,
     subscribed: &watch::Sender<bool>,
 ) -> std::io::Result<()> {
-    let subscription = Subscription::open(endpoint, &format!("{prefix}*")).await?;
+    let subscription = Subscription::open(endpoint, &channels(prefix)).await?;
     let _ = subscribed.send(true);
     relay(subscription, prefix, sender, QUIET).await
+}
+
+/// The channels the script publishes on that the gateway listens to (all but
+/// `w:<worker>`, which repeats `log` events for qless workers).
+pub const CHANNELS: &[&str] = &[
+    "log",
+    "put",
+    "popped",
+    "completed",
+    "failed",
+    "stalled",
+    "canceled",
+    "track",
+    "untrack",
+    "available",
+];
+
+/// What to subscribe to under `prefix`: the plain `ql:` prefix is published with
+/// `PUBLISH` (stock qless clients listen there), a namespace with `SPUBLISH`
+/// (`lua/base.lua`), whose shard channels cannot be matched by a pattern.
+fn channels(prefix: &str) -> Channels {
+    if prefix == "ql:" {
+        Channels::Pattern(format!("{prefix}*"))
+    } else {
+        Channels::Sharded(
+            CHANNELS
+                .iter()
+                .map(|name| format!("{prefix}{name}"))
+                .collect(),
+        )
+    }
 }
 
 /// Forwards the subscription's messages to the listeners until the connection fails
@@ -231,7 +262,9 @@ mod tests {
     /// A subscription to a fake Redis: the test plays the server.
     async fn subscribed() -> (Subscription, DuplexStream) {
         let (client, mut server) = tokio::io::duplex(4096);
-        let opening = tokio::spawn(Subscription::over(Box::new(client), &[], "ql:*"));
+        let channels = Channels::Pattern("ql:*".to_owned());
+        let opening =
+            tokio::spawn(async move { Subscription::over(Box::new(client), &[], &channels).await });
         expect(&mut server, b"PSUBSCRIBE").await;
         server.write_all(CONFIRM).await.unwrap();
         (opening.await.unwrap().unwrap(), server)

@@ -52,6 +52,8 @@ pub(super) struct Target {
     pub namespace_key: Option<String>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
+    /// How many replicas must have every write before its callers hear of it.
+    pub replicas: super::Replicas,
 }
 
 type Reply = oneshot::Sender<Result<Value, Error>>;
@@ -227,12 +229,25 @@ enum Sent {
     },
     /// `SCRIPT LOAD`, written before invocations that met NOSCRIPT.
     Load,
+    /// `WAIT <replicas> <timeout>`, written after an invocation that may have
+    /// written: its callers hear their replies only once the replicas have them.
+    Wait,
 }
 
 impl Sent {
     /// Whether this counts against the invocations in flight that grouping allows.
     fn takes_slot(&self) -> bool {
         matches!(self, Sent::One(_) | Sent::Group(_))
+    }
+
+    /// Whether this invocation may write (so that replicas must acknowledge it).
+    fn may_write(&self) -> bool {
+        match self {
+            Sent::One(call) => !super::reads(call.command),
+            Sent::Group(calls) => calls.iter().any(|call| !super::reads(call.command)),
+            Sent::Alone { .. } => true,
+            Sent::Load | Sent::Wait => false,
+        }
     }
 }
 
@@ -244,6 +259,8 @@ struct Link {
     /// How many of `in_flight` are calls or groups of calls (the rest: `Alone`
     /// invocations and script loads, which take no slot).
     slots_taken: usize,
+    /// An invocation answered whose `WAIT` is not answered yet, with its reply.
+    acknowledging: Option<(InFlight, Value)>,
 }
 
 /// The connection task.
@@ -382,11 +399,28 @@ impl Driver {
                 });
             }
             encode(&mut self.out, &self.target, &sent);
+            let wait = self.target.replicas.count > 0 && sent.may_write();
             recorded.push(InFlight {
                 sent,
                 at: now,
                 retried,
             });
+            if wait {
+                let replicas = self.target.replicas;
+                resp::put_command(
+                    &mut self.out,
+                    &[
+                        "WAIT",
+                        &replicas.count.to_string(),
+                        &replicas.timeout.as_millis().to_string(),
+                    ],
+                );
+                recorded.push(InFlight {
+                    sent: Sent::Wait,
+                    at: now,
+                    retried,
+                });
+            }
         }
         link.slots_taken += recorded
             .iter()
@@ -428,6 +462,30 @@ impl Driver {
             if call.sent.takes_slot() {
                 link.slots_taken -= 1;
             }
+            if matches!(value, Value::ServerError(ref err) if super::error::not_here(Some(err.code())).is_some())
+            {
+                // Not the primary, or not the slot's owner (any more): nothing ran, and
+                // nothing will on this connection; the next call opens one where the
+                // primary is now.
+                let err = value_to_result(value).expect_err("an error reply");
+                fail(call.sent, &err);
+                self.drop_link(&err.to_string());
+                return;
+            }
+            if matches!(call.sent, Sent::Wait) {
+                let Some((invocation, reply)) = link.acknowledging.take() else {
+                    continue;
+                };
+                match acknowledged(&self.target.replicas, &reply, &value) {
+                    Ok(()) => deliver(invocation, reply, &mut resend),
+                    Err(err) => fail(invocation.sent, &err),
+                }
+                continue;
+            }
+            if matches!(link.in_flight.front(), Some(next) if matches!(next.sent, Sent::Wait)) {
+                link.acknowledging = Some((call, value));
+                continue;
+            }
             deliver(call, value, &mut resend);
         }
         if !resend.is_empty() {
@@ -450,6 +508,9 @@ impl Driver {
                 );
             }
             let err = Error::Unavailable(why.to_owned());
+            if let Some((call, _)) = link.acknowledging {
+                fail(call.sent, &err);
+            }
             for call in link.in_flight {
                 fail(call.sent, &err);
             }
@@ -467,11 +528,20 @@ async fn connect(target: &Target) -> io::Result<Link> {
     )
     .await
     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer to AUTH/SELECT"))??;
+    if target.endpoint.checks_role() {
+        tokio::time::timeout(
+            target.connect_timeout,
+            resp::check_primary(&mut socket, &mut reader),
+        )
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer to ROLE"))??;
+    }
     Ok(Link {
         socket,
         reader,
         in_flight: VecDeque::new(),
         slots_taken: 0,
+        acknowledging: None,
     })
 }
 
@@ -505,6 +575,7 @@ fn deliver(call: InFlight, value: Value, resend: &mut Vec<(Sent, bool)>) {
                 tracing::warn!(%err, "loading the script again failed");
             }
         }
+        Sent::Wait => {}
         sent if no_script && !call.retried => resend.push((sent, true)),
         Sent::One(one) => {
             let _ = one.reply.send(value_to_result(value));
@@ -551,7 +622,29 @@ fn fail(sent: Sent, err: &Error) {
         Sent::Alone { reply, .. } => {
             let _ = reply.send(Err(err.clone()));
         }
-        Sent::Load => {}
+        Sent::Load | Sent::Wait => {}
+    }
+}
+
+/// Whether the write behind `reply` reached the replicas, as `WAIT` answered
+/// (`ack`). An invocation refused whole (an error reply) wrote nothing and needs no
+/// acknowledgement; any other is reported unavailable unless enough replicas have it,
+/// since a failover now would lose it.
+fn acknowledged(replicas: &super::Replicas, reply: &Value, ack: &Value) -> Result<(), Error> {
+    if matches!(reply, Value::ServerError(_)) {
+        return Ok(());
+    }
+    match ack {
+        Value::Int(count) if *count >= replicas.count as i64 => Ok(()),
+        Value::Int(count) => Err(Error::Unavailable(format!(
+            "NOREPLICAS the write reached {count} of {} replicas within {} ms; it may or \
+             may not survive a failover",
+            replicas.count,
+            replicas.timeout.as_millis()
+        ))),
+        other => Err(Error::Unavailable(format!(
+            "NOREPLICAS WAIT answered {other:?}; the write may or may not survive a failover"
+        ))),
     }
 }
 
@@ -578,7 +671,7 @@ fn encode(out: &mut Vec<u8>, target: &Target, sent: &Sent) {
             put_batch(out, target, &format_now(now), calls);
         }
         Sent::Alone { request, .. } => out.extend_from_slice(request),
-        Sent::Load => {}
+        Sent::Load | Sent::Wait => {}
     }
 }
 

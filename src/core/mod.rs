@@ -2,7 +2,9 @@
 //! pool, the embedded `redis-server` supervisor, the event subscription, and
 //! [`Qless`], whose methods are one typed function per Lua command (same names as the
 //! commands) and whose concurrent calls share a connection and invocations
-//! (`group.rs`, over the hand-written RESP of `resp.rs`).
+//! (`group.rs`, over the hand-written RESP of `resp.rs`). Every connection opens to
+//! wherever the primary is now (`topology.rs`: one server, a Sentinel-managed primary,
+//! or the cluster primary of the namespace's slot).
 
 mod config;
 pub mod embedded;
@@ -19,6 +21,7 @@ mod resp;
 pub mod script;
 mod subscription;
 mod throttles;
+mod topology;
 mod workers;
 
 use std::time::Duration;
@@ -36,6 +39,7 @@ pub use reply::CallArgs;
 pub use resp::Endpoint;
 pub use script::Script;
 pub use throttles::ThrottleLimits;
+pub use topology::is_cluster;
 
 /// The oldest Redis the script runs on: its `#!lua` shebang (script flags) is a
 /// Redis 7 feature.
@@ -76,6 +80,27 @@ pub struct ConnectOptions {
     /// Most concurrent calls sent to Redis together as one invocation (see
     /// `group.rs`); 1 sends every call by itself.
     pub group_calls: usize,
+    /// How many replicas must acknowledge each write before it is reported done.
+    pub replicas: Replicas,
+}
+
+/// Writes acknowledged by replicas (`--min-replicas-ack`): after each invocation that
+/// may have written, `WAIT count timeout` on the same connection; a write that fewer
+/// than `count` replicas have after `timeout` is reported unavailable (its outcome
+/// unknown), never as done. `count` 0: no waiting.
+#[derive(Debug, Clone, Copy)]
+pub struct Replicas {
+    pub count: u32,
+    pub timeout: Duration,
+}
+
+impl Default for Replicas {
+    fn default() -> Self {
+        Replicas {
+            count: 0,
+            timeout: Duration::from_secs(1),
+        }
+    }
 }
 
 /// A handle on the qless script in one Redis (cheap to clone: every handler gets one).
@@ -116,19 +141,19 @@ impl Qless {
     /// and loads the script. Fails fast with a one-line message.
     pub async fn connect(options: ConnectOptions) -> Result<Self, Error> {
         let ca_file = options.redis_ca_file.as_deref();
-        let endpoint = Endpoint::new(&options.url, ca_file)?;
+        let namespace_key = options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}"));
+        let endpoint = Endpoint::new(&options.url, ca_file, namespace_key.as_deref())?;
         let pool = pool::build(
-            &options.url,
-            ca_file,
+            endpoint.clone(),
             options.pool_size,
             options.checkout_timeout,
             options.response_timeout,
-        )?;
+        );
         let transport = Transport {
             pool,
             script: Script::qless(),
             read_only: Script::qless_read_only(),
-            namespace_key: options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}")),
+            namespace_key,
         };
         let checks = async {
             // A connection of its own rather than a pooled one: the pool retries a
@@ -154,6 +179,7 @@ impl Qless {
                     namespace_key: transport.namespace_key.clone(),
                     connect_timeout: options.checkout_timeout,
                     response_timeout: options.response_timeout,
+                    replicas: options.replicas,
                 };
                 Ok(Qless {
                     inner: std::sync::Arc::new(Inner {
@@ -273,6 +299,18 @@ impl Qless {
     async fn check_ready(&self) -> Result<(), Error> {
         let transport = &self.inner.transport;
         let mut conn = transport.pool.get().await?;
+        // A replica answers reads, and a cluster node that lost the namespace's slot
+        // answers keyless commands: neither can serve. Probes hear the reason word.
+        let role = conn.query(&redis::cmd("ROLE")).await?;
+        if !matches!(&role, Value::Array(items) if matches!(items.first(), Some(Value::BulkString(role)) if role == b"master"))
+        {
+            return Err(Error::Unavailable(
+                "READONLY the Redis node is not a primary".to_owned(),
+            ));
+        }
+        if let Some(key) = &transport.namespace_key {
+            conn.query(redis::cmd("EXISTS").arg(key)).await?;
+        }
         let exists = conn
             .query(
                 redis::cmd("SCRIPT")

@@ -1,23 +1,22 @@
 //! The Redis connection pool for everything but script calls (start-up checks,
-//! readiness, loading the script): bb8 over bb8-redis's multiplexed connections, with
-//! one addition. bb8-redis never reports a multiplexed connection as broken, so after
-//! a Redis restart every pooled connection would keep failing; testing each one on
-//! checkout would cost a PING per request instead. Here a connection that saw a
-//! transport error is flagged, and bb8 drops it when it comes back to the pool.
+//! readiness, loading the script): bb8 over redis-rs's multiplexed connections, opened
+//! to wherever the endpoint's primary is now. A multiplexed connection is never
+//! reported broken by redis-rs, so after a Redis restart (or a failover) every pooled
+//! connection would keep failing; testing each one on checkout would cost a PING per
+//! request instead. Here a connection that saw a transport error, or was told that
+//! its node is not the primary, is flagged, and bb8 drops it when it comes back.
 //!
 //! Connections wait as long as the caller allows for Redis's answer. redis-rs gives up
 //! after 500 ms by default, which would report a slow but successful command (loading
 //! the script into a busy Redis, say) as failed. So connections are opened here with
-//! the configured response timeout rather than by bb8-redis's manager, which keeps the
-//! default.
+//! the configured response timeout.
 
 use std::time::Duration;
 
-use bb8_redis::RedisConnectionManager;
 use redis::AsyncConnectionConfig;
 use redis::aio::{ConnectionLike as _, MultiplexedConnection};
 
-use super::Error;
+use super::Endpoint;
 
 /// A pooled connection that remembers whether its socket failed.
 pub struct Connection {
@@ -34,8 +33,13 @@ impl Connection {
             Ok(redis::Value::ServerError(err)) => Err(err.into()),
             other => other,
         };
+        // A node that is no longer the primary (or no longer owns the slot) is left
+        // for a connection to the node that is.
         if let Err(err) = &result
-            && (err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error())
+            && (err.is_io_error()
+                || err.is_connection_dropped()
+                || err.is_unrecoverable_error()
+                || super::error::not_here(err.code()).is_some())
         {
             self.broken = true;
         }
@@ -43,11 +47,11 @@ impl Connection {
     }
 }
 
-/// bb8 manager: connections opened with our timeouts, validated by
-/// [`RedisConnectionManager`]'s PING.
+/// bb8 manager: connections opened with our timeouts to wherever the endpoint's
+/// primary is now (a Sentinel or cluster primary checked with `ROLE`), validated by
+/// PING.
 pub struct Manager {
-    inner: RedisConnectionManager,
-    client: redis::Client,
+    endpoint: Endpoint,
     config: AsyncConnectionConfig,
 }
 
@@ -56,10 +60,22 @@ impl bb8::ManageConnection for Manager {
     type Error = redis::RedisError;
 
     async fn connect(&self) -> Result<Connection, redis::RedisError> {
-        let inner = self
-            .client
+        let info = self.endpoint.primary().await?;
+        let mut inner = self
+            .endpoint
+            .client(info)?
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
+        if self.endpoint.checks_role() {
+            let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut inner).await?;
+            if !matches!(role.first(), Some(redis::Value::BulkString(role)) if role == b"master") {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "READONLY",
+                    "the node is not the primary (yet)".to_owned(),
+                )));
+            }
+        }
         Ok(Connection {
             inner,
             broken: false,
@@ -67,7 +83,7 @@ impl bb8::ManageConnection for Manager {
     }
 
     async fn is_valid(&self, conn: &mut Connection) -> Result<(), redis::RedisError> {
-        self.inner.is_valid(&mut conn.inner).await
+        redis::cmd("PING").query_async::<()>(&mut conn.inner).await
     }
 
     fn has_broken(&self, conn: &mut Connection) -> bool {
@@ -80,48 +96,20 @@ pub type Pool = bb8::Pool<Manager>;
 
 /// Builds a pool without connecting yet (start-up checks connect explicitly, so a
 /// wrong URL gives one clear error instead of a pool-level timeout). Calls wait up to
-/// `response_timeout` for Redis's answer. A `rediss://` URL trusts `ca_file`'s
-/// certificates, or the system's roots.
+/// `response_timeout` for Redis's answer. TLS trusts the endpoint's certificates.
 pub fn build(
-    url: &str,
-    ca_file: Option<&std::path::Path>,
+    endpoint: Endpoint,
     size: u32,
     checkout_timeout: Duration,
     response_timeout: Duration,
-) -> Result<Pool, Error> {
-    let invalid = |err: redis::RedisError| {
-        Error::Startup(format!("invalid Redis URL {}: {err}", super::redacted(url)))
-    };
-    let inner = RedisConnectionManager::new(url).map_err(invalid)?;
-    let client = match ca_file {
-        // The pool's side of a `rediss://` URL with our own CA; without one, redis-rs
-        // trusts the system's roots.
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|err| {
-                Error::Startup(format!(
-                    "cannot read CA certificates from {}: {err}",
-                    path.display()
-                ))
-            })?;
-            let certificates = redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem),
-            };
-            redis::Client::build_with_tls(url, certificates).map_err(invalid)?
-        }
-        None => redis::Client::open(url).map_err(invalid)?,
-    };
+) -> Pool {
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(checkout_timeout))
         .set_response_timeout(Some(response_timeout));
-    Ok(bb8::Pool::builder()
+    bb8::Pool::builder()
         .max_size(size)
         .min_idle(Some(1))
         .test_on_check_out(false)
         .connection_timeout(checkout_timeout)
-        .build_unchecked(Manager {
-            inner,
-            client,
-            config,
-        }))
+        .build_unchecked(Manager { endpoint, config })
 }

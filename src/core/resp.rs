@@ -17,67 +17,120 @@ use redis::{ConnectionAddr, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::Error;
+use super::topology::{self, Topology};
 
 /// A connection to Redis (TCP, TLS over TCP or a Unix socket; an in-memory pipe in
 /// tests).
 pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
 
-/// Where Redis is and how to reach it: the URL, and for a `rediss://` URL the TLS
-/// client settings, built once (the system's roots are read from disk). Every
-/// hand-written connection (script calls, the event subscription) opens through
-/// [`open`] with one of these.
+/// Where Redis is and how to reach it: its [`Topology`] (one server, a Sentinel-managed
+/// primary, or the cluster primary of the namespace's slot), and for TLS the client
+/// settings, built once (the system's roots are read from disk). Every connection
+/// (script calls, the pool, the event subscription) opens through one of these.
 #[derive(Clone)]
 pub struct Endpoint {
     url: String,
+    topology: Arc<Topology>,
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// The `--redis-ca-file` certificates (PEM), for the redis crate's TLS.
+    ca_pem: Option<Arc<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("url", &super::redacted(&self.url))
+            .field("topology", &self.topology)
             .field("tls", &self.tls.is_some())
             .finish()
     }
 }
 
 impl Endpoint {
-    /// The Redis at `url`; a `rediss://` URL trusts the CA certificates in `ca_file`
-    /// (PEM), or the system's roots when there is none.
-    pub fn new(url: &str, ca_file: Option<&Path>) -> Result<Self, Error> {
-        let client = redis::Client::open(url).map_err(|err| {
-            Error::Startup(format!("invalid Redis URL {}: {err}", super::redacted(url)))
-        })?;
-        let tls = match client.get_connection_info().addr() {
-            ConnectionAddr::TcpTls { insecure: true, .. } => {
-                return Err(Error::Startup(
-                    "unverified TLS (#insecure) is not supported: pass the server's CA \
-                     with --redis-ca-file"
-                        .to_owned(),
-                ));
+    /// The Redis at `url`; TLS trusts the CA certificates in `ca_file` (PEM), or the
+    /// system's roots when there is none. `namespace_key` picks the slot in a cluster.
+    pub fn new(
+        url: &str,
+        ca_file: Option<&Path>,
+        namespace_key: Option<&str>,
+    ) -> Result<Self, Error> {
+        let ca_pem = match ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|err| {
+                Error::Startup(format!(
+                    "cannot read CA certificates from {}: {err}",
+                    path.display()
+                ))
+            })?),
+            None => None,
+        };
+        let topology = Topology::parse(url, ca_pem.as_deref(), namespace_key)?;
+        let tls = if topology::is_multi(url) {
+            url.starts_with("rediss+")
+        } else {
+            let client = redis::Client::open(url).map_err(|err| {
+                Error::Startup(format!("invalid Redis URL {}: {err}", super::redacted(url)))
+            })?;
+            match client.get_connection_info().addr() {
+                ConnectionAddr::TcpTls { insecure: true, .. } => {
+                    return Err(Error::Startup(
+                        "unverified TLS (#insecure) is not supported: pass the server's CA \
+                         with --redis-ca-file"
+                            .to_owned(),
+                    ));
+                }
+                ConnectionAddr::TcpTls { .. } => true,
+                _ => false,
             }
-            ConnectionAddr::TcpTls { .. } => Some(Arc::new(tls_config(ca_file)?)),
-            _ => None,
+        };
+        let tls = if tls {
+            Some(Arc::new(tls_config(ca_file)?))
+        } else {
+            None
         };
         Ok(Endpoint {
             url: url.to_owned(),
+            topology: Arc::new(topology),
             tls,
+            ca_pem: ca_pem.map(Arc::new),
         })
     }
 
     /// The Redis at `url`, without TLS settings (a `rediss://` URL then fails to
     /// open): for callers that only know a URL.
     pub fn plain(url: impl Into<String>) -> Self {
+        let url = url.into();
         Endpoint {
-            url: url.into(),
+            topology: Arc::new(Topology::Direct(url.clone())),
+            url,
             tls: None,
+            ca_pem: None,
         }
     }
 
     /// The URL, password included: never log it (see [`super::redacted`]).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Where the primary is now (asking the sentinels or the cluster, if need be).
+    pub(super) async fn primary(&self) -> io::Result<redis::ConnectionInfo> {
+        self.topology.primary().await
+    }
+
+    /// Whether connections check that their node is a primary (Sentinel, Cluster).
+    pub(super) fn checks_role(&self) -> bool {
+        self.topology.checks_role()
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.topology.is_cluster()
+    }
+
+    /// A redis crate client for `info` (a primary this endpoint found).
+    pub(super) fn client(&self, info: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
+        topology::client(info, self.ca_pem.as_deref().map(Vec::as_slice))
     }
 }
 
@@ -132,9 +185,8 @@ pub async fn open(
     select_db: bool,
     timeout: Duration,
 ) -> io::Result<(Box<dyn Socket>, Vec<Vec<String>>)> {
-    let client = redis::Client::open(endpoint.url()).map_err(io::Error::other)?;
-    let info = client.get_connection_info();
     let connect = async {
+        let info = endpoint.primary().await?;
         let socket: Box<dyn Socket> = match info.addr() {
             ConnectionAddr::Tcp(host, port) => Box::new(tcp(host, *port).await?),
             ConnectionAddr::TcpTls { host, port, .. } => {
@@ -152,9 +204,9 @@ pub async fn open(
             ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
             _ => return Err(io::Error::other("unsupported Redis address")),
         };
-        Ok(socket)
+        Ok((socket, info))
     };
-    let socket = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+    let (socket, info) = tokio::time::timeout(timeout, connect).await.map_err(|_| {
         io::Error::new(
             io::ErrorKind::TimedOut,
             format!("no connection to Redis within {}s", timeout.as_secs_f64()),
@@ -195,6 +247,25 @@ pub async fn handshake(
         }
     }
     Ok(())
+}
+
+/// Asks the node its `ROLE` and fails unless it is a primary: a Sentinel or cluster
+/// connection must never write to a replica (the sentinels may still name a demoted
+/// primary for a moment after a failover).
+pub async fn check_primary(socket: &mut Box<dyn Socket>, reader: &mut Reader) -> io::Result<()> {
+    let mut request = Vec::new();
+    put_command(&mut request, &["ROLE"]);
+    socket.write_all(&request).await?;
+    match reader.next_value(socket).await? {
+        Value::Array(items) if matches!(items.first(), Some(Value::BulkString(role)) if role == b"master") => {
+            Ok(())
+        }
+        Value::ServerError(err) => Err(io::Error::other(format!("ROLE: {err}"))),
+        _ => Err(io::Error::new(
+            io::ErrorKind::NotConnected,
+            "READONLY: the node is not the primary (yet); looking again",
+        )),
+    }
 }
 
 /// Appends a command of plain words.

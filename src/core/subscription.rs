@@ -25,40 +25,72 @@ pub struct Message {
     pub payload: Vec<u8>,
 }
 
-/// A connection subscribed to one pattern (`PSUBSCRIBE`).
+/// A connection subscribed to the script's channels.
 pub struct Subscription {
     socket: Box<dyn Socket>,
     reader: Reader,
 }
 
+/// What a subscription listens to.
+#[derive(Debug, Clone)]
+pub enum Channels {
+    /// Every channel matching a pattern (`PSUBSCRIBE`): the plain `ql:` prefix, where
+    /// the script publishes with `PUBLISH` as stock qless clients expect.
+    Pattern(String),
+    /// These shard channels (`SSUBSCRIBE`): a namespaced prefix, where the script
+    /// publishes with `SPUBLISH`, so events stay on the namespace's shard.
+    Sharded(Vec<String>),
+}
+
 impl Subscription {
-    /// Connects to the Redis at `endpoint`, authenticates as its URL says and
-    /// subscribes to `pattern`. Returns once Redis has confirmed the subscription.
-    pub async fn open(endpoint: &Endpoint, pattern: &str) -> io::Result<Self> {
-        let (socket, setup) = resp::open(endpoint, false, CONNECT_TIMEOUT).await?;
-        Self::over(socket, &setup, pattern).await
+    /// Connects to the Redis at `endpoint` (its primary), authenticates as its URL
+    /// says and subscribes to `channels`. Returns once Redis has confirmed it.
+    pub async fn open(endpoint: &Endpoint, channels: &Channels) -> io::Result<Self> {
+        let (mut socket, setup) = resp::open(endpoint, false, CONNECT_TIMEOUT).await?;
+        if endpoint.checks_role() {
+            let mut reader = Reader::new();
+            resp::handshake(&mut socket, &mut reader, &setup).await?;
+            resp::check_primary(&mut socket, &mut reader).await?;
+            return Self::over(socket, &[], channels).await;
+        }
+        Self::over(socket, &setup, channels).await
     }
 
-    /// Subscribes to `pattern` over a connected `socket`, first sending the `setup`
+    /// Subscribes to `channels` over a connected `socket`, first sending the `setup`
     /// commands (AUTH, or nothing).
     pub async fn over(
         mut socket: Box<dyn Socket>,
         setup: &[Vec<String>],
-        pattern: &str,
+        channels: &Channels,
     ) -> io::Result<Self> {
         let mut reader = Reader::new();
         resp::handshake(&mut socket, &mut reader, setup).await?;
         let mut subscription = Subscription { socket, reader };
-        subscription.send(&["PSUBSCRIBE", pattern]).await?;
-        match subscription
-            .reader
-            .next_value(&mut subscription.socket)
-            .await?
-        {
-            Value::Array(items) if matches!(items.first(), Some(Value::BulkString(kind)) if kind == b"psubscribe") =>
-                {}
-            Value::ServerError(err) => return Err(io::Error::other(format!("PSUBSCRIBE: {err}"))),
-            other => return Err(protocol(format!("unexpected PSUBSCRIBE reply {other:?}"))),
+        let (command, confirm, names): (&str, &[u8], Vec<&str>) = match channels {
+            Channels::Pattern(pattern) => ("PSUBSCRIBE", b"psubscribe", vec![pattern]),
+            Channels::Sharded(names) => (
+                "SSUBSCRIBE",
+                b"ssubscribe",
+                names.iter().map(String::as_str).collect(),
+            ),
+        };
+        let mut words = vec![command];
+        words.extend(&names);
+        subscription.send(&words).await?;
+        // One confirmation per channel.
+        for _ in &names {
+            match subscription
+                .reader
+                .next_value(&mut subscription.socket)
+                .await?
+            {
+                Value::Array(items) if matches!(items.first(), Some(Value::BulkString(kind)) if kind == confirm) =>
+                    {}
+                Value::ServerError(err) => {
+                    return Err(io::Error::other(format!("{command}: {err}")));
+                }
+                other => return Err(protocol(format!("unexpected {command} reply {other:?}"))),
+            }
         }
         Ok(subscription)
     }
@@ -69,12 +101,18 @@ impl Subscription {
     pub async fn next(&mut self) -> io::Result<Option<Message>> {
         loop {
             let data = self.reader.pending();
-            // Nearly every frame is a pattern message: read those without building
-            // the general value tree (four allocations and a copy per message).
-            let parsed = if data.starts_with(PMESSAGE_HEAD) || PMESSAGE_HEAD.starts_with(data) {
-                pattern_message(data)?.map(|(message, used)| (Some(message), used))
+            // Nearly every frame is a message (a pattern one under `ql:`, a shard one
+            // under a namespace): read those without building the general value tree
+            // (four allocations and a copy per message).
+            let head = [PMESSAGE_HEAD, SMESSAGE_HEAD]
+                .into_iter()
+                .find(|head| data.starts_with(head) || head.starts_with(data));
+            let parsed = if let Some(head) = head {
+                fast_message(data, head)?.map(|(message, used)| (Some(message), used))
             } else {
-                resp::parse(data)?.map(|(value, used)| (as_message(value), used))
+                resp::parse(data)?
+                    .map(|(value, used)| as_message(value).map(|message| (message, used)))
+                    .transpose()?
             };
             if let Some((message, used)) = parsed {
                 self.reader.consume(used);
@@ -100,15 +138,27 @@ impl Subscription {
 /// How every pattern message begins: an array of four, the first `pmessage`.
 const PMESSAGE_HEAD: &[u8] = b"*4\r\n$8\r\npmessage\r\n";
 
+/// How every shard message begins: an array of three, the first `smessage`.
+const SMESSAGE_HEAD: &[u8] = b"*3\r\n$8\r\nsmessage\r\n";
+
 /// A pattern message at the start of `data` (which begins with [`PMESSAGE_HEAD`] or
 /// a part of it): the message and the bytes it takes, or `None` while incomplete.
+#[cfg(test)]
 fn pattern_message(data: &[u8]) -> io::Result<Option<(Message, usize)>> {
-    if data.len() < PMESSAGE_HEAD.len() {
+    fast_message(data, PMESSAGE_HEAD)
+}
+
+/// A message at the start of `data`, which begins with `head` ([`PMESSAGE_HEAD`] or
+/// [`SMESSAGE_HEAD`]) or a part of it: the message and the bytes it takes, or `None`
+/// while incomplete. A pattern message has the pattern before the channel.
+fn fast_message(data: &[u8], head: &[u8]) -> io::Result<Option<(Message, usize)>> {
+    if data.len() < head.len() {
         return Ok(None);
     }
-    let mut at = PMESSAGE_HEAD.len();
+    let mut at = head.len();
     let mut fields = [0..0, 0..0, 0..0];
-    for field in &mut fields {
+    let skip = usize::from(head == SMESSAGE_HEAD);
+    for field in &mut fields[skip..] {
         let Some((range, next)) = bulk_at(data, at)? else {
             return Ok(None);
         };
@@ -156,22 +206,38 @@ fn bulk_at(data: &[u8], at: usize) -> io::Result<Option<(std::ops::Range<usize>,
     Ok(Some((start..end, end + 2)))
 }
 
-/// `pmessage <pattern> <channel> <payload>` as a [`Message`]; anything else (the
-/// confirmations of subscribe commands, the answer to a PING) is `None`.
-fn as_message(value: Value) -> Option<Message> {
+/// `pmessage <pattern> <channel> <payload>` or `smessage <channel> <payload>` as a
+/// [`Message`]; anything else (the confirmations of subscribe commands, the answer to
+/// a PING) is `None`. A shard channel unsubscribed by Redis (its slot moved to another
+/// node) is an error: the subscription must be opened again where the slot is now.
+fn as_message(value: Value) -> io::Result<Option<Message>> {
     let Value::Array(items) = value else {
-        return None;
+        return Ok(None);
     };
     let mut items = items.into_iter();
-    match (items.next(), items.next(), items.next(), items.next()) {
-        (
-            Some(Value::BulkString(kind)),
-            Some(_pattern),
-            Some(Value::BulkString(channel)),
-            Some(Value::BulkString(payload)),
-        ) if kind == b"pmessage" => Some(Message { channel, payload }),
-        _ => None,
-    }
+    Ok(
+        match (items.next(), items.next(), items.next(), items.next()) {
+            (
+                Some(Value::BulkString(kind)),
+                Some(_pattern),
+                Some(Value::BulkString(channel)),
+                Some(Value::BulkString(payload)),
+            ) if kind == b"pmessage" => Some(Message { channel, payload }),
+            (
+                Some(Value::BulkString(kind)),
+                Some(Value::BulkString(channel)),
+                Some(Value::BulkString(payload)),
+                None,
+            ) if kind == b"smessage" => Some(Message { channel, payload }),
+            (Some(Value::BulkString(kind)), ..) if kind == b"sunsubscribe" => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "Redis ended the shard subscription (the slot moved)",
+                ));
+            }
+            _ => None,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -187,7 +253,7 @@ mod tests {
         let (frame, used) = parse(PMESSAGE).unwrap().unwrap();
         assert_eq!(used, PMESSAGE.len());
         assert_eq!(
-            as_message(frame),
+            as_message(frame).unwrap(),
             Some(Message {
                 channel: b"ql:log".to_vec(),
                 payload: b"{\"jid\":\"a\r\nb\"}".to_vec(),
@@ -200,7 +266,7 @@ mod tests {
         let (message, used) = pattern_message(PMESSAGE).unwrap().unwrap();
         assert_eq!(used, PMESSAGE.len());
         let (frame, _) = parse(PMESSAGE).unwrap().unwrap();
-        assert_eq!(Some(message), as_message(frame));
+        assert_eq!(Some(message), as_message(frame).unwrap());
         for cut in 0..PMESSAGE.len() {
             assert!(
                 pattern_message(&PMESSAGE[..cut]).unwrap().is_none(),
@@ -243,15 +309,38 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_message_is_read_whole_by_the_fast_path_and_the_general_parser() {
+        let frame: &[u8] = b"*3\r\n$8\r\nsmessage\r\n$10\r\nql:{a}:log\r\n$2\r\n{}\r\n";
+        let (message, used) = fast_message(frame, SMESSAGE_HEAD).unwrap().unwrap();
+        assert_eq!(used, frame.len());
+        assert_eq!(
+            (message.channel.as_slice(), message.payload.as_slice()),
+            (&b"ql:{a}:log"[..], &b"{}"[..])
+        );
+        let (value, _) = parse(frame).unwrap().unwrap();
+        assert_eq!(as_message(value).unwrap(), Some(message));
+        for cut in 0..frame.len() {
+            assert!(
+                fast_message(&frame[..cut], SMESSAGE_HEAD)
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        let moved: &[u8] = b"*3\r\n$12\r\nsunsubscribe\r\n$10\r\nql:{a}:log\r\n:0\r\n";
+        let (value, _) = parse(moved).unwrap().unwrap();
+        assert!(as_message(value).is_err());
+    }
+
+    #[test]
     fn confirmations_and_errors_are_not_messages() {
         let confirm = b"*3\r\n$10\r\npsubscribe\r\n$4\r\nql:*\r\n:1\r\n";
         let (frame, used) = parse(confirm).unwrap().unwrap();
         assert_eq!(used, confirm.len());
-        assert_eq!(as_message(frame), None);
+        assert_eq!(as_message(frame).unwrap(), None);
         let (frame, _) = parse(b"-NOAUTH Authentication required.\r\n")
             .unwrap()
             .unwrap();
         assert!(matches!(frame, Value::ServerError(_)));
-        assert_eq!(as_message(frame), None);
+        assert_eq!(as_message(frame).unwrap(), None);
     }
 }

@@ -153,6 +153,7 @@ fn options(url: String, ca: Option<PathBuf>) -> ConnectOptions {
         response_timeout: Duration::from_secs(30),
         external: false,
         group_calls: qlessd::core::BATCH_CALLS,
+        replicas: Default::default(),
     }
 }
 

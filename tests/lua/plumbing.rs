@@ -49,6 +49,7 @@ async fn a_wrong_redis_url_is_a_one_line_startup_error() {
         response_timeout: std::time::Duration::from_secs(60),
         external: true,
         group_calls: 1,
+        replicas: Default::default(),
     })
     .await
     .unwrap_err();
@@ -69,6 +70,7 @@ async fn a_malformed_redis_url_is_refused_at_startup() {
         response_timeout: std::time::Duration::from_secs(60),
         external: true,
         group_calls: 1,
+        replicas: Default::default(),
     })
     .await
     .unwrap_err();
@@ -174,6 +176,7 @@ fn options(url: String, response_timeout: Duration) -> ConnectOptions {
         response_timeout,
         external: false,
         group_calls: qlessd::core::BATCH_CALLS,
+        replicas: Default::default(),
     }
 }
 

@@ -79,6 +79,8 @@ fn help_documents_every_setting_with_its_environment_variable() {
         "QLESSD_REDIS_URL",
         "QLESSD_DATA_DIR",
         "QLESSD_NAMESPACE",
+        "QLESSD_MIN_REPLICAS_ACK",
+        "QLESSD_MIN_REPLICAS_TIMEOUT_MS",
         "QLESSD_POOL_SIZE",
         "QLESSD_BODY_LIMIT",
         "QLESSD_LOG_FORMAT",

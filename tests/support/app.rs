@@ -157,6 +157,7 @@ pub async fn connect(redis: &RedisServer, namespace: Option<&str>) -> Qless {
         response_timeout: Duration::from_secs(60),
         external: false,
         group_calls: qlessd::core::BATCH_CALLS,
+        replicas: Default::default(),
     })
     .await
     .expect("connect to the test redis")

@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod redis;
+pub mod topology;
 
 #[allow(unused_imports)]
 pub use app::{START, TestApp, TestResponse, connect};

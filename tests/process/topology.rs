@@ -1,0 +1,287 @@
+//! qlessd on Redis Sentinel and Redis Cluster, as deployments run them: real
+//! topologies on loopback (`support::topology`), a primary killed with SIGKILL while
+//! work goes on, and nodes that are not where the data is. What must hold: an
+//! acknowledged job survives a failover (`--min-replicas-ack 1`), service comes back
+//! without a restart, and while it is away the answers are 503, never 500.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::binary::{BINARY, free_port};
+use crate::support::topology::{Cluster, FORMING, SentinelSet, wait_until};
+
+/// A qlessd process; killed on drop.
+struct Gateway {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    /// Starts qlessd with `env` and waits until `/readyz` answers `ready` (200, or
+    /// 503 for a gateway meant to be unready).
+    async fn start(env: &[(&str, String)], ready: u16) -> Gateway {
+        let port = free_port();
+        let mut command = Command::new(BINARY);
+        command
+            .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+            .env("QLESSD_POOL_TIMEOUT_MS", "1000")
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let gateway = Gateway {
+            child: command.spawn().unwrap(),
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .unwrap(),
+        };
+        let deadline = Instant::now() + FORMING;
+        while gateway.get("/readyz", None).await.0 != ready {
+            assert!(Instant::now() < deadline, "/readyz never answered {ready}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        gateway
+    }
+
+    /// `GET path` in `namespace`: the status (0 when there was no answer) and body.
+    async fn get(&self, path: &str, namespace: Option<&str>) -> (u16, String) {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(namespace) = namespace {
+            request = request.header("qless-namespace", namespace);
+        }
+        answer(request).await
+    }
+
+    /// Puts the job `jid` into queue `q` of `namespace`: the status and body.
+    async fn put(&self, jid: &str, namespace: &str) -> (u16, String) {
+        let request = self
+            .http
+            .post(format!("{}/v1/queues/q/jobs", self.base))
+            .header("qless-namespace", namespace)
+            .json(&json!({"jid": jid, "klass": "K"}));
+        answer(request).await
+    }
+}
+
+async fn answer(request: reqwest::RequestBuilder) -> (u16, String) {
+    match request.send().await {
+        Ok(reply) => {
+            let status = reply.status().as_u16();
+            let retry_after = reply.headers().contains_key("retry-after");
+            let text = reply.text().await.unwrap_or_default();
+            if status == 503 {
+                assert!(retry_after, "a 503 without Retry-After: {text}");
+            }
+            (status, text)
+        }
+        Err(_) => (0, String::new()),
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether the job `jid` of `namespace` is stored on `node`.
+fn stored(node: &crate::support::topology::Node, namespace: &str, jid: &str) -> bool {
+    let mut conn = node.connection().expect("the node answers");
+    redis::cmd("EXISTS")
+        .arg(format!("ql:{{{namespace}}}:j:{jid}"))
+        .query::<i64>(&mut conn)
+        .expect("EXISTS")
+        == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_loses_no_acknowledged_job_and_needs_no_restart() {
+    let mut set = tokio::task::spawn_blocking(SentinelSet::start)
+        .await
+        .unwrap();
+    let gateway = Gateway::start(
+        &[
+            ("QLESSD_REDIS_URL", set.url()),
+            ("QLESSD_NAMESPACE", "s".to_owned()),
+            ("QLESSD_MIN_REPLICAS_ACK", "1".to_owned()),
+            ("QLESSD_MIN_REPLICAS_TIMEOUT_MS", "300".to_owned()),
+        ],
+        200,
+    )
+    .await;
+    let mut acknowledged = Vec::new();
+    let mut refused = 0;
+    let mut next = 0;
+    let mut put = async |acknowledged: &mut Vec<String>, refused: &mut usize| {
+        next += 1;
+        let jid = format!("job-{next}");
+        match gateway.put(&jid, "s").await {
+            (201, _) | (200, _) => acknowledged.push(jid),
+            (503, _) | (0, _) => *refused += 1,
+            (status, body) => panic!("put answered {status}: {body}"),
+        }
+    };
+    while acknowledged.len() < 50 {
+        put(&mut acknowledged, &mut refused).await;
+    }
+    assert_eq!(refused, 0, "puts refused before any failure");
+    // The primary dies mid-stream; the producer keeps going through the failover.
+    set.primary.kill();
+    let replica_port = set.replica.port;
+    let deadline = Instant::now() + FORMING;
+    while set.primary_port() != Some(replica_port) {
+        put(&mut acknowledged, &mut refused).await;
+        assert!(Instant::now() < deadline, "the sentinels never failed over");
+    }
+    // The old primary comes back (empty: no persistence) and the sentinels make it a
+    // replica of the new one, so writes can be acknowledged by a replica again. It
+    // must never be written to.
+    set.primary.restart();
+    let before = acknowledged.len();
+    let deadline = Instant::now() + FORMING;
+    while acknowledged.len() < before + 20 {
+        put(&mut acknowledged, &mut refused).await;
+        assert!(
+            Instant::now() < deadline,
+            "no service after the failover ({} refused)",
+            refused
+        );
+    }
+    let new_primary = &set.replica;
+    assert_eq!(new_primary.role().as_deref(), Some("master"));
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|jid| !stored(new_primary, "s", jid))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged jobs lost: {lost:?}");
+    assert_eq!(gateway.get("/readyz", None).await.0, 200);
+}
+
+/// Two namespaces whose slots belong to different primaries of `cluster`.
+fn namespaces_on_two_primaries(cluster: &Cluster) -> [(String, usize); 2] {
+    let first = ("t0".to_owned(), cluster.owner("ql:{t0}").unwrap());
+    let second = (1..100)
+        .map(|n| format!("t{n}"))
+        .find_map(|name| {
+            let owner = cluster.owner(&format!("ql:{{{name}}}"))?;
+            (owner != first.1).then_some((name, owner))
+        })
+        .expect("a namespace on another primary");
+    [first, second]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_serves_namespaces_on_two_primaries_and_survives_losing_one() {
+    let mut cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let [(a, a_owner), (b, b_owner)] = namespaces_on_two_primaries(&cluster);
+    let gateway = Gateway::start(
+        &[
+            ("QLESSD_REDIS_URL", cluster.url()),
+            ("QLESSD_NAMESPACE", a.clone()),
+            ("QLESSD_NAMESPACES", b.clone()),
+        ],
+        200,
+    )
+    .await;
+    for (namespace, owner) in [(&a, a_owner), (&b, b_owner)] {
+        let (status, body) = gateway.put(&format!("first-{namespace}"), namespace).await;
+        assert_eq!(status, 201, "{body}");
+        assert!(stored(
+            &cluster.nodes[owner],
+            namespace,
+            &format!("first-{namespace}")
+        ));
+        let (status, body) = gateway
+            .get(&format!("/v1/jobs/first-{namespace}"), Some(namespace))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // `a`'s primary dies; its replica takes over after the node timeout. Meanwhile
+    // puts into `a` are refused with 503 (never 500), and `b` is not affected.
+    cluster.nodes[a_owner].kill();
+    let deadline = Instant::now() + FORMING;
+    let mut refused = 0;
+    let mut n = 0;
+    loop {
+        n += 1;
+        match gateway.put(&format!("a-{n}"), &a).await {
+            (201, _) => break,
+            (503, _) | (0, _) => refused += 1,
+            (status, body) => panic!("put answered {status} during the failover: {body}"),
+        }
+        let (status, body) = gateway.put(&format!("b-{n}"), &b).await;
+        assert!(
+            matches!(status, 201 | 503),
+            "put into the other namespace answered {status}: {body}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no service after the failover ({refused} refused)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let promoted = cluster.owner(&format!("ql:{{{a}}}")).expect("a new owner");
+    assert_ne!(promoted, a_owner);
+    assert!(stored(&cluster.nodes[promoted], &a, &format!("a-{n}")));
+    let (status, body) = gateway.get(&format!("/v1/jobs/a-{n}"), Some(&a)).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_does_not_hold_the_namespace_gives_503_and_is_not_ready() {
+    let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let owner = cluster.owner("ql:{t0}").unwrap();
+    let elsewhere = (0..cluster.nodes.len())
+        .find(|&at| at != owner && cluster.nodes[at].role().as_deref() == Some("master"))
+        .unwrap();
+    let replica = (0..cluster.nodes.len())
+        .find(|&at| cluster.nodes[at].role().as_deref() == Some("slave"))
+        .unwrap();
+    for (node, word) in [(elsewhere, "MOVED"), (replica, "READONLY")] {
+        // A plain URL to one node: qlessd cannot follow, but must say why.
+        let gateway = Gateway::start(
+            &[
+                ("QLESSD_REDIS_URL", cluster.nodes[node].url()),
+                ("QLESSD_NAMESPACE", "t0".to_owned()),
+            ],
+            503,
+        )
+        .await;
+        let (_, body) = gateway.get("/readyz", None).await;
+        assert!(body.contains(&format!("({word})")), "{word}: {body}");
+        let (status, body) = gateway.put("j", "t0").await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("Redis is unavailable ("), "{body}");
+    }
+    wait_until("nothing was written", Duration::from_secs(1), || {
+        cluster.nodes.iter().all(|node| {
+            node.connection().is_ok_and(|mut conn| {
+                redis::cmd("DBSIZE")
+                    .query::<i64>(&mut conn)
+                    .is_ok_and(|n| n == 0)
+            })
+        })
+    });
+}
+
+#[test]
+fn a_cluster_url_without_a_namespace_is_refused_with_a_clear_message() {
+    let output = Command::new(BINARY)
+        .env("QLESSD_REDIS_URL", "redis+cluster://127.0.0.1:1")
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env_remove("QLESSD_NAMESPACE")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("needs --namespace"), "{stderr}");
+}
