@@ -395,7 +395,7 @@ function queue_factory(name)
               local key = P .. 'j:' .. jid
               local f = call('hmget', key, 'jid', 'klass', 'state', 'queue', 'worker',
                 'priority', 'expires', 'retries', 'remaining', 'data', 'tags', 'failure',
-                'spawned_from_jid', 'time', 'history')
+                'spawned_from_jid', 'time', 'history', 'traceparent')
               if f[1] then
                 if f[15] then Qless.history_legacy(jid, f[15]) end
                 local hkey = key .. '-history'
@@ -403,8 +403,10 @@ function queue_factory(name)
                 if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
                 qwaits[#qwaits + 1] = now - (tonumber(f[14]) or now)
                 call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state', 'running')
-                f[3], f[5], f[15] = 'running', W, ejson
-                if f[4] == q then f[16] = eq end
+                -- f[15] and f[16] become the expires and queue JSON job_append takes;
+                -- the trace (extension) moves to f[17], where job_append looks for it.
+                f[3], f[5], f[15], f[17] = 'running', W, ejson, f[16]
+                f[16] = f[4] == q and eq or nil
                 got = got + 1
                 local m = #jobs + 1
                 jobs[m], ids[m] = f, jid

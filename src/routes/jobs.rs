@@ -203,6 +203,7 @@ async fn complete_job(
         .leasing
         .after_end(leased, &worker, count, wait)
         .await?;
+    super::trace_leases(&popped);
     Ok(Json(CompleteJobResponse {
         state: completion_state(completion.state)?,
         popped: Some(popped),
@@ -361,6 +362,9 @@ async fn complete_jobs(
                 .await?,
         ),
     };
+    if let Some(popped) = &popped {
+        super::trace_leases(popped);
+    }
     Ok(Json(CompleteJobsResponse { jobs, popped }))
 }
 

@@ -142,6 +142,7 @@ async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
         depends: None,
         throttles: None,
         backoff: None,
+        traceparent: None,
     };
     let keep = RequeueKeep {
         klass: true,

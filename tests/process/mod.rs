@@ -9,3 +9,4 @@ mod gateways;
 mod hardening;
 mod readme;
 mod running;
+mod traces;
