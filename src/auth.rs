@@ -917,7 +917,7 @@ mod tests {
         assert!(!entry.contains(&secret));
         let tokens = parse_tokens(&entry).unwrap();
         let token = tokens.find(secret.as_bytes()).expect("the secret is known");
-        assert_eq!(token.name, "billing");
+        assert_eq!(&*token.name, "billing");
         assert!(token.grants(Scope::Work) && !token.grants(Scope::Read));
         assert!(token.reaches(Some("billing")));
         assert!(tokens.find(b"not the secret").is_none());
