@@ -317,7 +317,7 @@ where
                 None => {
                     let line = AccessLine {
                         method: method.clone(),
-                        route: *route,
+                        route,
                         status,
                         started: *started,
                         id: this.id.clone(),
