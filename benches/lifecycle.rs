@@ -13,10 +13,14 @@
 //! cargo bench --bench lifecycle -- sweeper          # Redis CPU of an idle namespace
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
+//! BENCH_OTLP=1 cargo bench --bench lifecycle -- gateway-instructions    # with spans
 //! ```
 //!
 //! With `BENCH_AUTH` set, the gateway runs with an `--auth-file` (one admin token among
-//! a few others) and every request carries its bearer token.
+//! a few others) and every request carries its bearer token. With `BENCH_OTLP` set, it
+//! runs with `--otlp-endpoint`, exporting its spans to an OTLP/HTTP sink in this
+//! process (which reads and drops them), so the figures include making and sending
+//! every span.
 //!
 //! Redis-side cost per call is `usec_per_call` of `cmdstat_evalsha` from
 //! `INFO commandstats`, reset before each phase: it is the time the script itself
@@ -1050,6 +1054,18 @@ async fn gateway_instructions() {
          {REQUESTS} requests each, 50 connections =="
     );
     let target = Target::start(4).await;
+    // Under callgrind a phase of 4,000 requests can take minutes on a busy machine:
+    // leases must outlast the pops, or later pops hand out the first jobs again and
+    // the heartbeats meet jobs that were never leased.
+    target
+        .qless
+        .call(
+            "config.set",
+            Clock::system().now(),
+            &["heartbeat".to_owned(), "86400".to_owned()],
+        )
+        .await
+        .expect("config.set heartbeat");
     let dir = tempfile::tempdir().expect("temp dir");
     let addr = free_addr();
     let mut command = Command::new("valgrind");
@@ -1065,6 +1081,7 @@ async fn gateway_instructions() {
         .arg("--listen")
         .arg(addr.to_string());
     with_auth_file(&mut command);
+    with_tracing(&mut command).await;
     let gateway = Gateway::spawn(command, addr, "/readyz").await;
     let pid = gateway.pid();
     let mut rows = Vec::new();
@@ -1117,6 +1134,7 @@ impl Gateway {
             .arg("--listen")
             .arg(addr.to_string());
         with_auth_file(&mut command);
+        with_tracing(&mut command).await;
         let gateway = Gateway::spawn(command, addr, "/readyz").await;
         // Let the event subscription that wakes long polls settle.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1173,6 +1191,27 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// With `BENCH_OTLP` set, has the gateway export its spans (`--otlp-endpoint`) to an
+/// OTLP/HTTP sink served by this process, which reads each batch and drops it.
+async fn with_tracing(command: &mut Command) {
+    if std::env::var_os("BENCH_OTLP").is_none() {
+        return;
+    }
+    let sink = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(|body: axum::body::Bytes| async move {
+            std::hint::black_box(body.len());
+            [("content-type", "application/x-protobuf")]
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the OTLP sink");
+    let addr = listener.local_addr().expect("sink address");
+    tokio::spawn(async move { axum::serve(listener, sink).await });
+    command.arg("--otlp-endpoint").arg(format!("http://{addr}"));
 }
 
 /// With `BENCH_AUTH` set, gives the gateway an auth file: an admin token for the

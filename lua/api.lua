@@ -48,7 +48,7 @@ local function command(name)
         Qless.raise('QL_ARG', 'Put', 'Odd number of additional args: ' .. (n - 8))
       end
       local priority, tags, retries, depends
-      local throttles, backoff   -- extension options (extra.lua, throttle.lua)
+      local throttles, backoff, traceparent   -- extension options (extra.lua, throttle.lua)
       if n > 8 then
         local opts = {}
         for i = 9, n, 2 do opts[A[i]] = A[i + 1] end
@@ -73,6 +73,13 @@ local function command(name)
           throttles = Qless.json_strings(opts.throttles)
           if not throttles then
             Qless.raise('QL_ARG', 'Put', 'Arg "throttles" not a JSON list: ' .. opts.throttles)
+          end
+        end
+        if opts.traceparent ~= nil then
+          traceparent = opts.traceparent
+          if traceparent ~= '' and not Qless.Extra.traceparent_valid(traceparent) then
+            Qless.raise('QL_ARG', 'Put', 'Arg "traceparent" not a version-00 traceparent: ' ..
+              traceparent)
           end
         end
         if opts.backoff ~= nil then
@@ -104,6 +111,13 @@ local function command(name)
           redis.call('hset', P .. 'j:' .. jid, 'throttles', cjson.encode(throttles))
         else
           redis.call('hdel', P .. 'j:' .. jid, 'throttles')
+        end
+      end
+      if traceparent then
+        if traceparent ~= '' then
+          redis.call('hset', P .. 'j:' .. jid, 'traceparent', traceparent)
+        else
+          redis.call('hdel', P .. 'j:' .. jid, 'traceparent')
         end
       end
       if backoff then
@@ -411,6 +425,13 @@ local function command(name)
       local out = {}
       for i = 1, #names do out[i] = counts(names[i]) end
       return '[' .. table.concat(out, ',') .. ']'
+    end
+
+  elseif name == 'queues.oldest' then
+    -- Extension. queues.oldest() -> JSON object: queue -> when its job next in line
+    -- was put (seconds, as text), for the queues with a waiting job.
+    return function(now, A)
+      return Qless.Extra.oldest_waiting()
     end
 
   elseif name == 'length' then

@@ -429,7 +429,9 @@ Qless = setmetatable({ [0] = function(name)
       buf[n + 1] = failure
       buf[n + 2] = ',"spawned_from_jid":' .. (spawned and encode(spawned) or 'false') ..
         ',"dependents":' .. (#dependents == 0 and '{}' or encode(dependents)) ..
-        ',"dependencies":' .. (#dependencies == 0 and '{}' or encode(dependencies)) .. '}'
+        ',"dependencies":' .. (#dependencies == 0 and '{}' or encode(dependencies)) ..
+        -- Extension: the job's trace, where pop put it (f[19]; validated hex at put).
+        (f[19] and (',"traceparent":"' .. f[19] .. '"}') or '}')
     end
 
   elseif name == 'job_fields' then

@@ -441,7 +441,8 @@ function queue_factory(name)
               -- as job_fields' list for job_append (15: the expiry as JSON, 16: the
               -- queue as JSON).
               local g = call('hmget', key, 'jid', 'klass', 'queue', 'priority', 'retries',
-                'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'history')
+                'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'history',
+                'traceparent')
               if g[1] then
                 -- A compact history (only its put, see history_legacy) gets the popped
                 -- entry in the hash too, and the job object's history is known: no
@@ -470,9 +471,10 @@ function queue_factory(name)
                     'running')
                 end
                 qwaits[#qwaits + 1] = now - (tonumber(g[11]) or now)
-                -- (17: the history entries when known, 18: the put entry's object.)
+                -- (17: the history entries when known, 18: the put entry's object, 19: the
+                -- job's trace, an extension job_append adds.)
                 local f = { g[1], g[2], 'running', g[3], W, g[4], nil, g[5], g[6], g[7], g[8],
-                  g[9], g[10], nil, ejson, nil, history, putobj }
+                  g[9], g[10], nil, ejson, nil, history, putobj, g[13] }
                 if g[3] == q then f[16] = eq end
                 got = got + 1
                 local m = #jobs + 1

@@ -17,23 +17,19 @@
 //! The file is re-read on SIGHUP ([`Auth::reload`]): requests in flight and open
 //! connections are unaffected, and a bad file keeps the tokens in use.
 
-use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use arc_swap::ArcSwap;
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::future::{Either, Ready, ready};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use toml::Spanned;
-use tower::{Layer, Service};
 
 use crate::error::ApiError;
 use crate::settings::{Settings, TokenArgs, parse_namespace, parse_token_name};
@@ -243,10 +239,41 @@ fn method_slot(method: &Method) -> Option<usize> {
     METHODS.iter().position(|known| *known == method)
 }
 
+/// What a request's path and method meet in [`ROUTES`]: its template (for metrics,
+/// the access log and spans) and who may call it. Matched once per request by the
+/// request layer and handed to [`Auth::check`], so the path is routed once, not once
+/// per concern.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteMatch {
+    /// The template (`/v1/jobs/{jid}`), or `"unmatched"` for a path listed nowhere.
+    pub route: &'static str,
+    /// Who may call it with this method; `None` when the method or path is unlisted.
+    access: Option<Access>,
+}
+
+/// The route `method path` meets in [`ROUTES`].
+pub fn route_of(method: &Method, path: &str) -> RouteMatch {
+    static ROUTER: LazyLock<matchit::Router<(&'static str, PerMethod)>> =
+        LazyLock::new(compile_routes);
+    match ROUTER.at(path) {
+        Ok(found) => {
+            let (route, methods) = *found.value;
+            RouteMatch {
+                route,
+                access: method_slot(method).and_then(|slot| methods[slot]),
+            }
+        }
+        Err(_) => RouteMatch {
+            route: "unmatched",
+            access: None,
+        },
+    }
+}
+
 /// [`ROUTES`] compiled into a path router of the same kind axum uses, so a request's
 /// path meets the same template that routes it.
-fn compile_routes() -> matchit::Router<PerMethod> {
-    let mut templates: Vec<(&str, PerMethod)> = Vec::new();
+fn compile_routes() -> matchit::Router<(&'static str, PerMethod)> {
+    let mut templates: Vec<(&'static str, PerMethod)> = Vec::new();
     for route in ROUTES {
         let slot = METHODS
             .iter()
@@ -264,7 +291,7 @@ fn compile_routes() -> matchit::Router<PerMethod> {
     let mut router = matchit::Router::new();
     for (path, methods) in templates {
         router
-            .insert(path, methods)
+            .insert(path, (path, methods))
             .expect("ROUTES holds valid, distinct templates");
     }
     router
@@ -273,7 +300,9 @@ fn compile_routes() -> matchit::Router<PerMethod> {
 /// One token of the file, ready for checking. Its `Debug` shows neither digest nor
 /// secret.
 struct Token {
-    name: String,
+    /// Shared with the access log of each request it lets through (a reference count,
+    /// not a copy).
+    name: Arc<str>,
     digest: [u8; 32],
     /// [`Scope::bit`]s.
     scopes: u8,
@@ -391,7 +420,6 @@ struct AuthShared {
     file: PathBuf,
     /// The namespace of requests that name none (`None`: the unnamed `ql:` one).
     namespace: Option<String>,
-    routes: matchit::Router<PerMethod>,
 }
 
 impl Auth {
@@ -404,7 +432,6 @@ impl Auth {
             tokens: ArcSwap::from_pointee(tokens),
             file: file.to_owned(),
             namespace: namespace.map(str::to_owned),
-            routes: compile_routes(),
         })))
     }
 
@@ -451,18 +478,18 @@ impl Auth {
         }
     }
 
-    /// Decides whether the request may go on to the router, and which namespace it
-    /// addresses when its token decides that ([`Addressed`]).
-    fn check(&self, request: &mut Request) -> Result<(), ApiError> {
-        let needed = match method_slot(request.method()) {
-            Some(slot) => match self.0.routes.at(request.uri().path()) {
-                Ok(found) => found.value[slot],
-                Err(_) => None,
-            },
-            None => None,
-        };
+    /// Decides whether the request, which met `matched` in [`ROUTES`], may go on to
+    /// the router, and which namespace it addresses when its token decides that
+    /// ([`Addressed`]). Answers the name of the token it was let through with (none
+    /// for an open route), for the access log.
+    pub fn check(
+        &self,
+        request: &mut Request,
+        matched: RouteMatch,
+    ) -> Result<Option<Arc<str>>, ApiError> {
+        let needed = matched.access;
         if needed == Some(Access::Open) {
-            return Ok(());
+            return Ok(None);
         }
         let tokens = self.0.tokens.load();
         // The dashboard's pages carry the token in its HttpOnly cookie instead.
@@ -480,7 +507,7 @@ impl Auth {
         let grants = Grants(token.scopes);
         // An unlisted route needs a valid token only: the router answers 404 or 405.
         let Some(Access::Needs(scope)) = needed else {
-            return Ok(());
+            return Ok(Some(token.name.clone()));
         };
         // Without a `Qless-Namespace` header: the token's only namespace, else the
         // default one.
@@ -525,13 +552,28 @@ impl Auth {
             let addressed = Addressed(name.to_owned());
             request.extensions_mut().insert(addressed);
         }
-        request.extensions_mut().insert(grants);
-        Ok(())
+        // Only the dashboard reads the grants (to show the actions the token may
+        // take): an extension costs the API's requests an allocation or two.
+        if is_dashboard(request.uri().path()) {
+            request.extensions_mut().insert(grants);
+        }
+        Ok(Some(token.name.clone()))
     }
+}
 
-    /// The layer that checks every request.
-    pub fn layer(&self) -> AuthLayer {
-        AuthLayer(Some(self.clone()))
+/// Whether `path` is one of the dashboard's (`/ui`, `/ui/...`).
+fn is_dashboard(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
+}
+
+/// The answer to a request `check` refused: the problem, except that a dashboard page
+/// without a (known) token goes to the login form.
+pub fn refusal(refused: ApiError, method: &Method, path: &str) -> Response {
+    match refused {
+        ApiError::Unauthorized(_) if method == Method::GET && is_dashboard(path) => {
+            axum::response::Redirect::to("/ui/login").into_response()
+        }
+        refused => refused.into_response(),
     }
 }
 
@@ -555,8 +597,7 @@ pub const UI_COOKIE: &str = "qlessd_token";
 /// The token in the dashboard's cookie, for requests to `/ui` only: the API takes
 /// bearer headers alone, so a browser's cookie can never call it.
 fn ui_cookie(request: &Request) -> Option<String> {
-    let path = request.uri().path();
-    if path != "/ui" && !path.starts_with("/ui/") {
+    if !is_dashboard(request.uri().path()) {
         return None;
     }
     request
@@ -585,62 +626,6 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
         return Err(malformed());
     }
     Ok(secret)
-}
-
-/// Checks each request with [`Auth`]; without one (no `--auth-file`), lets every
-/// request through.
-#[derive(Debug, Clone, Default)]
-pub struct AuthLayer(Option<Auth>);
-
-impl<S> Layer<S> for AuthLayer {
-    type Service = AuthService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        AuthService {
-            inner,
-            auth: self.0.clone(),
-        }
-    }
-}
-
-/// The service of [`AuthLayer`].
-#[derive(Debug, Clone)]
-pub struct AuthService<S> {
-    inner: S,
-    auth: Option<Auth>,
-}
-
-impl<S> Service<Request> for AuthService<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request) -> Self::Future {
-        let checked = match &self.auth {
-            Some(auth) => auth.check(&mut request),
-            None => Ok(()),
-        };
-        match checked {
-            Ok(()) => Either::Right(self.inner.call(request)),
-            // A dashboard page without a (known) token goes to the login form.
-            Err(ApiError::Unauthorized(_))
-                if request.method() == Method::GET
-                    && (request.uri().path() == "/ui"
-                        || request.uri().path().starts_with("/ui/")) =>
-            {
-                let login = axum::response::Redirect::to("/ui/login");
-                Either::Left(ready(Ok(login.into_response())))
-            }
-            Err(refused) => Either::Left(ready(Ok(refused.into_response()))),
-        }
-    }
 }
 
 /// The tokens `--auth-file` names, or none: then qlessd only serves on a loopback
@@ -746,7 +731,7 @@ fn parse_tokens(text: &str) -> Result<Tokens, String> {
         };
         let name = parse_token_name(entry.name.get_ref())
             .map_err(|why| fail(entry.name.span(), "name", &why))?;
-        if let Some((_, at)) = tokens.iter().find(|(token, _)| token.name == name) {
+        if let Some((_, at)) = tokens.iter().find(|(token, _)| *token.name == *name) {
             return Err(fail(
                 entry.name.span(),
                 "name",
@@ -808,7 +793,7 @@ fn parse_tokens(text: &str) -> Result<Tokens, String> {
             }
         };
         let token = Token {
-            name,
+            name: name.into(),
             digest,
             scopes,
             namespaces,
@@ -933,7 +918,7 @@ mod tests {
         assert!(!entry.contains(&secret));
         let tokens = parse_tokens(&entry).unwrap();
         let token = tokens.find(secret.as_bytes()).expect("the secret is known");
-        assert_eq!(token.name, "billing");
+        assert_eq!(&*token.name, "billing");
         assert!(token.grants(Scope::Work) && !token.grants(Scope::Read));
         assert!(token.reaches(Some("billing")));
         assert!(tokens.find(b"not the secret").is_none());

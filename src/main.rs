@@ -32,10 +32,16 @@ async fn main() -> std::process::ExitCode {
             }
             Err(message) => Err(message),
         },
-        None => {
-            telemetry::init(settings.log_format);
-            server::run(settings).await
-        }
+        None => match telemetry::init(settings.log_format, settings.otlp_endpoint.as_deref()) {
+            Ok(tracing) => {
+                let outcome = server::run(settings).await;
+                if let Some(tracing) = tracing {
+                    tracing.shutdown().await;
+                }
+                outcome
+            }
+            Err(message) => Err(message),
+        },
     };
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,

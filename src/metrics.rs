@@ -305,25 +305,6 @@ impl Drop for StreamGuard {
     }
 }
 
-/// The route template a request matches (as in `auth::ROUTES`), or `"unmatched"`.
-pub fn route_of(method: &axum::http::Method, path: &str) -> &'static str {
-    static ROUTER: LazyLock<matchit::Router<&'static str>> = LazyLock::new(|| {
-        let mut router = matchit::Router::new();
-        let mut seen: Vec<&str> = Vec::new();
-        for route in crate::auth::ROUTES {
-            if !seen.contains(&route.path) {
-                seen.push(route.path);
-                router
-                    .insert(route.path, route.path)
-                    .expect("auth::ROUTES holds valid, distinct templates");
-            }
-        }
-        router
-    });
-    let _ = method;
-    ROUTER.at(path).map_or("unmatched", |found| *found.value)
-}
-
 /// The cached scrape-time figures of one namespace.
 #[derive(Debug, Default)]
 pub struct Scrape {
@@ -440,6 +421,21 @@ async fn redis_figures(state: &AppState) -> Result<String, ApiError> {
             })
             .set(i64::from(counts.paused));
     }
+    let oldest = Family::<NamespaceQueue, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    for (queue, put) in state.qless.oldest_waiting(now).await? {
+        oldest
+            .get_or_create(&NamespaceQueue {
+                namespace: namespace.clone(),
+                queue,
+            })
+            .set((now - put).max(0.0));
+    }
+    registry.register(
+        "qless_queue_oldest_waiting_seconds",
+        "Age of the job next in line per queue (its oldest waiting job when priorities \
+         are equal), for queues with a waiting job",
+        oldest,
+    );
     registry.register("qless_queue_jobs", "Jobs per queue and state", jobs);
     registry.register("qless_queue_paused", "1 when the queue is paused", paused);
     let groups = Family::<NamespaceGroup, Gauge>::default();

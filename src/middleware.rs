@@ -1,8 +1,13 @@
 //! What every request goes through, in one layer: a request id (the client's
 //! `x-request-id`, or a fresh one) echoed on the response, a deadline answered with a
 //! 503 problem, a panic in a handler answered with a 500 problem, a debug-level span
-//! with the method, path and id, a log line for every 5xx answer, and the browser
-//! checks of `browser.rs` (answered before the router sees the request).
+//! with the method, path and id (or, with `--otlp-endpoint`, the request's
+//! OpenTelemetry span), the access log line and metrics of every request, a log line
+//! for every 5xx answer, the browser checks of `browser.rs` and the token check of
+//! `auth.rs` (both answered before the router sees the request).
+//!
+//! The path is matched against `auth::ROUTES` once here, and the match serves the
+//! token check, the metrics, the access log and the span alike.
 //!
 //! These are one hand-written layer rather than tower-http's five because of cost:
 //! stacked, those layers spent about a third of the gateway's instructions on a
@@ -26,8 +31,10 @@ use axum::response::{IntoResponse, Response};
 use tower::{Layer, Service};
 use tracing::Span;
 
+use crate::auth::{self, Auth};
 use crate::browser::BrowserPolicy;
 use crate::error::ApiError;
+use crate::telemetry;
 
 /// The header carrying the request id, both ways.
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -38,6 +45,7 @@ pub struct RequestLayer {
     deadline: Duration,
     browser: BrowserPolicy,
     quiet_probes: bool,
+    auth: Option<Auth>,
 }
 
 impl RequestLayer {
@@ -47,7 +55,14 @@ impl RequestLayer {
             deadline,
             browser: BrowserPolicy::default(),
             quiet_probes: false,
+            auth: None,
         }
+    }
+
+    /// Every request is checked against `auth`'s tokens (none: every request passes).
+    pub fn with_auth(mut self, auth: Option<Auth>) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// Health probes and metrics scrapes leave no access-log line (`--quiet-probes`).
@@ -72,6 +87,7 @@ impl<S> Layer<S> for RequestLayer {
             deadline: self.deadline,
             browser: self.browser.clone(),
             quiet_probes: self.quiet_probes,
+            auth: self.auth.clone(),
         }
     }
 }
@@ -83,6 +99,7 @@ pub struct RequestService<S> {
     deadline: Duration,
     browser: BrowserPolicy,
     quiet_probes: bool,
+    auth: Option<Auth>,
 }
 
 impl<S> Service<Request> for RequestService<S>
@@ -97,35 +114,64 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
         let id = request
             .headers()
             .get(&REQUEST_ID)
             .cloned()
             .unwrap_or_else(new_request_id);
-        // Disabled at the default `info` filter, where it costs a flag check;
-        // `RUST_LOG=qlessd=debug` gives every log line its request's id.
-        let span = tracing::debug_span!(
-            "request",
-            method = %request.method(),
-            uri = %request.uri(),
-            id = id.to_str().unwrap_or("-"),
-        );
-        let route = crate::metrics::route_of(request.method(), request.uri().path());
-        let what = Requested {
+        let matched = auth::route_of(request.method(), request.uri().path());
+        let route = matched.route;
+        let span = if telemetry::tracing_on() {
+            telemetry::request_span(
+                method_label(request.method()),
+                route,
+                id.to_str().unwrap_or("-"),
+                request.headers(),
+            )
+        } else {
+            // Disabled at the default `info` filter, where it costs a flag check;
+            // `RUST_LOG=qlessd=debug` gives every log line its request's id.
+            tracing::debug_span!(
+                "request",
+                method = %request.method(),
+                uri = %request.uri(),
+                id = id.to_str().unwrap_or("-"),
+            )
+        };
+        let mut what = Requested {
             method: request.method().clone(),
             uri: request.uri().clone(),
             started: Instant::now(),
             route,
             quiet: self.quiet_probes && is_probe(route),
+            token: None,
         };
-        if let Err(refused) =
-            self.browser
-                .check_request(request.method(), request.uri().path(), request.headers())
-        {
+        let refused = match self.browser.check_request(
+            request.method(),
+            request.uri().path(),
+            request.headers(),
+        ) {
+            Err(refused) => Some(refused.into_response()),
+            Ok(()) => match &self.auth {
+                None => None,
+                Some(auth) => match auth.check(&mut request, matched) {
+                    Ok(token) => {
+                        what.token = token;
+                        None
+                    }
+                    Err(refused) => Some(auth::refusal(
+                        refused,
+                        request.method(),
+                        request.uri().path(),
+                    )),
+                },
+            },
+        };
+        if let Some(refused) = refused {
             return RequestFuture {
                 state: State::Done {
-                    response: Some(refused.into_response()),
+                    response: Some(refused),
                 },
                 id,
                 span,
@@ -164,6 +210,8 @@ struct Requested {
     route: &'static str,
     /// No access-log line (a probe, with `--quiet-probes`).
     quiet: bool,
+    /// The name of the token the request was let through with (with `--auth-file`).
+    token: Option<std::sync::Arc<str>>,
 }
 
 /// Health probes and metrics scrapes, which `--quiet-probes` keeps out of the log.
@@ -239,24 +287,16 @@ where
             started,
             route,
             quiet,
+            token,
         } = this.what;
         let took = started.elapsed();
         let status = response.status().as_u16();
         crate::metrics::METRICS.request(method_label(method), route, status, took);
-        if !*quiet {
-            // The access log: one line per request at the default level. A body of
-            // unknown length (an event stream) is logged when its head is sent.
-            let bytes = axum::body::HttpBody::size_hint(response.body()).exact();
-            tracing::info!(
-                target: "qlessd::access",
-                %method,
-                route = *route,
-                status,
-                latency_ms = took.as_secs_f64() * 1000.0,
-                id = this.id.to_str().unwrap_or("-"),
-                bytes,
-                "request"
-            );
+        if telemetry::tracing_on() {
+            telemetry::record_status(this.span, status);
+            if let Some(token) = token {
+                this.span.record("qless.token", &**token);
+            }
         }
         if response.status().is_server_error() {
             tracing::warn!(
@@ -268,7 +308,115 @@ where
                 "request answered with a server error"
             );
         }
+        if !*quiet {
+            match axum::body::HttpBody::size_hint(response.body()).exact() {
+                // The access log: one line per request at the default level.
+                Some(bytes) => log_access(method, route, status, took, this.id, bytes, token),
+                // A body of unknown length (an event stream, a compressed page) is
+                // logged when it ends, with the bytes sent and the whole duration.
+                None => {
+                    let line = AccessLine {
+                        method: method.clone(),
+                        route,
+                        status,
+                        started: *started,
+                        id: this.id.clone(),
+                        token: token.take(),
+                    };
+                    response = response.map(|body| {
+                        axum::body::Body::new(LoggedBody {
+                            inner: body,
+                            line: Some(line),
+                            bytes: 0,
+                        })
+                    })
+                }
+            }
+        }
         Poll::Ready(Ok(response))
+    }
+}
+
+/// The access log line of one request, written once its answer is sent.
+#[derive(Debug)]
+struct AccessLine {
+    method: Method,
+    route: &'static str,
+    status: u16,
+    started: Instant,
+    id: HeaderValue,
+    token: Option<std::sync::Arc<str>>,
+}
+
+/// Writes the access log line of a request (target `qlessd::access`).
+fn log_access(
+    method: &Method,
+    route: &str,
+    status: u16,
+    took: Duration,
+    id: &HeaderValue,
+    bytes: u64,
+    token: &Option<std::sync::Arc<str>>,
+) {
+    tracing::info!(
+        target: "qlessd::access",
+        %method,
+        route,
+        status,
+        latency_ms = took.as_secs_f64() * 1000.0,
+        id = id.to_str().unwrap_or("-"),
+        bytes,
+        token = token.as_deref(),
+        "request"
+    );
+}
+
+pin_project_lite::pin_project! {
+    /// A response body of unknown length, counting what it sends and writing the
+    /// access log line when it ends (finished, failed, or dropped by a client that
+    /// went away).
+    struct LoggedBody {
+        #[pin]
+        inner: axum::body::Body,
+        line: Option<AccessLine>,
+        bytes: u64,
+    }
+
+    impl PinnedDrop for LoggedBody {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(line) = this.line.take() {
+                let took = line.started.elapsed();
+                log_access(&line.method, line.route, line.status, took, &line.id, *this.bytes, &line.token);
+            }
+        }
+    }
+}
+
+impl axum::body::HttpBody for LoggedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        let frame = ready!(this.inner.poll_frame(cx));
+        if let Some(Ok(frame)) = &frame
+            && let Some(data) = frame.data_ref()
+        {
+            *this.bytes += data.len() as u64;
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

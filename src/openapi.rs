@@ -154,6 +154,23 @@ fn describe_access(doc: &mut utoipa::openapi::OpenApi) {
             "The token lacks the scope this needs, or is not granted the namespace",
         )),
     );
+    components.responses.insert(
+        "Misdirected".to_owned(),
+        RefOr::T(problem(
+            421,
+            "On a loopback address, a `Host` header naming another host (DNS \
+             rebinding): only `localhost`, `127.0.0.1` and `[::1]` are answered",
+        )),
+    );
+    components.responses.insert(
+        "ForbiddenOrigin".to_owned(),
+        RefOr::T(problem(
+            403,
+            "The token lacks the scope this needs or is not granted the namespace; or \
+             the request comes from a web page of another origin (its `Origin` header \
+             is neither this server nor a `--cors-origin`)",
+        )),
+    );
     for (path, item) in doc.paths.paths.iter_mut() {
         let operations = [
             ("GET", &mut item.get),
@@ -165,8 +182,26 @@ fn describe_access(doc: &mut utoipa::openapi::OpenApi) {
         for (method, operation) in operations {
             if let (Some(operation), Some(access)) = (operation, auth::access(method, path)) {
                 describe_operation(operation, access);
+                describe_browser_checks(operation, method);
             }
         }
+    }
+}
+
+/// The answers of the browser checks every request meets before routing
+/// (`browser.rs`): the `Host` check (421) on loopback addresses, and for a
+/// state-changing method the `Origin` check (403).
+fn describe_browser_checks(operation: &mut Operation, method: &str) {
+    let responses = &mut operation.responses.responses;
+    responses.insert(
+        "421".to_owned(),
+        RefOr::Ref(Ref::from_response_name("Misdirected")),
+    );
+    if method != "GET" {
+        responses.insert(
+            "403".to_owned(),
+            RefOr::Ref(Ref::from_response_name("ForbiddenOrigin")),
+        );
     }
 }
 
@@ -182,6 +217,7 @@ fn code_of(status: u16) -> (&'static str, &'static str) {
         409 => ("conflict", "Conflict"),
         413 => ("payload_too_large", "Payload Too Large"),
         415 => ("unsupported_media_type", "Unsupported Media Type"),
+        421 => ("misdirected_request", "Misdirected Request"),
         429 => ("too_many_requests", "Too Many Requests"),
         500 => ("internal", "Internal Server Error"),
         503 => ("unavailable", "Service Unavailable"),

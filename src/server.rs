@@ -19,7 +19,7 @@ use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::auth::{self, Auth, AuthLayer};
+use crate::auth::{self, Auth};
 use crate::browser::BrowserPolicy;
 use crate::clock::Clock;
 use crate::connections::{self, ConnectionLimits};
@@ -171,13 +171,12 @@ pub fn tenant_router(
     // a layer applied to the router boxes and clones every route's service and future
     // again on each request, a few hundred instructions a layer.
     let cors = cors(browser.cors_origins());
-    let layers = ServiceBuilder::new()
-        .layer(
-            RequestLayer::new(deadline)
-                .with_browser(browser)
-                .with_quiet_probes(quiet_probes),
-        )
-        .layer(auth.map_or_else(AuthLayer::default, Auth::layer));
+    let layers = ServiceBuilder::new().layer(
+        RequestLayer::new(deadline)
+            .with_browser(browser)
+            .with_quiet_probes(quiet_probes)
+            .with_auth(auth.cloned()),
+    );
     let app = Router::new().fallback_service(layers.service(tenants));
     // Only when asked for, and outside the token check: a preflight carries no token.
     match cors {

@@ -164,6 +164,12 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_QUIET_PROBES")]
     pub quiet_probes: bool,
 
+    /// Export OpenTelemetry spans (a request's, its script calls', a job's trace) over
+    /// OTLP/HTTP to this collector: its base URL (`http://collector:4318`; spans go to
+    /// `<URL>/v1/traces`). Off by default.
+    #[arg(long, env = "QLESSD_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
     /// Print the Lua script the server loads into Redis, then exit.
     #[arg(long)]
     pub print_lua: bool,

@@ -30,6 +30,8 @@ pub struct PutArgs {
     pub throttles: Option<Vec<String>>,
     /// Retry backoff policy as JSON text (extension). Unset: kept.
     pub backoff: Option<String>,
+    /// The W3C `traceparent` of the job's trace (extension), handed back with it.
+    pub traceparent: Option<String>,
 }
 
 impl PutArgs {
@@ -52,6 +54,7 @@ impl PutArgs {
                     .map(|names| serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())),
             )
             .option("backoff", self.backoff)
+            .option("traceparent", self.traceparent)
             .into_vec()
     }
 }

@@ -338,6 +338,31 @@ impl Qless {
         now: f64,
         args: impl CallArgs,
     ) -> Result<Value, Error> {
+        if crate::telemetry::tracing_on() {
+            // Every call funnels through here, whatever carries it to Redis, so its
+            // span is made here: a child of the request's.
+            use tracing::Instrument as _;
+            let args = args.into_vec();
+            let (queue, jid) = call_subject(command, &args);
+            let span = crate::telemetry::call_span(command, queue, jid);
+            let outcome = self
+                .call_untraced(command, now, args)
+                .instrument(span.clone())
+                .await;
+            if outcome.is_err() {
+                span.record("otel.status_code", "ERROR");
+            }
+            return outcome;
+        }
+        self.call_untraced(command, now, args).await
+    }
+
+    async fn call_untraced(
+        &self,
+        command: &'static str,
+        now: f64,
+        args: impl CallArgs,
+    ) -> Result<Value, Error> {
         if !reads(command) {
             return self.inner.calls.call(command, now, args.into_vec()).await;
         }
@@ -398,6 +423,30 @@ impl Qless {
     }
 }
 
+/// The queue and the jid a script call is about, where its arguments name them (for
+/// its span): `(queue, jid)`.
+fn call_subject<'a>(command: &str, args: &'a [String]) -> (Option<&'a str>, Option<&'a str>) {
+    let at = |index: usize| args.get(index).map(String::as_str);
+    match command {
+        // put(worker, queue, jid, ...) and its forms; requeue has the same layout.
+        "put" | "put.ifabsent" | "requeue" => (at(1), at(2)),
+        // put.idem(key, ttl, mode, worker, queue, jid, ...)
+        "put.idem" => (at(4), at(5)),
+        // pop(queue, worker, count), peek(queue, count), length/paused... (queue)
+        "pop" | "peek" | "length" | "pause" | "unpause" | "jobs.waiting" => (at(0), None),
+        // complete(jid, worker, queue, data, ...)
+        "complete" | "complete.report" => (at(2), at(0)),
+        // pop.after(count, command, n, jid, ...): the call ending a job, then a pop
+        "pop.after" => (None, at(3)),
+        // retry(jid, queue, worker, ...)
+        "retry" => (at(1), at(0)),
+        // heartbeat, fail, get, cancel, track, priority, timeout, depends, log: jid first
+        "heartbeat" | "fail" | "get" | "get.ext" | "cancel" | "track" | "priority" | "timeout"
+        | "depends" | "log" => (None, at(0)),
+        _ => (None, None),
+    }
+}
+
 /// Commands that write nothing in the usual case, so they can answer while Redis is
 /// out of memory (their `no-writes` run fails when they do need a write: promoting a
 /// due scheduled job, pruning old workers, converting a legacy history).
@@ -414,6 +463,7 @@ fn reads(command: &str) -> bool {
             | "jobs.waiting"
             | "queues"
             | "queues.ext"
+            | "queues.oldest"
             | "length"
             | "failed"
             | "stats"

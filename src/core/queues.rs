@@ -36,6 +36,17 @@ impl Qless {
         reply::json_vec(self.call("queues.ext", now, &[]).await?)
     }
 
+    /// `queues.oldest`: for each queue with a waiting job, when its job next in line
+    /// was put (seconds since the epoch).
+    pub async fn oldest_waiting(&self, now: f64) -> Result<BTreeMap<String, f64>, Error> {
+        let times: BTreeMap<String, String> =
+            reply::json(self.call("queues.oldest", now, &[]).await?)?;
+        Ok(times
+            .into_iter()
+            .filter_map(|(queue, time)| Some((queue, time.parse().ok()?)))
+            .collect())
+    }
+
     /// `queues.ext Q`: counts for one queue (all zero if it is unknown).
     pub async fn queue(&self, now: f64, queue: &str) -> Result<QueueCounts, Error> {
         reply::json(self.call("queues.ext", now, &[queue.to_owned()]).await?)

@@ -131,6 +131,12 @@ pub struct Job {
     /// The throttle it waits for room in, while its pop is held back by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttled: Option<String>,
+    /// The job's trace: the W3C `traceparent` its put carried (or, with the gateway
+    /// exporting spans, that of the put's own span). Send it as the `traceparent`
+    /// header of the requests about the job (heartbeat, complete, fail) to continue
+    /// the producer's trace. Absent when the put carried none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,

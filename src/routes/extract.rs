@@ -163,3 +163,25 @@ mod tests {
         assert!(!is_json(&HeaderMap::new()));
     }
 }
+
+/// The trace a put gives its jobs: with spans exported, the put request's span (which
+/// continues the request's `traceparent`); else the request's `traceparent` as sent.
+/// A malformed header is ignored (see `telemetry::TraceParent`).
+#[derive(Debug)]
+pub struct JobTrace(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobTrace {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        use crate::telemetry::{self, TraceParent};
+        let own = telemetry::tracing_on()
+            .then(|| TraceParent::of_span(&tracing::Span::current()))
+            .flatten();
+        let trace = own.or_else(|| TraceParent::from_headers(&parts.headers));
+        Ok(JobTrace(trace.map(|trace| trace.to_string())))
+    }
+}

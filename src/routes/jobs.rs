@@ -201,6 +201,7 @@ async fn complete_job(
         .leasing
         .after_end(leased, &worker, count, wait)
         .await?;
+    super::trace_leases(&popped);
     Ok(Json(CompleteJobResponse {
         state: completion_state(completion)?,
         popped: Some(popped),
@@ -348,6 +349,9 @@ async fn complete_jobs(
                 .await?,
         ),
     };
+    if let Some(popped) = &popped {
+        super::trace_leases(popped);
+    }
     Ok(Json(CompleteJobsResponse { jobs, popped }))
 }
 

@@ -62,6 +62,7 @@ async fn pop_from_queues(
         .leasing
         .pop_multi(&queues, strategy, &body.worker, count, wait)
         .await?;
+    super::trace_leases(&jobs);
     Ok(Json(jobs))
 }
 

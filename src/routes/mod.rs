@@ -37,3 +37,20 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(workers::router())
         .merge(config::router())
 }
+
+/// Leased `jobs` appear in their own traces (with spans exported): a span per job that
+/// carries a `traceparent`, linked with the pop's request span.
+fn trace_leases(jobs: &[crate::model::Job]) {
+    if !crate::telemetry::tracing_on() {
+        return;
+    }
+    for job in jobs {
+        let trace = job
+            .traceparent
+            .as_deref()
+            .and_then(crate::telemetry::TraceParent::parse);
+        if let Some(trace) = trace {
+            crate::telemetry::leased(&trace, &job.jid, &job.queue, &job.worker);
+        }
+    }
+}

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{BatchJson, Json, Path, Query};
+use super::extract::{BatchJson, JobTrace, Json, Path, Query};
 use super::validate::{self, JobData};
 use crate::core::{self, Idempotency, Listing, PutArgs, PutOutcome, RecurArgs};
 use crate::error::ApiError;
@@ -126,7 +126,8 @@ async fn forget_queue(
          `--idempotency-ttl` ago (default a day) answers the first put's jid with \
          `created: false` and writes nothing, so a producer may retry after a timeout \
          without making a duplicate. Checked and recorded by the script: safe with many \
-         gateways.")),
+         gateways."),
+        ("traceparent" = Option<String>, Header, description = TRACEPARENT_DOC)),
     request_body = PutJobRequest,
     responses(
         (status = 201, description = "The job was put (created, or moved and reset)",
@@ -146,6 +147,7 @@ async fn put_job(
     State(state): State<AppState>,
     Path(queue): Path<String>,
     headers: HeaderMap,
+    JobTrace(trace): JobTrace,
     Json(mut body): Json<PutJobRequest>,
 ) -> Result<Response, ApiError> {
     validate::name("queue", &queue)?;
@@ -162,7 +164,7 @@ async fn put_job(
         }
         body.idempotency_key = Some(key.to_owned());
     }
-    let (job, if_absent, idem) = put_args(&queue, body, &state)?;
+    let (job, if_absent, idem) = put_args(&queue, body, &state, trace)?;
     let jid = job.jid.clone();
     let now = state.clock.now();
     let (jid, created) = match idem {
@@ -206,7 +208,8 @@ async fn put_job(
 /// than the limit of single-request bodies.
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs/batch", tag = "queues",
     operation_id = "put_jobs",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::Name, Path, description = "Queue name"),
+        ("traceparent" = Option<String>, Header, description = TRACEPARENT_DOC)),
     request_body = PutJobsRequest,
     responses(
         (status = 200, description = "Every job was put; one outcome per item, in \
@@ -221,6 +224,7 @@ async fn put_job(
 async fn put_jobs(
     State(state): State<AppState>,
     Path(queue): Path<String>,
+    JobTrace(trace): JobTrace,
     BatchJson(body): BatchJson<PutJobsRequest>,
 ) -> Result<Json<PutJobsResponse>, ApiError> {
     validate::name("queue", &queue)?;
@@ -234,7 +238,9 @@ async fn put_jobs(
         .jobs
         .into_iter()
         .enumerate()
-        .map(|(index, job)| put_args(&queue, job, &state).map_err(|err| at_item(index, err)))
+        .map(|(index, job)| {
+            put_args(&queue, job, &state, trace.clone()).map_err(|err| at_item(index, err))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let results = state.qless.put_batch(state.clock.now(), jobs).await?;
     let jobs = outcomes(results)?;
@@ -276,9 +282,9 @@ async fn pop_jobs(
     validate::name("worker", &body.worker)?;
     let count = validate::page_count(body.count)?;
     let wait = validate::wait(body.wait, state.limits.max_wait)?;
-    Ok(Json(
-        state.leasing.pop(&queue, &body.worker, count, wait).await?,
-    ))
+    let jobs = state.leasing.pop(&queue, &body.worker, count, wait).await?;
+    super::trace_leases(&jobs);
+    Ok(Json(jobs))
 }
 
 /// Show the next jobs of a queue without leasing them.
@@ -455,11 +461,21 @@ async fn create_recurring_job(
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], body).into_response())
 }
 
+/// The `traceparent` header of a put, as the OpenAPI document describes it.
+const TRACEPARENT_DOC: &str = "A W3C Trace Context `traceparent` \
+    (`00-<trace id>-<parent id>-<flags>`): the job keeps it (every job of a batch) and \
+    hands it back as its `traceparent` field on pop and `GET /v1/jobs/{jid}`, so the \
+    worker continues the producer's trace. With `--otlp-endpoint` the put's own span \
+    continues this trace and the job keeps that span's `traceparent`. A malformed value \
+    is ignored, as the W3C recommendation asks (the job then has no trace, or the \
+    put's own).";
+
 /// Checks a put request and turns it into script arguments; the flag is `if_absent`.
 fn put_args(
     queue: &str,
     job: PutJobRequest,
     state: &AppState,
+    traceparent: Option<String>,
 ) -> Result<(PutArgs, bool, Option<Idempotency>), ApiError> {
     let max_job_size = state.limits.max_job_size;
     let jid = jid_or_new(job.jid)?;
@@ -498,6 +514,7 @@ fn put_args(
         depends: job.depends,
         throttles: job.throttles,
         backoff,
+        traceparent,
     };
     Ok((args, job.if_absent, idem))
 }

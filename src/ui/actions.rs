@@ -141,6 +141,7 @@ async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
         depends: None,
         throttles: None,
         backoff: None,
+        traceparent: None,
     };
     let keep = RequeueKeep {
         klass: true,

@@ -685,3 +685,123 @@ async fn stock_clients_see_the_plain_job_object_and_counts() {
     let object: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(object["state"], "waiting");
 }
+
+// ---- a job's trace ------------------------------------------------------------------
+
+const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[tokio::test]
+async fn a_put_traceparent_is_kept_with_the_job_and_handed_back_on_pop_and_get() {
+    let app = TestApp::start().await;
+    let (status, _) = send(
+        &app.router,
+        Method::POST,
+        "/v1/queues/q/jobs",
+        json!({"jid": "traced", "klass": "K"}),
+        &[("traceparent", TRACE)],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, popped) = send(
+        &app.router,
+        Method::POST,
+        "/v1/queues/q/pop",
+        json!({"worker": "w"}),
+        &[],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{popped}");
+    assert_eq!(popped[0]["traceparent"], TRACE, "{popped}");
+    let got = app.get("/v1/jobs/traced").await;
+    assert_eq!(got.body["traceparent"], TRACE, "{}", got.text);
+    // Stored in the job's hash, beside what stock clients read: their `get` keeps the
+    // spec's 17 keys.
+    let raw = app
+        .qless
+        .call("get", app.clock.now(), &["traced".to_owned()])
+        .await
+        .unwrap();
+    let redis::Value::BulkString(bytes) = raw else {
+        panic!("get answered {raw:?}")
+    };
+    let object: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(object.as_object().unwrap().len(), 17, "{object}");
+}
+
+#[tokio::test]
+async fn every_job_of_a_batch_put_keeps_the_requests_traceparent() {
+    let app = TestApp::start().await;
+    let (status, body) = send(
+        &app.router,
+        Method::POST,
+        "/v1/queues/q/jobs/batch",
+        json!({"jobs": [{"jid": "a", "klass": "K"}, {"jid": "b", "klass": "K"}]}),
+        &[("traceparent", TRACE)],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for jid in ["a", "b"] {
+        let got = app.get(&format!("/v1/jobs/{jid}")).await;
+        assert_eq!(got.body["traceparent"], TRACE, "{}", got.text);
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_traceparent_is_ignored_and_the_job_has_no_trace() {
+    let app = TestApp::start().await;
+    let bad = [
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "garbage",
+    ];
+    for (i, value) in bad.iter().enumerate() {
+        let jid = format!("j{i}");
+        let (status, _) = send(
+            &app.router,
+            Method::POST,
+            "/v1/queues/q/jobs",
+            json!({"jid": jid, "klass": "K"}),
+            &[("traceparent", value)],
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{value}");
+        let got = app.get(&format!("/v1/jobs/{jid}")).await;
+        assert!(
+            got.body.get("traceparent").is_none(),
+            "{value}: {}",
+            got.text
+        );
+    }
+    // A job put without one has none either.
+    put(&app, "q", json!({"jid": "plain", "klass": "K"})).await;
+    let popped = app
+        .post("/v1/queues/q/pop", json!({"worker": "w", "count": 10}))
+        .await;
+    for job in popped.body.as_array().unwrap() {
+        assert!(job.get("traceparent").is_none(), "{job}");
+    }
+}
+
+#[tokio::test]
+async fn the_script_refuses_a_malformed_traceparent_and_writes_nothing() {
+    let app = TestApp::start().await;
+    let now = app.clock.now();
+    let args = |trace: &str| {
+        ["", "q", "x", "K", "{}", "0", "traceparent", trace]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    for bad in [
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",
+    ] {
+        let err = app.qless.call("put", now, args(bad)).await.unwrap_err();
+        assert!(err.to_string().contains("traceparent"), "{bad}: {err}");
+        let got = app.qless.call("get", now, &["x".to_owned()]).await.unwrap();
+        assert_eq!(got, redis::Value::Nil, "{bad}: nothing written");
+    }
+    app.qless.call("put", now, args(TRACE)).await.unwrap();
+    let got = app.get("/v1/jobs/x").await;
+    assert_eq!(got.body["traceparent"], TRACE, "{}", got.text);
+}

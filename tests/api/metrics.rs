@@ -322,6 +322,8 @@ async fn the_alert_rules_and_dashboard_parse_and_name_only_metrics_a_scrape_has(
         )
         .await;
     assert!(fail.status.is_success(), "{}", fail.text);
+    // And one left waiting, for the oldest-waiting gauge.
+    put(&app, "metrics-deploy", "d3").await;
     let scrape = app.get("/metrics").await;
     let exposed: Vec<&str> = scrape
         .text
@@ -403,4 +405,36 @@ async fn batch_puts_and_completions_that_lease_the_next_job_are_counted_too() {
     assert_eq!(count("put"), Some(2.0), "{}", scrape.text);
     assert_eq!(count("popped"), Some(2.0), "{}", scrape.text);
     assert_eq!(count("completed"), Some(1.0), "{}", scrape.text);
+}
+
+#[tokio::test]
+async fn the_oldest_waiting_gauge_is_the_age_of_the_job_next_in_line() {
+    let app = TestApp::start().await;
+    app.clock.set(1000.0);
+    put(&app, "aging", "first").await;
+    app.clock.set(1030.0);
+    put(&app, "aging", "second").await;
+    put(&app, "idle", "gone").await;
+    let popped = app
+        .post("/v1/queues/idle/pop", json!({"worker": "w"}))
+        .await;
+    assert!(popped.status.is_success(), "{}", popped.text);
+    app.clock.set(1100.0);
+    let scrape = app.get("/metrics").await;
+    let series: Vec<&str> = scrape
+        .text
+        .lines()
+        .filter(|line| line.starts_with("qless_queue_oldest_waiting_seconds{"))
+        .collect();
+    assert_eq!(
+        series.len(),
+        1,
+        "only queues with a waiting job: {series:?}"
+    );
+    assert!(series[0].contains("queue=\"aging\""), "{series:?}");
+    let age: f64 = series[0].rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(
+        (age - 100.0).abs() < 0.01,
+        "the first put is 100 s old: {series:?}"
+    );
 }

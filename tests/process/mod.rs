@@ -10,3 +10,4 @@ mod hardening;
 mod readme;
 mod running;
 mod topology;
+mod traces;
