@@ -1002,11 +1002,70 @@ async fn instructions() {
         row.0 = "pop (100 jobs), per job";
         row.1 /= 100.0;
     }
+    let features = feature_instructions(q, now + 10.0, || control("-z"), dumped).await;
     let _ = redis.kill();
     let _ = redis.wait();
     for (label, count) in rows {
         println!("{label:<28} {:>10.0} instructions", count);
     }
+    println!(
+        "\n{:<28} {:>10} {:>10} {:>10}",
+        "gateway features", "plain", "throttle", "backoff"
+    );
+    for (label, counts) in features {
+        println!(
+            "{label:<28} {:>10.0} {:>10.0} {:>10.0}",
+            counts[0], counts[1], counts[2]
+        );
+    }
+}
+
+/// Instructions of put and pop(1), each `CALLS` times, on the plain path, with every
+/// job naming a throttle (limits never reached, so each lease is counted against the
+/// maximum and recorded in the rate window), and with every job carrying a backoff
+/// policy: `[plain, throttle, backoff]` per call, for the table printed side by side.
+/// `zero` resets the counts; `dump` dumps them and returns the total.
+async fn feature_instructions(
+    q: &Qless,
+    now: f64,
+    zero: impl Fn(),
+    dump: impl Fn() -> f64,
+) -> Vec<(&'static str, [f64; 3])> {
+    use qlessd::core::ThrottleLimits;
+    const CALLS: usize = 1000;
+    let limits = ThrottleLimits {
+        maximum: 1_000_000,
+        rate_jobs: 1_000_000,
+        rate_seconds: 60.0,
+    };
+    q.throttle_set(now, "bench-throttle", limits)
+        .await
+        .expect("throttle.set");
+    let mut put = [0.0; 3];
+    let mut pop = [0.0; 3];
+    for (variant, queue) in ["f-plain", "f-throttle", "f-backoff"]
+        .into_iter()
+        .enumerate()
+    {
+        zero();
+        for i in 0..CALLS {
+            let mut args = put_args(queue, format!("{queue}-{i}"), i);
+            match variant {
+                1 => args.throttles = Some(vec!["bench-throttle".to_owned()]),
+                2 => args.backoff = Some(r#"{"initial":5,"factor":2,"max":300}"#.to_owned()),
+                _ => {}
+            }
+            q.put(now, args).await.expect("put");
+        }
+        put[variant] = dump() / CALLS as f64;
+        zero();
+        for _ in 0..CALLS {
+            let leased = q.pop(now + 1.0, queue, "w", 1).await.expect("pop");
+            assert_eq!(leased.len(), 1);
+        }
+        pop[variant] = dump() / CALLS as f64;
+    }
+    vec![("put", put), ("pop (1 job)", pop)]
 }
 
 /// Runs `callgrind_control <what> <pid>` (`-z` zeroes the counts, `-d` dumps them).

@@ -426,9 +426,10 @@ async fn get_queue_stats(
 /// by spring-forward fires once at the first instant after the gap; a time repeated
 /// by fall-back fires once (expressions stepping through every hour, minute or
 /// second fire on real time). Ticks missed while nothing ran fire once (the latest),
-/// or up to `backlog` of them. A missing `jid` is generated. An existing template with the same jid is replaced: every attribute is
-/// set anew, its next run is reset to now + offset, and it moves to this queue; its
-/// spawn count is kept.
+/// or up to `backlog` of them. A missing `jid` is generated. An existing template with
+/// the same jid is replaced: every attribute is set anew, its next run is reset to
+/// now + offset (or the schedule's next tick), and it moves to this queue; its spawn
+/// count is kept.
 #[utoipa::path(post, path = "/v1/queues/{queue}/recurring", tag = "queues",
     operation_id = "create_recurring_job",
     params(("queue" = crate::model::Name, Path, description = "Queue name")),
