@@ -233,15 +233,24 @@ impl Metrics {
         }
     }
 
-    /// The job `jid` left its worker at `now` (completed, failed, retried, timed
-    /// out): a completion records its run time when this gateway saw its pop.
-    pub fn finished(&self, jid: &str, now: f64, completed: bool) {
+    /// The job `jid` left its worker at `now` (`event`: completed, failed, retried,
+    /// timed out): counts the event, under `queue` or, for the calls that do not name
+    /// it (fail, timeout), under the queue this gateway leased the job from; a
+    /// completion also records its run time when this gateway saw its pop.
+    pub fn finished(&self, queue: &str, event: &'static str, jid: &str, now: f64) {
         let popped = self.leased.lock().expect("leased lock").remove(jid);
-        if let (Some((queue, at)), true) = (popped, completed) {
+        let queue = match (&popped, queue) {
+            (Some((leased_from, _)), "") => leased_from.as_str(),
+            _ => queue,
+        };
+        self.job(queue, event);
+        if let (Some((_, at)), "completed") = (&popped, event) {
             let seconds = now - at;
             if seconds.is_finite() && seconds >= 0.0 {
                 self.run
-                    .get_or_create(&QueueLabel { queue })
+                    .get_or_create(&QueueLabel {
+                        queue: queue.to_owned(),
+                    })
                     .observe(seconds);
             }
         }

@@ -173,9 +173,9 @@ pub(super) type JobEvent = (String, &'static str, Option<String>);
 
 /// Counts one job-changing call that succeeded.
 pub(super) fn count((queue, event, jid): JobEvent, now: f64) {
-    METRICS.job(&queue, event);
-    if let Some(jid) = jid {
-        METRICS.finished(&jid, now, event == "completed");
+    match jid {
+        Some(jid) => METRICS.finished(&queue, event, &jid, now),
+        None => METRICS.job(&queue, event),
     }
 }
 
@@ -192,7 +192,7 @@ pub(super) fn job_event(command: &str, args: &[String]) -> Option<JobEvent> {
     };
     let queue = at.and_then(|at| args.get(at)).cloned().unwrap_or_default();
     let jid = match event {
-        "put" | "timed_out" => None,
+        "put" => None,
         _ => args.first().cloned(),
     };
     Some((queue, event, jid))

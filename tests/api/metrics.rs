@@ -111,6 +111,8 @@ async fn a_scrape_names_every_fixed_metric_with_counts_from_redis_and_the_gatewa
     assert_eq!(counted("put"), Some(3.0), "{text}");
     assert_eq!(counted("popped"), Some(2.0), "{text}");
     assert_eq!(counted("completed"), Some(1.0), "{text}");
+    // A fail names no queue: it counts under the queue the job was leased from.
+    assert_eq!(counted("failed"), Some(1.0), "{text}");
     // Two seconds passed between the puts and the pop: both waits are in the
     // bucket up to 2.56 s and not in the one up to 0.64 s.
     assert_eq!(
