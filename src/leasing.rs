@@ -409,7 +409,7 @@ impl Leasing {
                 self.qless.pop(self.clock.now(), queue, worker, count)
             })
             .await?;
-        crate::metrics::METRICS.popped(&jobs);
+        crate::metrics::METRICS.popped(self.qless.namespace(), &jobs);
         Ok(jobs)
     }
 
@@ -450,7 +450,7 @@ impl Leasing {
             }
         })
         .await
-        .inspect(|jobs| crate::metrics::METRICS.popped(jobs))
+        .inspect(|jobs| crate::metrics::METRICS.popped(self.qless.namespace(), jobs))
     }
 
     /// Runs `attempt` until it returns jobs or `wait` has passed. The request is in

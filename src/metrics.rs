@@ -39,12 +39,14 @@ const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueEvent {
+    namespace: String,
     queue: String,
     event: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabel {
+    namespace: String,
     queue: String,
 }
 
@@ -115,7 +117,7 @@ impl Metrics {
         let jobs = Family::<QueueEvent, Counter>::default();
         registry.register(
             "qless_jobs",
-            "Jobs put, popped, completed, failed, retried and timed out through this gateway",
+            "Jobs put, popped, completed, failed, retried and timed out through this gateway, by namespace (empty: the plain ql: prefix) and queue",
             jobs.clone(),
         );
         let wait: HistogramFamily<QueueLabel> = Family::new_with_constructor(job_seconds_buckets);
@@ -200,10 +202,11 @@ impl Metrics {
     }
 
     /// Counts `event` (`put`, `popped`, `completed`, `failed`, `retried`,
-    /// `timed_out`) for `queue`.
-    pub fn job(&self, queue: &str, event: &'static str) {
+    /// `timed_out`) for `queue` of `namespace` (`""`: the plain `ql:` prefix).
+    pub fn job(&self, namespace: &str, queue: &str, event: &'static str) {
         self.jobs
             .get_or_create(&QueueEvent {
+                namespace: namespace.to_owned(),
                 queue: queue.to_owned(),
                 event,
             })
@@ -212,9 +215,9 @@ impl Metrics {
 
     /// Counts the jobs of a pop, and how long each waited (from the history entry
     /// before its `popped` one).
-    pub fn popped(&self, jobs: &[Job]) {
+    pub fn popped(&self, namespace: &str, jobs: &[Job]) {
         for job in jobs {
-            self.job(&job.queue, "popped");
+            self.job(namespace, &job.queue, "popped");
             if let [.., before, popped] = job.history.as_slice() {
                 let mut leased = self.leased.lock().expect("leased lock");
                 if leased.len() < LEASED_LIMIT {
@@ -225,6 +228,7 @@ impl Metrics {
                 if waited.is_finite() && waited >= 0.0 {
                     self.wait
                         .get_or_create(&QueueLabel {
+                            namespace: namespace.to_owned(),
                             queue: job.queue.clone(),
                         })
                         .observe(waited);
@@ -237,18 +241,19 @@ impl Metrics {
     /// timed out): counts the event, under `queue` or, for the calls that do not name
     /// it (fail, timeout), under the queue this gateway leased the job from; a
     /// completion also records its run time when this gateway saw its pop.
-    pub fn finished(&self, queue: &str, event: &'static str, jid: &str, now: f64) {
+    pub fn finished(&self, namespace: &str, queue: &str, event: &'static str, jid: &str, now: f64) {
         let popped = self.leased.lock().expect("leased lock").remove(jid);
         let queue = match (&popped, queue) {
             (Some((leased_from, _)), "") => leased_from.as_str(),
             _ => queue,
         };
-        self.job(queue, event);
+        self.job(namespace, queue, event);
         if let (Some((_, at)), "completed") = (&popped, event) {
             let seconds = now - at;
             if seconds.is_finite() && seconds >= 0.0 {
                 self.run
                     .get_or_create(&QueueLabel {
+                        namespace: namespace.to_owned(),
                         queue: queue.to_owned(),
                     })
                     .observe(seconds);

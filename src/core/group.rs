@@ -50,6 +50,8 @@ pub(super) struct Target {
     pub script: Script,
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
     pub namespace_key: Option<String>,
+    /// The namespace's name as the metrics label it (`""`: the plain `ql:` prefix).
+    pub namespace: String,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
     /// How many replicas must have every write before its callers hear of it.
@@ -114,6 +116,11 @@ impl Grouper {
         }
     }
 
+    /// The namespace's name, as the metrics label it.
+    pub(super) fn namespace(&self) -> &str {
+        &self.target.namespace
+    }
+
     /// Runs one script call, alone when Redis is idle, grouped with others otherwise.
     pub(super) async fn call(
         &self,
@@ -134,7 +141,7 @@ impl Grouper {
         let answered = answer(sent, result).await;
         METRICS.script_call(command, started.elapsed(), answered.is_err());
         if let (Some(event), Ok(_)) = (event, &answered) {
-            count(event, now);
+            count(&self.target.namespace, event, now);
         }
         answered
     }
@@ -162,20 +169,21 @@ impl Grouper {
 /// worker.
 /// Counts a script call that succeeded in the job metrics, if it changes a job (calls
 /// made inside `batch` and `pop.after` invocations are counted by their callers).
-pub(super) fn count_job_call(command: &str, args: &[String], now: f64) {
+pub(super) fn count_job_call(namespace: &str, command: &str, args: &[String], now: f64) {
     if let Some(event) = job_event(command, args) {
-        count(event, now);
+        count(namespace, event, now);
     }
 }
 
 /// What a job-changing call does to the job metrics: its queue, event and jid.
 pub(super) type JobEvent = (String, &'static str, Option<String>);
 
-/// Counts one job-changing call that succeeded.
-pub(super) fn count((queue, event, jid): JobEvent, now: f64) {
+/// Counts one job-changing call that succeeded, in `namespace` (the metrics' label:
+/// `""` for the plain `ql:` prefix).
+pub(super) fn count(namespace: &str, (queue, event, jid): JobEvent, now: f64) {
     match jid {
-        Some(jid) => METRICS.finished(&queue, event, &jid, now),
-        None => METRICS.job(&queue, event),
+        Some(jid) => METRICS.finished(namespace, &queue, event, &jid, now),
+        None => METRICS.job(namespace, &queue, event),
     }
 }
 

@@ -512,11 +512,11 @@ impl Qless {
         let after = AfterPop::from_reply(self.call("pop.after", now, args.into_vec()).await?, n)?;
         for (event, result) in events.into_iter().zip(&after.results) {
             if let (Some(event), Ok(_)) = (event, result) {
-                super::group::count(event, now);
+                super::group::count(self.namespace(), event, now);
             }
         }
         if let Some(leased) = &after.leased {
-            crate::metrics::METRICS.popped(&leased.jobs);
+            crate::metrics::METRICS.popped(self.namespace(), &leased.jobs);
         }
         Ok(after)
     }

@@ -177,6 +177,7 @@ impl Qless {
                     endpoint: endpoint.clone(),
                     script: transport.script.clone(),
                     namespace_key: transport.namespace_key.clone(),
+                    namespace: options.namespace.clone().unwrap_or_default(),
                     connect_timeout: options.checkout_timeout,
                     response_timeout: options.response_timeout,
                     replicas: options.replicas,
@@ -227,6 +228,12 @@ impl Qless {
     /// The namespace routing key, if any.
     pub fn namespace_key(&self) -> Option<&str> {
         self.inner.transport.namespace_key.as_deref()
+    }
+
+    /// The namespace's name (`""` for the plain `ql:` prefix): the `namespace` label of
+    /// the job metrics.
+    pub fn namespace(&self) -> &str {
+        self.inner.calls.namespace()
     }
 
     /// Readiness: Redis answers and holds the script (loading it again if Redis lost
@@ -404,7 +411,7 @@ impl Qless {
                     for ((command, args), reply) in chunk.iter().zip(replies) {
                         let result = value_to_result(reply);
                         if result.is_ok() {
-                            group::count_job_call(command, args, now);
+                            group::count_job_call(self.namespace(), command, args, now);
                         }
                         results.push(result);
                     }

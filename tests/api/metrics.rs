@@ -105,7 +105,7 @@ async fn a_scrape_names_every_fixed_metric_with_counts_from_redis_and_the_gatewa
     let counted = |event: &str| {
         sample(
             text,
-            &format!("qless_jobs_total{{queue=\"{queue}\",event=\"{event}\"}}"),
+            &format!("qless_jobs_total{{namespace=\"\",queue=\"{queue}\",event=\"{event}\"}}"),
         )
     };
     assert_eq!(counted("put"), Some(3.0), "{text}");
@@ -118,7 +118,7 @@ async fn a_scrape_names_every_fixed_metric_with_counts_from_redis_and_the_gatewa
     assert_eq!(
         sample(
             text,
-            &format!("qless_job_wait_seconds_count{{queue=\"{queue}\"}}")
+            &format!("qless_job_wait_seconds_count{{namespace=\"\",queue=\"{queue}\"}}")
         ),
         Some(2.0),
         "{text}"
@@ -126,7 +126,7 @@ async fn a_scrape_names_every_fixed_metric_with_counts_from_redis_and_the_gatewa
     assert_eq!(
         sample(
             text,
-            &format!("qless_job_wait_seconds_sum{{queue=\"{queue}\"}}")
+            &format!("qless_job_wait_seconds_sum{{namespace=\"\",queue=\"{queue}\"}}")
         ),
         Some(4.0),
         "{text}"
@@ -401,7 +401,7 @@ async fn batch_puts_and_completions_that_lease_the_next_job_are_counted_too() {
     let count = |event: &str| {
         sample(
             &scrape.text,
-            &format!("qless_jobs_total{{queue=\"{queue}\",event=\"{event}\"}}"),
+            &format!("qless_jobs_total{{namespace=\"\",queue=\"{queue}\",event=\"{event}\"}}"),
         )
     };
     assert_eq!(count("put"), Some(2.0), "{}", scrape.text);
@@ -438,5 +438,58 @@ async fn the_oldest_waiting_gauge_is_the_age_of_the_job_next_in_line() {
     assert!(
         (age - 100.0).abs() < 0.01,
         "the first put is 100 s old: {series:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_tenants_job_counters_and_waits_carry_its_namespace() {
+    let app = TestApp::start_with(Some("metrics-tenant")).await;
+    let queue = "metrics-tenant-q";
+    put(&app, queue, "t1").await;
+    app.clock.advance(1.0);
+    let popped = app
+        .post(
+            &format!("/v1/queues/{queue}/pop"),
+            json!({"worker": "w", "count": 1}),
+        )
+        .await;
+    assert!(popped.status.is_success(), "{}", popped.text);
+    let failed = app
+        .post(
+            "/v1/jobs/t1/fail",
+            json!({"worker": "w", "group": "g", "message": "no"}),
+        )
+        .await;
+    assert!(failed.status.is_success(), "{}", failed.text);
+
+    let scrape = app.get("/metrics").await;
+    let labels = format!("namespace=\"metrics-tenant\",queue=\"{queue}\"");
+    for event in ["put", "popped", "failed"] {
+        assert_eq!(
+            sample(
+                &scrape.text,
+                &format!("qless_jobs_total{{{labels},event=\"{event}\"}}")
+            ),
+            Some(1.0),
+            "{event}: {}",
+            scrape.text
+        );
+    }
+    assert_eq!(
+        sample(
+            &scrape.text,
+            &format!("qless_job_wait_seconds_count{{{labels}}}")
+        ),
+        Some(1.0),
+        "{}",
+        scrape.text
+    );
+    // Nothing of the tenant's is counted without its namespace.
+    assert!(
+        !scrape
+            .text
+            .contains(&format!("namespace=\"\",queue=\"{queue}\"")),
+        "{}",
+        scrape.text
     );
 }
