@@ -1002,7 +1002,16 @@ async fn instructions() {
         row.0 = "pop (100 jobs), per job";
         row.1 /= 100.0;
     }
-    let features = feature_instructions(q, now + 10.0, || control("-z"), dumped).await;
+    let features = feature_instructions(
+        q,
+        now + 10.0,
+        || control("-z"),
+        || {
+            control("-d");
+            dumped()
+        },
+    )
+    .await;
     let _ = redis.kill();
     let _ = redis.wait();
     for (label, count) in rows {
