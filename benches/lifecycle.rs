@@ -14,7 +14,13 @@
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! BENCH_OTLP=1 cargo bench --bench lifecycle -- gateway-instructions    # with spans
+//! BENCH_DUMPS=/tmp/d cargo bench --bench lifecycle -- gateway-instructions # keep dumps
 //! ```
+//!
+//! With `BENCH_DUMPS` set, the gateway's callgrind dumps (`callgrind.out.1` ... one per
+//! row, in the order printed) stay in that directory for `callgrind_annotate`, to see
+//! where a request's instructions go or compare two configurations function by
+//! function.
 //!
 //! With `BENCH_AUTH` set, the gateway runs with an `--auth-file` (one admin token among
 //! a few others) and every request carries its bearer token. With `BENCH_OTLP` set, it
@@ -1134,14 +1140,17 @@ async fn gateway_instructions() {
         )
         .await
         .expect("config.set heartbeat");
-    let dir = tempfile::tempdir().expect("temp dir");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dump_dir: std::path::PathBuf = std::env::var("BENCH_DUMPS")
+        .map(Into::into)
+        .unwrap_or_else(|_| tmp.path().to_owned());
     let addr = free_addr();
     let mut command = Command::new("valgrind");
     command
         .arg("--tool=callgrind")
         .arg(format!(
             "--callgrind-out-file={}",
-            dir.path().join("callgrind.out").display()
+            dump_dir.join("callgrind.out").display()
         ))
         .arg(qlessd_binary())
         .arg("--redis-url")
@@ -1160,7 +1169,7 @@ async fn gateway_instructions() {
             callgrind_control(pid, "-z");
             drive_http(addr, REQUESTS, 50, $body).await;
             callgrind_control(pid, "-d");
-            rows.push(($label, callgrind_total(dir.path()) / REQUESTS as f64));
+            rows.push(($label, callgrind_total(&dump_dir) / REQUESTS as f64));
         }};
     }
     count!("GET /healthz", |mut c: HttpConnection, _| async move {
