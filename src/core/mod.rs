@@ -442,7 +442,7 @@ fn call_subject<'a>(command: &str, args: &'a [String]) -> (Option<&'a str>, Opti
         // pop(queue, worker, count), peek(queue, count), length/paused... (queue)
         "pop" | "peek" | "length" | "pause" | "unpause" | "jobs.waiting" => (at(0), None),
         // complete(jid, worker, queue, data, ...)
-        "complete" | "complete.report" => (at(2), at(0)),
+        "complete" => (at(2), at(0)),
         // pop.after(count, command, n, jid, ...): the call ending a job, then a pop
         "pop.after" => (None, at(3)),
         // retry(jid, queue, worker, ...)
