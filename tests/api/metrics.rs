@@ -214,9 +214,21 @@ async fn metrics_need_a_token_with_the_read_scope() {
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
 
-impl Write for Captured {
+thread_local! {
+    /// Where the log lines of events on this thread go, while a test captures them.
+    static CAPTURE: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The global subscriber's writer: this thread's capture, if any, else nowhere.
+struct ThreadCapture;
+
+impl Write for ThreadCapture {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
+        CAPTURE.with(|capture| {
+            if let Some(captured) = &*capture.borrow() {
+                captured.0.lock().unwrap().extend_from_slice(bytes);
+            }
+        });
         Ok(bytes.len())
     }
 
@@ -225,20 +237,36 @@ impl Write for Captured {
     }
 }
 
+/// Captures the JSON log lines of the events emitted on this thread until the guard
+/// drops. The subscriber is global (installed once for the test binary) rather than
+/// a thread's default: tracing caches per call site whether anyone listens, and with
+/// only a thread-local subscriber another test's thread could cache "nobody" for the
+/// access log at the very moment this one starts, losing its lines.
+fn capture_logs() -> (Captured, impl Drop) {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(|| ThreadCapture)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the test binary's subscriber");
+    });
+    struct Stop;
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            CAPTURE.with(|capture| capture.borrow_mut().take());
+        }
+    }
+    let captured = Captured::default();
+    CAPTURE.with(|capture| *capture.borrow_mut() = Some(captured.clone()));
+    (captured, Stop)
+}
+
 #[tokio::test]
 async fn every_request_leaves_one_access_log_line_with_its_route_status_and_id() {
     let app = TestApp::start().await;
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
-    // Other tests' threads may have cached "no subscriber is interested" for the
-    // access log's call site; this one is.
-    tracing::callsite::rebuild_interest_cache();
+    let (captured, _capturing) = capture_logs();
     put(&app, "metrics-log", "l1").await;
     let fetched = app.get("/v1/jobs/l1").await;
     assert_eq!(fetched.status.as_u16(), 200);
