@@ -154,6 +154,35 @@ pub fn tenant_router(
     others: Vec<(String, AppState)>,
     auth: Option<&Auth>,
 ) -> Router {
+    tenant_app(default, others, auth).0
+}
+
+/// Adds namespaces to a running [`tenant_app`], each from its next request on.
+#[derive(Clone)]
+pub struct AddTenant {
+    add: Arc<dyn Fn(String, AppState) + Send + Sync>,
+    serves: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+impl AddTenant {
+    /// Serves `name` with `state` (a namespace already served keeps its state).
+    pub fn add(&self, name: String, state: AppState) {
+        (self.add)(name, state);
+    }
+
+    /// Whether `name` is served already (the default namespace aside).
+    pub fn serves(&self, name: &str) -> bool {
+        (self.serves)(name)
+    }
+}
+
+/// [`tenant_router`], and the handle that serves more namespaces later (when a reload
+/// of the auth file grants new ones).
+pub fn tenant_app(
+    default: AppState,
+    others: Vec<(String, AppState)>,
+    auth: Option<&Auth>,
+) -> (Router, AddTenant) {
     let deadline = default.limits.request_timeout;
     let browser = default.limits.browser.clone();
     let quiet_probes = default.limits.quiet_probes;
@@ -167,6 +196,14 @@ pub fn tenant_router(
         .map(|(name, state)| (name, namespace_service(state)))
         .collect();
     let tenants = Tenants::new((default_name, namespace_service(default)), others);
+    let served = tenants.others();
+    let add = AddTenant {
+        serves: Arc::new({
+            let served = served.clone();
+            move |name| served.serves(name)
+        }),
+        add: Arc::new(move |name, state| served.add(name, namespace_service(state))),
+    };
     // The request layer wraps the router once, not route by route (`Router::layer`):
     // a layer applied to the router boxes and clones every route's service and future
     // again on each request, a few hundred instructions a layer.
@@ -179,10 +216,11 @@ pub fn tenant_router(
     );
     let app = Router::new().fallback_service(layers.service(tenants));
     // Only when asked for, and outside the token check: a preflight carries no token.
-    match cors {
+    let app = match cors {
         Some(cors) => app.layer(cors),
         None => app,
-    }
+    };
+    (app, add)
 }
 
 /// CORS for `origins` (none: CORS stays off): their preflights are answered, for the
@@ -338,42 +376,24 @@ async fn serve_with(
         .await
         .map_err(|err| format!("cannot read Redis's clock: {err}"))?;
     tokio::spawn(clock.clone().follow(qless.clone(), stopped.clone()));
-    let connect = |namespace: Option<String>| {
-        let options = options(namespace);
-        let clock = clock.clone();
-        async move {
-            let qless = Qless::connect(options)
-                .await
-                .map_err(|err| err.to_string())?;
-            Ok::<_, String>(AppState::new(qless, clock, Limits::from_settings(settings)))
-        }
+    let namespaces = Namespaces {
+        options: options(None),
+        clock: clock.clone(),
+        limits: Limits::from_settings(settings),
+        gateway: sweeper::gateway_id(),
+        stopped: stopped.clone(),
+        running: Arc::default(),
     };
-    let state = AppState::new(qless, clock.clone(), Limits::from_settings(settings));
+    let state = AppState::new(qless, clock.clone(), namespaces.limits.clone());
+    namespaces.start(&state);
     let mut tenants = Vec::with_capacity(others.len());
     for name in others {
-        let state = connect(Some(name.clone())).await?;
+        let state = namespaces.connect(&name).await?;
         tenants.push((name, state));
     }
     let listener = TcpListener::bind(settings.listen)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", settings.listen))?;
-    let every: Vec<AppState> = std::iter::once(state.clone())
-        .chain(tenants.iter().map(|(_, state)| state.clone()))
-        .collect();
-    // One sweeper per namespace among all the gateways on this Redis: each takes its
-    // turn by lease (`sweeper.rs`).
-    let gateway = sweeper::gateway_id();
-    let sweepers: Vec<_> = every
-        .iter()
-        .map(|state| {
-            tokio::spawn(sweeper::run(
-                state.qless.clone(),
-                state.clock.clone(),
-                gateway.clone(),
-                stopped.clone(),
-            ))
-        })
-        .collect();
     let served_namespaces: Vec<&str> = tenants.iter().map(|(name, _)| name.as_str()).collect();
     tracing::info!(
         listen = %settings.listen,
@@ -381,24 +401,119 @@ async fn serve_with(
         namespaces = ?served_namespaces,
         "qlessd is serving"
     );
+    let running = namespaces.running.clone();
     let shutdown = async move {
         shutdown_signal().await;
         // Long polls answer and event streams end now instead of holding it up.
-        for state in every {
+        let running = running.lock().expect("namespaces lock");
+        for state in &running.states {
             state.begin_shutdown();
         }
     };
-    if let Some(auth) = &auth {
-        tokio::spawn(auth.clone().reload_on_hangup());
+    let (app, add_tenant) = tenant_app(state, tenants, auth.as_ref());
+    if let Some(auth) = auth {
+        let default = settings.namespace.clone();
+        tokio::spawn(
+            namespaces
+                .clone()
+                .reload_on_hangup(auth, default, add_tenant),
+        );
     }
-    let app = tenant_router(state, tenants, auth.as_ref());
     let limits = ConnectionLimits::from_settings(settings);
     let served = connections::serve(listener, app, shutdown, limits).await;
     let _ = stop.send(true);
+    let sweepers =
+        std::mem::take(&mut namespaces.running.lock().expect("namespaces lock").sweepers);
     for sweeper in sweepers {
         let _ = sweeper.await;
     }
     served.map_err(|err| format!("server error: {err}"))
+}
+
+/// What it takes to serve one more namespace, and the namespaces being served: their
+/// states (told when shutdown begins) and their sweepers (awaited at the end).
+#[derive(Clone)]
+struct Namespaces {
+    /// Connection options, but for the namespace.
+    options: ConnectOptions,
+    clock: Clock,
+    limits: Limits,
+    /// This gateway's name in the sweepers' lease.
+    gateway: String,
+    stopped: watch::Receiver<bool>,
+    running: Arc<std::sync::Mutex<Running>>,
+}
+
+#[derive(Default)]
+struct Running {
+    states: Vec<AppState>,
+    sweepers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Namespaces {
+    /// Connects to `name`'s keys and starts its upkeep.
+    async fn connect(&self, name: &str) -> Result<AppState, String> {
+        let options = ConnectOptions {
+            namespace: Some(name.to_owned()),
+            ..self.options.clone()
+        };
+        let qless = Qless::connect(options)
+            .await
+            .map_err(|err| err.to_string())?;
+        let state = AppState::new(qless, self.clock.clone(), self.limits.clone());
+        self.start(&state);
+        Ok(state)
+    }
+
+    /// Starts the sweeper of `state`'s namespace (one among all the gateways on this
+    /// Redis: each takes its turn by lease, `sweeper.rs`) and remembers both.
+    fn start(&self, state: &AppState) {
+        let sweeper = tokio::spawn(sweeper::run(
+            state.qless.clone(),
+            state.clock.clone(),
+            self.gateway.clone(),
+            self.stopped.clone(),
+        ));
+        let mut running = self.running.lock().expect("namespaces lock");
+        running.states.push(state.clone());
+        running.sweepers.push(sweeper);
+    }
+
+    /// Re-reads the auth file on every SIGHUP and serves the namespaces that new tokens
+    /// grant, until shutdown. The connections open meanwhile stay open: requests go on
+    /// with the old tokens until the new ones are in place.
+    async fn reload_on_hangup(self, auth: Auth, default: Option<String>, add: AddTenant) {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::error!("cannot listen for SIGHUP: the auth file will not be reloaded");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            if !auth.reload_and_log() {
+                continue;
+            }
+            for name in auth.namespaces() {
+                if Some(&name) == default.as_ref() || add.serves(&name) {
+                    continue;
+                }
+                if *self.stopped.borrow() {
+                    return;
+                }
+                match self.connect(&name).await {
+                    Ok(state) => {
+                        add.add(name.clone(), state);
+                        tracing::info!(namespace = %name, "serving a namespace the auth file now grants");
+                    }
+                    // Tried again at the next reload; its tokens get 404 meanwhile.
+                    Err(err) => tracing::error!(
+                        namespace = %name,
+                        "cannot serve a namespace the auth file now grants: {err}"
+                    ),
+                }
+            }
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -3,12 +3,15 @@
 //! grouped invocation), event subscription, long-poll waiters and sweeper. A request
 //! names its namespace with the `Qless-Namespace` header; without one it goes to the
 //! namespace its token decided ([`Addressed`], set by `auth`), else to the default
-//! (`--namespace`). Only namespaces fixed at start-up are served (`--namespace`,
-//! `--namespaces`, and those the tokens grant), so header values cannot create state.
+//! (`--namespace`). Only namespaces the operator named are served (`--namespace`,
+//! `--namespaces`, and those the tokens grant, including tokens added by a reload of
+//! the auth file), so header values cannot create state.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use arc_swap::ArcSwap;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
@@ -48,30 +51,72 @@ pub struct Tenants<S> {
     /// The default namespace (`None`: the unnamed `ql:` one) and its service.
     default: (Option<String>, S),
     /// The other served namespaces.
-    others: Vec<(String, S)>,
+    others: Others<S>,
 }
 
-impl<S> Tenants<S> {
-    /// Serves `default` and `others`.
-    pub fn new(default: (Option<String>, S), others: Vec<(String, S)>) -> Self {
-        Tenants { default, others }
+/// The namespaces served besides the default one, shared by every clone of their
+/// [`Tenants`]: a reload of the auth file can add one while connections are open.
+#[derive(Debug)]
+pub struct Others<S>(Arc<ArcSwap<Vec<(String, S)>>>);
+
+impl<S> Clone for Others<S> {
+    fn clone(&self) -> Self {
+        Others(self.0.clone())
+    }
+}
+
+impl<S: Clone> Others<S> {
+    /// Serves `name` with `service` from the next request on; a namespace already
+    /// served keeps its service.
+    pub fn add(&self, name: String, service: S) {
+        self.0.rcu(|served| {
+            let mut served = Vec::clone(served);
+            if !served.iter().any(|(known, _)| *known == name) {
+                served.push((name.clone(), service.clone()));
+            }
+            served
+        });
     }
 
-    fn pick(&mut self, request: &Request) -> Result<&mut S, ApiError> {
+    /// Whether `name` is served.
+    pub fn serves(&self, name: &str) -> bool {
+        self.0.load().iter().any(|(served, _)| served == name)
+    }
+}
+
+impl<S: Clone> Tenants<S> {
+    /// Serves `default` and `others`.
+    pub fn new(default: (Option<String>, S), others: Vec<(String, S)>) -> Self {
+        Tenants {
+            default,
+            others: Others(Arc::new(ArcSwap::from_pointee(others))),
+        }
+    }
+
+    /// The handle that adds namespaces to these tenants.
+    pub fn others(&self) -> Others<S> {
+        self.others.clone()
+    }
+
+    /// The service of the request's namespace: the default one by reference (the
+    /// common case pays no clone), another one as a clone of its router.
+    fn pick(&mut self, request: &Request) -> Result<Picked<'_, S>, ApiError> {
         let name = match request.extensions().get::<Addressed>() {
             Some(Addressed(name)) => Some(name.as_str()),
             None => named(request.headers())?,
         };
         let Some(name) = name else {
-            return Ok(&mut self.default.1);
+            return Ok(Picked::Default(&mut self.default.1));
         };
         if self.default.0.as_deref() == Some(name) {
-            return Ok(&mut self.default.1);
+            return Ok(Picked::Default(&mut self.default.1));
         }
         self.others
-            .iter_mut()
+            .0
+            .load()
+            .iter()
             .find(|(served, _)| served == name)
-            .map(|(_, service)| service)
+            .map(|(_, service)| Picked::Other(service.clone()))
             .ok_or_else(|| {
                 ApiError::NotFound(format!(
                     "this gateway does not serve the namespace `{name}`"
@@ -80,9 +125,15 @@ impl<S> Tenants<S> {
     }
 }
 
+/// Where [`Tenants::pick`] sent a request.
+enum Picked<'a, S> {
+    Default(&'a mut S),
+    Other(S),
+}
+
 impl<S> Service<Request> for Tenants<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request, Response = Response, Error = Infallible> + Clone,
 {
     type Response = Response;
     type Error = Infallible;
@@ -94,7 +145,8 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         match self.pick(&request) {
-            Ok(service) => Either::Right(service.call(request)),
+            Ok(Picked::Default(service)) => Either::Right(service.call(request)),
+            Ok(Picked::Other(mut service)) => Either::Right(service.call(request)),
             Err(refused) => Either::Left(ready(Ok(refused.into_response()))),
         }
     }

@@ -60,10 +60,16 @@ impl Connection {
 
     /// The status of `method path` sent with `secret` as the bearer token.
     fn status(&mut self, method: &str, path: &str, secret: &str) -> u16 {
+        self.send(method, path, secret, "").0
+    }
+
+    /// The status and body of `method path` sent with `secret` and a JSON `body`.
+    fn send(&mut self, method: &str, path: &str, secret: &str, body: &str) -> (u16, String) {
         write!(
             self.0,
             "{method} {path} HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {secret}\r\n\
-             content-type: application/json\r\ncontent-length: 0\r\n\r\n"
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
         )
         .unwrap();
         let mut head = Vec::new();
@@ -79,7 +85,10 @@ impl Connection {
             .map_or(0, |n| n.trim().parse().unwrap());
         let mut body = vec![0u8; length];
         self.0.read_exact(&mut body).unwrap();
-        head[9..12].parse().unwrap()
+        (
+            head[9..12].parse().unwrap(),
+            String::from_utf8(body).unwrap(),
+        )
     }
 }
 
@@ -216,4 +225,63 @@ fn sighup_reloads_the_tokens_on_open_connections_and_a_bad_file_keeps_them() {
     );
     assert!(log.contains("missing field `sha256`"), "{log}");
     assert!(!log.contains(&first) && !log.contains(&second), "{log}");
+}
+
+#[test]
+fn sighup_serves_a_namespace_that_a_new_token_grants() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.toml");
+    let log = dir.path().join("qlessd.log");
+    let (alpha, alpha_entry) = make_token(&[
+        "--name",
+        "alpha",
+        "--scope",
+        "admin",
+        "--namespace",
+        "alpha",
+    ]);
+    let (beta, beta_entry) =
+        make_token(&["--name", "beta", "--scope", "admin", "--namespace", "beta"]);
+    std::fs::write(&file, &alpha_entry).unwrap();
+    let port = free_port();
+    let mut child = serve(&redis, port, &file, &log);
+    let mut connection = Connection::open(port);
+    assert_eq!(connection.status("GET", "/v1/queues", &alpha), 200);
+
+    std::fs::write(&file, format!("{alpha_entry}\n{beta_entry}")).unwrap();
+    hang_up(&child);
+    wait_until("the new token serves", Duration::from_secs(10), || {
+        connection.status("GET", "/v1/queues", &beta) == 200
+    });
+    // The new namespace is served in full: a job put through it lands under its keys
+    // and is leased back, and the other tenant's token does not reach it.
+    let job = r#"{"klass": "Report", "data": {"n": 1}, "jid": "beta-job"}"#;
+    let (status, body) = connection.send("POST", "/v1/queues/reports/jobs", &beta, job);
+    assert_eq!(status, 201, "{body}");
+    let mut redis_connection = redis.client().get_connection().unwrap();
+    let state: Option<String> = redis::cmd("HGET")
+        .arg("ql:{beta}:j:beta-job")
+        .arg("state")
+        .query(&mut redis_connection)
+        .unwrap();
+    assert_eq!(state.as_deref(), Some("waiting"));
+    let (status, body) = connection.send(
+        "POST",
+        "/v1/queues/reports/pop",
+        &beta,
+        r#"{"worker": "w1", "count": 1}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("beta-job"), "{body}");
+    let mut other = Connection::open(port);
+    let (status, _) = other.send("GET", "/v1/jobs/beta-job", &alpha, "");
+    assert_eq!(status, 404, "alpha's namespace has no such job");
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("serving a namespace the auth file now grants"),
+        "{logged}"
+    );
 }
