@@ -11,6 +11,7 @@
 //! cargo bench --bench lifecycle -- features        # put/pop with throttles + backoff
 //! cargo bench --bench lifecycle -- instructions gateway-instructions   # valgrind
 //! cargo bench --bench lifecycle -- sweeper          # Redis CPU of an idle namespace
+//! cargo bench --bench lifecycle -- scrape           # GET /metrics with 1,000 queues
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! BENCH_OTLP=1 cargo bench --bench lifecycle -- gateway-instructions    # with spans
@@ -247,6 +248,29 @@ impl Target {
             })
             .and_then(|v| v.parse().ok())
             .unwrap_or(f64::NAN)
+    }
+
+    /// The total microseconds Redis spent in `commands` since the last reset (their
+    /// `usec` in `INFO commandstats`).
+    async fn commands_usec(&mut self, commands: &[&str]) -> f64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.admin)
+            .await
+            .expect("INFO");
+        info.lines()
+            .filter_map(|line| {
+                let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                if !commands.contains(&name) {
+                    return None;
+                }
+                fields
+                    .split(',')
+                    .find_map(|field| field.strip_prefix("usec="))?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .sum()
     }
 
     /// CPU seconds redis-server has used (user + system), from `INFO cpu`.
@@ -767,6 +791,102 @@ async fn main() {
     if options.wants("sweeper") {
         sweeper(&options).await;
     }
+    if options.wants("scrape") {
+        scrape(&options).await;
+    }
+}
+
+/// `GET /metrics` on a namespace of 1,000 queues (a waiting job in each, a running one
+/// in every tenth, a failed one in every hundredth), through the gateway binary: how
+/// long a scrape takes when it reads Redis (the first after the cache expires) and
+/// when it is served from the cache, and what the Redis part costs Redis (the two
+/// script calls and `INFO memory` a scrape makes, timed by Redis's own commandstats
+/// with nothing else running).
+async fn scrape(options: &Options) {
+    const QUEUES: usize = 1000;
+    let runs = options.runs.max(3);
+    println!(
+        "\n== GET /metrics with {QUEUES} queues: {runs} scrapes that read Redis, 200 cached =="
+    );
+    let mut target = Target::start(4).await;
+    let clock = Clock::system();
+    let now = clock.now();
+    for i in 0..QUEUES {
+        let queue = format!("queue-{i:04}");
+        let q = &target.qless;
+        q.put(now, put_args(&queue, format!("job-{i}"), i))
+            .await
+            .expect("put");
+        if i % 10 == 0 {
+            q.put(now, put_args(&queue, format!("run-{i}"), i))
+                .await
+                .expect("put");
+            q.pop(now, &queue, "bench-worker", 1).await.expect("pop");
+        }
+        if i % 100 == 0 {
+            q.put(now, put_args(&queue, format!("fail-{i}"), i))
+                .await
+                .expect("put");
+            let popped = q.pop(now, &queue, "bench-worker", 1).await.expect("pop");
+            let jid = popped[0].jid.clone();
+            q.call(
+                "fail",
+                now,
+                &[
+                    jid,
+                    "bench-worker".to_owned(),
+                    format!("group-{i}"),
+                    "bench failure".to_owned(),
+                ],
+            )
+            .await
+            .expect("fail");
+        }
+    }
+    // The Redis part alone: what one uncached scrape asks of Redis.
+    let mut redis_usec = Vec::new();
+    for _ in 0..runs {
+        target.reset_stats().await;
+        let now = clock.now();
+        let queues = target.qless.queues(now).await.expect("queues");
+        assert_eq!(queues.len(), QUEUES);
+        target.qless.failed(now).await.expect("failed");
+        target.qless.memory().await.expect("INFO memory");
+        redis_usec.push(target.commands_usec(&["evalsha", "info"]).await);
+    }
+    let gateway = Gateway::start(&target).await;
+    let mut connection = HttpConnection::connect(gateway.addr).await;
+    let mut uncached = Vec::new();
+    let mut size = 0;
+    for run in 0..runs {
+        if run > 0 {
+            // Past the cache's lifetime, so this scrape reads Redis again.
+            tokio::time::sleep(qlessd::metrics::SCRAPE_CACHE + Duration::from_millis(200)).await;
+        }
+        let started = Instant::now();
+        let response = connection.expect_ok("GET", "/metrics", b"").await;
+        uncached.push(started.elapsed().as_secs_f64() * 1000.0);
+        size = response.body.len();
+    }
+    let mut cached = Vec::new();
+    for _ in 0..200 {
+        let started = Instant::now();
+        connection.expect_ok("GET", "/metrics", b"").await;
+        cached.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!(
+        "scrape reading Redis    {:>8.1} ms (median of {runs}; the response is {} KB)",
+        median(uncached),
+        size / 1024
+    );
+    println!(
+        "scrape from the cache   {:>8.2} ms (median of 200)",
+        median(cached)
+    );
+    println!(
+        "Redis time of a scrape  {:>8.2} ms (two script calls + INFO memory, median of {runs})",
+        median(redis_usec) / 1000.0
+    );
 }
 
 /// Redis CPU of the upkeep of an idle namespace with 1,000 queues (each with a waiting

@@ -620,13 +620,24 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
     })?;
     let malformed =
         || ApiError::Unauthorized("the Authorization header is not `Bearer <token>`".into());
-    let value = value.to_str().map_err(|_| malformed())?;
-    let (scheme, secret) = value.split_once(' ').ok_or_else(malformed)?;
-    let secret = secret.trim_matches(' ');
-    if !scheme.eq_ignore_ascii_case("bearer") || secret.is_empty() || secret.contains(' ') {
+    // One pass over the bytes, as every request pays for it: the scheme, spaces, the
+    // secret (visible ASCII), maybe more spaces.
+    const SCHEME: &[u8] = b"bearer ";
+    let bytes = value.as_bytes();
+    if bytes.len() <= SCHEME.len() || !bytes[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
         return Err(malformed());
     }
-    Ok(secret)
+    let rest = &bytes[SCHEME.len()..];
+    let start = rest
+        .iter()
+        .position(|&byte| byte != b' ')
+        .ok_or_else(malformed)?;
+    let end = rest.iter().rposition(|&byte| byte != b' ').unwrap_or(start);
+    let secret = &rest[start..=end];
+    if !secret.iter().all(u8::is_ascii_graphic) {
+        return Err(malformed());
+    }
+    std::str::from_utf8(secret).map_err(|_| malformed())
 }
 
 /// The tokens `--auth-file` names, or none: then qlessd only serves on a loopback
@@ -825,6 +836,30 @@ mod tests {
 
     fn entry(fields: &str) -> String {
         format!("[[tokens]]\nname = \"a\"\n{fields}\n")
+    }
+
+    #[test]
+    fn the_bearer_secret_is_read_with_any_case_and_spacing_and_nothing_else() {
+        let read = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            bearer(&headers).map(str::to_owned).ok()
+        };
+        assert_eq!(read("Bearer abc-123_x").as_deref(), Some("abc-123_x"));
+        assert_eq!(read("bearer   abc  ").as_deref(), Some("abc"));
+        assert_eq!(read("BEARER abc").as_deref(), Some("abc"));
+        for refused in [
+            "Bearer",
+            "Bearer ",
+            "Bearer    ",
+            "Basic abc",
+            "Bearerabc",
+            "Bearer a b",
+            "Bearer a\tb",
+            "Token abc",
+        ] {
+            assert_eq!(read(refused), None, "{refused:?}");
+        }
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //!   read from Redis at scrape time, cached briefly).
 //! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
 //!   route's scope, and the layer checking every request against both.
+//! * `log_fields`: how the text log writes fields (cheaply: the access log writes a
+//!   line per request).
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
 //! * [`cron`]: cron expressions in time zones, and the fire times of cron templates
 //!   the gateway computes for the script.
@@ -59,6 +61,7 @@ pub mod cron;
 pub mod error;
 pub mod healthcheck;
 pub mod leasing;
+mod log_fields;
 pub mod metrics;
 pub mod middleware;
 pub mod model;

@@ -56,7 +56,8 @@ pub struct Settings {
 
     /// More namespaces to serve besides `--namespace` (comma-separated), chosen per
     /// request by the `Qless-Namespace` header. Namespaces the `--auth-file` tokens
-    /// grant are served too. Each has its own Redis connections and sweeper.
+    /// grant are served too (from start-up, or from the reload that first grants
+    /// them). Each has its own Redis connections and sweeper.
     #[arg(long, env = "QLESSD_NAMESPACES", value_delimiter = ',',
           value_parser = parse_namespace)]
     pub namespaces: Vec<String>,

@@ -72,6 +72,7 @@ pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<Tra
     let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let log = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
+            .fmt_fields(crate::log_fields::TextFields)
             .with_ansi(colour)
             .with_filter(filter)
             .boxed(),
