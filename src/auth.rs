@@ -499,10 +499,10 @@ impl Auth {
             Ok(secret) => secret,
             Err(err) => {
                 cookie = ui_cookie(request).ok_or(err)?;
-                cookie.as_str()
+                cookie.as_bytes()
             }
         };
-        let token = tokens.find(secret.as_bytes()).ok_or_else(|| {
+        let token = tokens.find(secret).ok_or_else(|| {
             ApiError::Unauthorized("the bearer token is not one this server knows".to_owned())
         })?;
         let grants = Grants(token.scopes);
@@ -614,30 +614,35 @@ fn ui_cookie(request: &Request) -> Option<String> {
 }
 
 /// The secret of an `Authorization: Bearer <secret>` header.
-fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+fn bearer(headers: &HeaderMap) -> Result<&[u8], ApiError> {
     let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
         ApiError::Unauthorized("this needs an `Authorization: Bearer` token".into())
     })?;
     let malformed =
         || ApiError::Unauthorized("the Authorization header is not `Bearer <token>`".into());
-    // One pass over the bytes, as every request pays for it: the scheme, spaces, the
-    // secret (visible ASCII), maybe more spaces.
+    // Read as bytes, as every request pays for it: the scheme, the secret, and spaces
+    // around the secret when there are any.
     const SCHEME: &[u8] = b"bearer ";
     let bytes = value.as_bytes();
     if bytes.len() <= SCHEME.len() || !bytes[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
         return Err(malformed());
     }
-    let rest = &bytes[SCHEME.len()..];
-    let start = rest
-        .iter()
-        .position(|&byte| byte != b' ')
-        .ok_or_else(malformed)?;
-    let end = rest.iter().rposition(|&byte| byte != b' ').unwrap_or(start);
-    let secret = &rest[start..=end];
-    if !secret.iter().all(u8::is_ascii_graphic) {
+    let mut secret = &bytes[SCHEME.len()..];
+    while let [b' ', rest @ ..] = secret {
+        secret = rest;
+    }
+    while let [rest @ .., b' '] = secret {
+        secret = rest;
+    }
+    // Visible ASCII only (no space, tab or byte above 0x7e), checked without an early
+    // exit so that the check runs many bytes at a time.
+    let visible = secret.iter().fold(true, |visible, &byte| {
+        visible & (byte.wrapping_sub(0x21) < 0x5e)
+    });
+    if secret.is_empty() || !visible {
         return Err(malformed());
     }
-    std::str::from_utf8(secret).map_err(|_| malformed())
+    Ok(secret)
 }
 
 /// The tokens `--auth-file` names, or none: then qlessd only serves on a loopback
@@ -843,7 +848,9 @@ mod tests {
         let read = |value: &str| {
             let mut headers = HeaderMap::new();
             headers.insert(header::AUTHORIZATION, value.parse().unwrap());
-            bearer(&headers).map(str::to_owned).ok()
+            bearer(&headers)
+                .ok()
+                .map(|secret| String::from_utf8(secret.to_vec()).unwrap())
         };
         assert_eq!(read("Bearer abc-123_x").as_deref(), Some("abc-123_x"));
         assert_eq!(read("bearer   abc  ").as_deref(), Some("abc"));

@@ -366,9 +366,7 @@ fn log_access(
         latency_ms = took.as_secs_f64() * 1000.0,
         id = id.to_str().unwrap_or("-"),
         bytes,
-        // `Display`, not the `Debug` a `&str` field gets by default, which escapes it
-        // character by character: token names are [A-Za-z0-9._-] only, nothing to escape.
-        token = token.as_deref().map(tracing::field::display),
+        token = token.as_deref(),
         "request"
     );
 }
