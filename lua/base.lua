@@ -18,7 +18,9 @@
 -- * formatting a number (tostring, string.format, or passing a Lua number to
 --   redis.call) costs 0.5-1 us: pass strings to Redis (`now` as received, constants as
 --   '0'), and format a number once when it is used several times;
--- * one HMGET/HMSET rather than several HGET/HSET; variadic ZADD/ZREM for batches.
+-- * one HMGET/HSET of many fields rather than several calls; variadic ZADD/ZREM for
+--   batches. (HSET with several pairs, not HMSET: an integer reply costs Lua less than
+--   the status table HMSET answers with.)
 
 -- Prefix of every key and pub/sub channel: 'ql:' for 0-key calls, 'ql:{ns}:' for
 -- namespaced calls (set by the dispatcher in api.lua before any command runs).
@@ -41,7 +43,7 @@ local PUBLISH = 'publish'
 local NOWS, NOWF, NOWT
 
 -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
--- be written with one HMGET/HMSET each when the batch ends (Qless.stats_flush). All
+-- be written with one HMGET/HSET each when the batch ends (Qless.stats_flush). All
 -- calls of a batch share `now`, so they share the day bin too. nil otherwise.
 local STATS
 
@@ -285,7 +287,7 @@ Qless = setmetatable({ [0] = function(name)
     -- qlessd itself writes the field in that form while a job's history is short and
     -- plain ("compact history", see lua/README.md "Memory"): put writes
     -- [{"q":Q,"put":T}] instead of creating the list, pop appends {"popped":T,
-    -- "worker":W} and complete {"done":T} in the HMSETs they make anyway. Any other
+    -- "worker":W} and complete {"done":T} in the HSETs they make anyway. Any other
     -- history write (and any other qless client) converts it first, as above.
     return function(jid, raw)
       local key = P .. 'j:' .. jid
@@ -574,7 +576,7 @@ Qless = setmetatable({ [0] = function(name)
 
   elseif name == 'stats_add' then
     -- Folds samples (seconds) into ql:s:<kind>:<bin(now)>:<queue>: Welford totals plus
-    -- histogram buckets, one HMGET and one HMSET however many samples there are.
+    -- histogram buckets, one HMGET and one HSET however many samples there are.
     return function(kind, now, queue, samples)
       local n = #samples
       if n == 0 then return end
@@ -615,7 +617,7 @@ Qless = setmetatable({ [0] = function(name)
         end
         -- The two counters with HINCRBY, whose integer reply needs no parsing: cheaper
         -- than reading them (an HMGET field, strtod) and writing them back (%d, an
-        -- HMSET pair). Only mean and vk make the round trip through Lua.
+        -- HSET pair). Only mean and vk make the round trip through Lua.
         local total = redis.call('hincrby', key, 'total', '1')
         redis.call('hincrby', key, b, '1')
         local mean, vk = v, 0
@@ -625,7 +627,7 @@ Qless = setmetatable({ [0] = function(name)
           mean = old + (v - old) / total
           vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
         end
-        redis.call('hmset', key, 'mean', format('%.17g', mean),
+        redis.call('hset', key, 'mean', format('%.17g', mean),
           'vk', vk == 0 and '0' or format('%.17g', vk))
         return
       end
@@ -667,7 +669,7 @@ Qless = setmetatable({ [0] = function(name)
         args[#args + 1] = b
         args[#args + 1] = format('%d', (tonumber(cur[3 + i]) or 0) + counts[b])
       end
-      redis.call('hmset', key, unpack(args))
+      redis.call('hset', key, unpack(args))
     end
 
   elseif name == 'failure_forget' then

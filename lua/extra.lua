@@ -136,7 +136,7 @@ function extra_factory(name)
       local at = Qless.numarg(now + delay)
       redis.call('zadd', qkey .. '-scheduled', at, jid)
       Qless.due(queue, at)
-      redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', '0')
+      redis.call('hset', key, 'state', 'scheduled', 'worker', '', 'expires', '0')
       local throttles = redis.call('hget', key, 'throttles')
       if throttles then Qless.Throttle.release(now, jid, throttles, queue) end
       return true

@@ -113,7 +113,7 @@ function job_factory(name)
       local cap = math.floor(tonumber(cfg[1]) or 100)   -- Qless.history_cap, inline
       local when = NOWF
       -- A compact history (put and popped, see history_legacy) takes the done entry in
-      -- the final HMSET below, without a list; any other is converted and appended to.
+      -- the final HSET below, without a list; any other is converted and appended to.
       local compact
       if f[6] and not nextq and (cap <= 0 or cap >= 3) then
         local head = string.match(f[6],
@@ -165,10 +165,10 @@ function job_factory(name)
           result = 'waiting'
         end
         if data then
-          redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', result,
+          redis.call('hset', key, 'data', data, 'time', NOWT, 'state', result,
             'worker', '', 'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         else
-          redis.call('hmset', key, 'time', NOWT, 'state', result, 'worker', '',
+          redis.call('hset', key, 'time', NOWT, 'state', result, 'worker', '',
             'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         end
         return result
@@ -177,17 +177,17 @@ function job_factory(name)
       redis.call(PUBLISH, P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
       if compact and data then
-        redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
+        redis.call('hset', key, 'data', data, 'time', NOWT, 'state', 'complete',
           'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries,
           'history', compact)
       elseif compact then
-        redis.call('hmset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
+        redis.call('hset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries, 'history', compact)
       elseif data then
-        redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
+        redis.call('hset', key, 'data', data, 'time', NOWT, 'state', 'complete',
           'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       else
-        redis.call('hmset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
+        redis.call('hset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       end
       redis.call('zadd', P .. 'completed', NOWS, jid)
@@ -236,10 +236,10 @@ function job_factory(name)
       local failure = '{"group":' .. egroup .. ',"message":' .. emessage .. ',"when":' ..
         when .. ',"worker":' .. eworker .. '}'
       if data then
-        redis.call('hmset', key, 'data', data, 'state', 'failed', 'worker', '', 'expires', '',
+        redis.call('hset', key, 'data', data, 'state', 'failed', 'worker', '', 'expires', '',
           'failure', failure)
       else
-        redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
+        redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
       end
       redis.call('sadd', P .. 'failures', group)
       redis.call('lpush', P .. 'f:' .. group, jid)
@@ -283,7 +283,7 @@ function job_factory(name)
             cjson.encode('Job exhausted retries in queue "' .. stored .. '"') ..
             ',"when":' .. Qless.num(now) .. ',"worker":""}'
         end
-        redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
+        redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
         if redis.call('zscore', P .. 'tracked', jid) then
           redis.call(PUBLISH, P .. 'failed', jid)
         end
@@ -309,12 +309,12 @@ function job_factory(name)
           newstate = 'waiting'
         end
         if group and message then
-          redis.call('hmset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue,
+          redis.call('hset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue,
             'failure', '{"group":' .. cjson.encode(group) .. ',"message":' ..
             cjson.encode(message) .. ',"when":' .. when .. ',"worker":' ..
             cjson.encode(worker) .. '}')
         else
-          redis.call('hmset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue)
+          redis.call('hset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue)
         end
       end
       return math.floor(remaining)
@@ -346,7 +346,7 @@ function job_factory(name)
       end
       -- (`worker` is not rewritten: it was just checked to be this worker.)
       if data then
-        redis.call('hmset', key, 'expires', eargs, 'data', data)
+        redis.call('hset', key, 'expires', eargs, 'data', data)
       else
         redis.call('hset', key, 'expires', eargs)
       end
@@ -445,7 +445,7 @@ function job_factory(name)
         redis.call('zrem', qkey .. '-locks', jid)
         redis.call('zadd', qkey .. '-work', '+inf', jid)
         Qless.available(f[2] or '', 1)
-        redis.call('hmset', P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
+        redis.call('hset', P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
         -- Quirk 5 mirrored: the worker's job set keeps the job (spec), so `workers`
         -- counts what other qless clients count.
         local event = Qless.lock_lost_event(jid, worker)

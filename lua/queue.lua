@@ -98,7 +98,7 @@ function queue_factory(name)
               local message = cjson.encode('Job exhausted retries in queue "' .. jq .. '"')
               Qless.history_push(jid, '[' .. NOWF .. ',"failed",{"group":' .. egroup ..
                 '}]', cap)
-              redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '',
+              redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '',
                 'failure', '{"group":' .. egroup .. ',"message":' .. message .. ',"when":' ..
                 Qless.num(now) .. ',"worker":""}')
               redis.call('sadd', P .. 'failures', group)
@@ -292,11 +292,11 @@ function queue_factory(name)
       if #tags > 0 then etags = cjson.encode(tags) end
       NOWT = NOWT or string.format('%.20f', now)
       if compact then
-        redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
+        redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
           'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
           'retries', rarg, 'remaining', rarg, 'time', NOWT, 'history', compact)
       else
-        redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
+        redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
           'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
           'retries', rarg, 'remaining', rarg, 'time', NOWT)
       end
@@ -453,7 +453,7 @@ function queue_factory(name)
                 end
                 local history, putobj
                 if hq then
-                  call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state',
+                  call('hset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state',
                     'running', 'history', '[{"q":' .. hq .. ',"put":' .. ht .. '},{"popped":' ..
                     NOWF .. ',"worker":' .. eW .. '}]')
                   history = { '[' .. ht .. ',"put",{"q":' .. hq .. '}]', popped }
@@ -467,7 +467,7 @@ function queue_factory(name)
                   local hkey = key .. '-history'
                   local n = call('rpush', hkey, popped)
                   if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
-                  call('hmset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state',
+                  call('hset', key, 'time', NOWT, 'worker', W, 'expires', eargs, 'state',
                     'running')
                 end
                 qwaits[#qwaits + 1] = now - (tonumber(g[11]) or now)
@@ -675,7 +675,7 @@ function queue_factory(name)
           'queue')
         if f[1] then
           Qless.history_push(jid, entry, cap)
-          redis.call('hmset', key, 'state', 'waiting', 'worker', '', 'expires', '0', 'queue', queue,
+          redis.call('hset', key, 'state', 'waiting', 'worker', '', 'expires', '0', 'queue', queue,
             'remaining', f[3] or '5')
           redis.call('zadd', work, Qless.numarg((tonumber(f[2]) or 0) - now / 10000000000), jid)
           -- Fix of quirk 8: the failed gauge goes down, as for put and cancel.

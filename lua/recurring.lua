@@ -42,7 +42,7 @@ function recurring_factory(name)
           local function child_at(at)
             local child = rid .. '-' .. redis.call('hincrby', rhash, 'count', '1')
             Qless.tags_index(child, tags, NOWS)
-            redis.call('hmset', P .. 'j:' .. child, 'jid', child, 'klass', t[1],
+            redis.call('hset', P .. 'j:' .. child, 'jid', child, 'klass', t[1],
               'data', t[2] or '{}',
               'priority', t[3] or '0', 'tags', tags_text, 'state', 'waiting', 'worker', '',
               'expires', '0', 'queue', queue, 'retries', retries, 'remaining', retries,
@@ -181,14 +181,14 @@ function recurring_factory(name)
       end
       Qless.Recurring.cron_off(jid)
       local numarg = Qless.numarg
-      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data,
+      redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data,
         'priority', numarg(priority), 'tags', Qless.json_list(tags), 'state', 'recur',
         'queue', queue, 'type', 'interval',
         'count', f[2] or '0', 'interval', numarg(interval), 'retries', numarg(retries),
         'backlog', numarg(backlog))
       local first = now + offset
       if cron then
-        redis.call('hmset', key, 'cron', cron.expr, 'timezone', cron.zone)
+        redis.call('hset', key, 'cron', cron.expr, 'timezone', cron.zone)
         first = tonumber(Qless.Recurring.store_ticks(jid, cron.ticks)) or first
       end
       local at = Qless.numarg(first)
@@ -330,7 +330,7 @@ function recurring_factory(name)
       if cron then
         local fired = redis.call('hget', key, 'fired')
         redis.call('del', P .. 'cron:' .. jid)
-        redis.call('hmset', key, 'cron', given.cron, 'timezone', given.timezone,
+        redis.call('hset', key, 'cron', given.cron, 'timezone', given.timezone,
           'interval', Qless.Recurring.period(given.ticks, interval))
         local first = Qless.Recurring.store_ticks(jid, given.ticks, fired)
         local at = first or Qless.numarg(now + interval)
