@@ -89,18 +89,18 @@ local function command(name)
           end
         end
       end
-      if name == 'requeue' and not redis.call('hget', P .. 'j:' .. jid, 'jid') then
+      if name == 'requeue' and not redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
       end
       if name == 'requeue' then
         -- Extension: `keep-klass 1` / `keep-data 1` keep the job's own klass / data
         -- (the positional klass and data must still be given; they are ignored).
         for i = 9, n, 2 do
-          if A[i] == 'keep-klass' then klass = redis.call('hget', P .. 'j:' .. jid, 'klass') end
-          if A[i] == 'keep-data' then data = redis.call('hget', P .. 'j:' .. jid, 'data') end
+          if A[i] == 'keep-klass' then klass = redis.call('hget', Qless.P .. 'j:' .. jid, 'klass') end
+          if A[i] == 'keep-data' then data = redis.call('hget', Qless.P .. 'j:' .. jid, 'data') end
         end
       end
-      if name == 'put.ifabsent' and redis.call('hget', P .. 'j:' .. jid, 'jid') then
+      if name == 'put.ifabsent' and redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         return false
       end
       local result = Qless.Queue.put(now, A[3], queue, jid, klass, data, delay, priority, tags,
@@ -108,23 +108,23 @@ local function command(name)
       -- Extension options: stored beside the job (an empty list / text removes them).
       if throttles then
         if #throttles > 0 then
-          redis.call('hset', P .. 'j:' .. jid, 'throttles', cjson.encode(throttles))
+          redis.call('hset', Qless.P .. 'j:' .. jid, 'throttles', cjson.encode(throttles))
         else
-          redis.call('hdel', P .. 'j:' .. jid, 'throttles')
+          redis.call('hdel', Qless.P .. 'j:' .. jid, 'throttles')
         end
       end
       if traceparent then
         if traceparent ~= '' then
-          redis.call('hset', P .. 'j:' .. jid, 'traceparent', traceparent)
+          redis.call('hset', Qless.P .. 'j:' .. jid, 'traceparent', traceparent)
         else
-          redis.call('hdel', P .. 'j:' .. jid, 'traceparent')
+          redis.call('hdel', Qless.P .. 'j:' .. jid, 'traceparent')
         end
       end
       if backoff then
         if backoff ~= '' then
-          redis.call('hset', P .. 'j:' .. jid, 'backoff', backoff)
+          redis.call('hset', Qless.P .. 'j:' .. jid, 'backoff', backoff)
         else
-          redis.call('hdel', P .. 'j:' .. jid, 'backoff')
+          redis.call('hdel', Qless.P .. 'j:' .. jid, 'backoff')
         end
       end
       return result
@@ -203,7 +203,7 @@ local function command(name)
     return function(now, A)
       local offset = Qless.count_arg(A[3], 0, 'Throttle', 'Arg "offset" not a number: ', 0)
       local count = Qless.count_arg(A[4], 25, 'Throttle', 'Arg "count" not a number: ', 0)
-      local names = redis.call('smembers', P .. 'throttles')
+      local names = redis.call('smembers', Qless.P .. 'throttles')
       table.sort(names)
       local out = {}
       for i = offset + 1, math.min(offset + count, #names) do
@@ -277,8 +277,8 @@ local function command(name)
       end
       local state = Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
       -- (A completion may purge the job at once: no result is written then.)
-      if result and redis.call('exists', P .. 'j:' .. jid) == 1 then
-        redis.call('hset', P .. 'j:' .. jid, 'result', result)
+      if result and redis.call('exists', Qless.P .. 'j:' .. jid) == 1 then
+        redis.call('hset', Qless.P .. 'j:' .. jid, 'result', result)
       end
       return state
     end
@@ -304,7 +304,7 @@ local function command(name)
         Qless.raise('QL_ARG', 'Heartbeat', 'Arg "data" not JSON: ' .. data)
       end
       local expires = Qless.Job.heartbeat(now, jid, worker, data)
-      if progress then redis.call('hset', P .. 'j:' .. jid, 'progress', progress) end
+      if progress then redis.call('hset', Qless.P .. 'j:' .. jid, 'progress', progress) end
       return expires
     end
 
@@ -417,10 +417,10 @@ local function command(name)
       local function counts(queue)
         local text = Qless.Queue.counts(now, queue)
         return text:sub(1, -2) .. ',"throttled":' ..
-          redis.call('zcard', P .. 'q:' .. queue .. '-throttled') .. '}'
+          redis.call('zcard', Qless.P .. 'q:' .. queue .. '-throttled') .. '}'
       end
       if A[3] then return counts(A[3]) end
-      local names = redis.call('zrange', P .. 'queues', '0', '-1')
+      local names = redis.call('zrange', Qless.P .. 'queues', '0', '-1')
       if #names == 0 then return '{}' end
       local out = {}
       for i = 1, #names do out[i] = counts(names[i]) end
@@ -464,7 +464,7 @@ local function command(name)
       if #names == 0 then
         Qless.raise('QL_ARG', name == 'pause' and 'Pause' or 'Unpause', 'Arg "queue" missing')
       end
-      local changed = Qless.batch(name == 'pause' and 'sadd' or 'srem', P .. 'paused_queues',
+      local changed = Qless.batch(name == 'pause' and 'sadd' or 'srem', Qless.P .. 'paused_queues',
         names)
       -- An unpaused queue's waiting jobs can be popped again.
       if name == 'unpause' and changed > 0 then
@@ -478,8 +478,8 @@ local function command(name)
     return function(now, A)
       local names = Qless.rest(A, 3)
       if #names == 0 then Qless.raise('QL_ARG', 'Forget', 'Arg "queue" missing') end
-      Qless.batch('zrem', P .. 'queues', names)
-      Qless.batch('zrem', P .. 'due', names)   -- sweep skips forgotten queues
+      Qless.batch('zrem', Qless.P .. 'queues', names)
+      Qless.batch('zrem', Qless.P .. 'due', names)   -- sweep skips forgotten queues
       return nil
     end
 
@@ -525,13 +525,13 @@ local function command(name)
         if tag == nil then Qless.raise('QL_ARG', 'Tag', 'Arg "tag" missing') end
         local offset = count_arg(A[5], 0, 'Tag', 'Arg "offset" not a number: ')
         local count = count_arg(A[6], 25, 'Tag', 'Arg "count" not a number: ')
-        local key = P .. 't:' .. tag
+        local key = Qless.P .. 't:' .. tag
         return '{"total":' .. redis.call('zcard', key) .. ',"jobs":' ..
           Qless.json_list(redis.call('zrange', key, offset, offset + count - 1)) .. '}'
       elseif command == 'top' then
         local offset = count_arg(A[4], 0, 'Tag', 'Arg "offset" not a number: ')
         local count = count_arg(A[5], 25, 'Tag', 'Arg "count" not a number: ')
-        return Qless.json_list(redis.call('zrevrangebyscore', P .. 'tags', '+inf', 2,
+        return Qless.json_list(redis.call('zrevrangebyscore', Qless.P .. 'tags', '+inf', 2,
           'LIMIT', offset, count))
       elseif command == nil then
         Qless.raise('QL_ARG', 'Tag', 'Arg "command" must be "add", "remove", "get" or "top"')
@@ -747,7 +747,7 @@ local function command(name)
         Qless.raise('QL_ARG', 'Jobs', 'Arg "offset" and "count" must not be negative')
       end
       if count == 0 then return {} end
-      return redis.call('zrevrange', P .. 'q:' .. queue .. '-work', offset, offset + count - 1)
+      return redis.call('zrevrange', Qless.P .. 'q:' .. queue .. '-work', offset, offset + count - 1)
     end
 
   elseif name == 'sweep' then
@@ -817,10 +817,10 @@ local function command(name)
         queue = first[5]
       elseif first[3] then
         -- fail and retry do not name the queue the job ran in: read it first.
-        queue = redis.call('hget', P .. 'j:' .. first[3], 'queue')
+        queue = redis.call('hget', Qless.P .. 'j:' .. first[3], 'queue')
       end
       -- Inside a batch (group commit) the enclosing batch collects the statistics.
-      local replies, failed = run_calls(now, calls, STATS == nil and #calls > 2)
+      local replies, failed = run_calls(now, calls, not Qless.STATS and #calls > 2)
       local n = #replies
       if failed or not queue or queue == '' then
         replies[n + 1] = false
@@ -921,8 +921,8 @@ if #KEYS == 1 then
     return redis.error_reply('QL_KEYS user_script:1: Qless(): Key "' .. key ..
       '" must contain a non-empty {hash tag}')
   end
-  P = string.sub(key, 1, close) .. ':'
-  PUBLISH = 'spublish'
+  Qless.P = string.sub(key, 1, close) .. ':'
+  Qless.PUBLISH = 'spublish'
 elseif #KEYS > 1 then
   return redis.error_reply('QL_KEYS user_script:1: Qless(): No Keys should be provided')
 end
@@ -939,27 +939,31 @@ if now == nil or now ~= now then
     'QL_ARG user_script:1: Qless(): Arg "now" missing or not a number: nil')
 end
 -- A plain non-negative decimal (the usual case) is used as it is; its integer part is
--- floor(now). Anything else (signs, exponents, spaces, hex) is rendered.
-local int = string.match(ARGV[2], '^(%d+)%.?%d*$')
+-- floor(now), and its fraction (trailing zeros dropped) is kept for expiry texts.
+-- Anything else (signs, exponents, spaces, hex) is rendered.
+local int, frac = string.match(ARGV[2], '^(%d+)(%.?%d-)0*$')
 if int then
-  NOWS = ARGV[2]
-  if #int < 15 and (#int == 1 or string.byte(int, 1) ~= 48) then NOWF = int end
+  Qless.NOWS = ARGV[2]
+  -- (A string comparison rather than string.byte: a C call costs ~1k instructions.)
+  if #int < 15 and (#int == 1 or int >= '1') then Qless.NOWF = int end
+  if frac == '.' then frac = '' end
+  Qless.NOWX = frac
 else
-  NOWS = string.format('%.17g', now)
+  Qless.NOWS = string.format('%.17g', now)
 end
-if not NOWF then NOWF = string.format('%.14g', math.floor(now)) end
+if not Qless.NOWF then Qless.NOWF = string.format('%.14g', math.floor(now)) end
 local ok, result = pcall(handler, now, ARGV)
 -- What the call made available is announced whether or not it failed: a failing
 -- command writes nothing, but a batch's earlier calls did.
 -- (Inline rather than a method: building a method costs as much as the publish.)
-if AVAILABLE then
-  local a = AVAILABLE
-  AVAILABLE = nil
+if Qless.AVAILABLE then
+  local a = Qless.AVAILABLE
+  Qless.AVAILABLE = false
   for i = 1, #a do
     local q = a[i]
     local n = a[q]
     if n > 0 then
-      redis.call(PUBLISH, P .. 'available', '{"queue":' .. cjson.encode(q) .. ',"count":' ..
+      redis.call(Qless.PUBLISH, Qless.P .. 'available', '{"queue":' .. cjson.encode(q) .. ',"count":' ..
         (n == 1 and '1' or string.format('%d', n)) .. '}')
     end
   end

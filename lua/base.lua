@@ -10,9 +10,13 @@
 -- and methods it actually uses.
 --
 -- Method bodies use the builtins as globals (redis.call, cjson.encode, ...) or alias
--- them in a local at the top of the body; the only upvalues are the few chunk-level
--- locals below (P, NOWS, NOWF, Qless, the factories), which every method shares. Nothing
--- is ever stored in a global (Redis 7 forbids it).
+-- them in a local at the top of the body. Their only upvalue is `Qless`: the state of
+-- the invocation (Qless.P, Qless.NOWS, ...) is kept in fields of it, not in chunk-level
+-- locals. Every function the chunk makes at its top level (a factory per file, the
+-- dispatcher's helpers) binds each chunk-level local it uses as an upvalue on every
+-- EVALSHA, at ~0.15-0.4k instructions a binding; one shared upvalue costs a table read
+-- per use instead. Nothing is ever stored
+-- in a global (Redis 7 forbids it).
 --
 -- Other habits that keep the hot paths cheap (measured; see lua/README.md):
 -- * formatting a number (tostring, string.format, or passing a Lua number to
@@ -22,42 +26,11 @@
 --   batches. (HSET with several pairs, not HMSET: an integer reply costs Lua less than
 --   the status table HMSET answers with.)
 
--- Prefix of every key and pub/sub channel: 'ql:' for 0-key calls, 'ql:{ns}:' for
--- namespaced calls (set by the dispatcher in api.lua before any command runs).
-local P = 'ql:'
-
--- The command every event is published with, chosen with P: PUBLISH on the plain
--- 'ql:' prefix (stock qless clients subscribe there), SPUBLISH under a namespace, so
--- that a namespace's events stay on the shard of its slot in a Redis Cluster (Redis 7
--- sharded pub/sub; on a single Redis it works alike). Every publish in the script is
--- `redis.call(PUBLISH, channel, message)`: a variable rather than a helper function,
--- since a Lua call per event costs more than the choice.
-local PUBLISH = 'publish'
-
--- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain decimal,
--- else its %.17g rendering), and floor(now) as JSON text for history entries. Both set
--- by the dispatcher. NOWT: `now` formatted %.20f, as the spec writes the job hash's
--- `time` field; made by the first command that writes `time` (`NOWT = NOWT or
--- string.format('%.20f', now)`, inline: a method would cost more than the check),
--- since the formatting costs as much as a small Redis call.
-local NOWS, NOWF, NOWT
-
--- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
--- be written with one HMGET/HSET each when the batch ends (Qless.stats_flush). All
--- calls of a batch share `now`, so they share the day bin too. nil otherwise.
-local STATS
-
--- The queues in which this invocation made jobs available to pop, in order, each
--- once (a queue is also a key of the table, whose value is how many jobs). Filled by
--- Qless.available, lowered by pop for the jobs it leased itself, and published on
--- `P available` by the dispatcher (api.lua) when the invocation ends, so a
--- batch of puts into one queue is one message. nil until something is announced.
--- (put, the hot path, notes its job inline.)
-local AVAILABLE
-
 -- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,
 -- Qless.Recurring and Qless.Worker, the class of each other file. A class table is made
--- only when a call first uses it, from its file's method factory.
+-- only when a call first uses it, from its file's method factory. It also holds the
+-- state of the invocation (its fields in capitals, below): a field that may be unset
+-- holds false, never nil, so that reading it never reaches the LAZY metatable.
 local Qless
 local config_factory, job_factory, queue_factory, recurring_factory, worker_factory
 -- The gateway's own features (extra.lua, throttle.lua): progress and results,
@@ -74,7 +47,46 @@ end }
 
 -- Qless: errors, argument checks, JSON helpers, history, job objects, tags, stats,
 -- failure bookkeeping and dependency links.
-Qless = setmetatable({ [0] = function(name)
+Qless = setmetatable({
+  -- Prefix of every key and pub/sub channel: 'ql:' for 0-key calls, 'ql:{ns}:' for
+  -- namespaced calls (set by the dispatcher in api.lua before any command runs).
+  P = 'ql:',
+
+  -- The command every event is published with, chosen with P: PUBLISH on the plain
+  -- 'ql:' prefix (stock qless clients subscribe there), SPUBLISH under a namespace, so
+  -- that a namespace's events stay on the shard of its slot in a Redis Cluster (Redis 7
+  -- sharded pub/sub; on a single Redis it works alike). Every publish in the script is
+  -- `redis.call(Qless.PUBLISH, channel, message)`: a field rather than a helper
+  -- function, since a Lua call per event costs more than the choice.
+  PUBLISH = 'publish',
+
+  -- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain
+  -- decimal, else its %.17g rendering), and floor(now) as JSON text for history
+  -- entries. Both set by the dispatcher. NOWT: `now` formatted %.20f, as the spec
+  -- writes the job hash's `time` field; made by the first command that writes `time`
+  -- (`Qless.NOWT = Qless.NOWT or string.format('%.20f', now)`, inline: a method would
+  -- cost more than the check), since the formatting costs as much as a small Redis call.
+  NOWS = false, NOWF = false, NOWT = false,
+
+  -- When `now` is a plain decimal: its fraction as written, without trailing zeros
+  -- ('.123', or '' for a whole number), so that now + n whole seconds can be written
+  -- as the integer part and this text (pop's and heartbeat's expiry). false otherwise.
+  NOWX = false,
+
+  -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
+  -- be written with one HMGET/HSET each when the batch ends (Qless.stats_flush). All
+  -- calls of a batch share `now`, so they share the day bin too. false otherwise.
+  STATS = false,
+
+  -- The queues in which this invocation made jobs available to pop, in order, each
+  -- once (a queue is also a key of the table, whose value is how many jobs). Filled by
+  -- Qless.available, lowered by pop for the jobs it leased itself, and published on
+  -- `P available` by the dispatcher (api.lua) when the invocation ends, so a
+  -- batch of puts into one queue is one message. false until something is announced.
+  -- (put, the hot path, notes its job inline.)
+  AVAILABLE = false,
+
+  [0] = function(name)
   if name == 'Job' then
     return setmetatable({ [0] = job_factory }, LAZY)
   elseif name == 'Queue' then
@@ -268,8 +280,8 @@ Qless = setmetatable({ [0] = function(name)
     -- `legacy` is the job's legacy `history` field as the caller read it (false: read,
     -- and absent); nil makes this read it. A legacy history is converted first.
     return function(jid, entry, cap, legacy)
-      local key = P .. 'j:' .. jid .. '-history'
-      if legacy == nil then legacy = redis.call('hget', P .. 'j:' .. jid, 'history') end
+      local key = Qless.P .. 'j:' .. jid .. '-history'
+      if legacy == nil then legacy = redis.call('hget', Qless.P .. 'j:' .. jid, 'history') end
       if legacy then Qless.history_legacy(jid, legacy) end
       local n = redis.call('rpush', key, entry)
       if cap > 0 and n > cap then Qless.history_trim(key, n, cap) end
@@ -290,7 +302,7 @@ Qless = setmetatable({ [0] = function(name)
     -- "worker":W} and complete {"done":T} in the HSETs they make anyway. Any other
     -- history write (and any other qless client) converts it first, as above.
     return function(jid, raw)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local entries = Qless.history_legacy_entries(raw)
       if #entries > 0 then Qless.batch('rpush', key .. '-history', entries) end
       redis.call('hdel', key, 'history')
@@ -450,7 +462,7 @@ Qless = setmetatable({ [0] = function(name)
   elseif name == 'job_buffer' then
     -- Appends the job object of jid to `buf`; false if the job does not exist.
     return function(buf, jid)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local f = Qless.job_fields(key, 'history')
       if not f[1] then return false end
       local history = redis.call('lrange', key .. '-history', '0', '-1')
@@ -460,7 +472,7 @@ Qless = setmetatable({ [0] = function(name)
         local extra = Qless.history_legacy_entries(f[14])
         for i = 1, #extra do history[#history + 1] = extra[i] end
       end
-      Qless.job_append(buf, f, redis.call('zscore', P .. 'tracked', jid), history,
+      Qless.job_append(buf, f, redis.call('zscore', Qless.P .. 'tracked', jid), history,
         redis.call('smembers', key .. '-dependents'),
         redis.call('smembers', key .. '-dependencies'))
       return true
@@ -529,8 +541,8 @@ Qless = setmetatable({ [0] = function(name)
     return function(jid, tags, now)
       for i = 1, #tags do
         local t = tags[i]
-        redis.call('zadd', P .. 't:' .. t, now, jid)
-        redis.call('zincrby', P .. 'tags', '1', t)
+        redis.call('zadd', Qless.P .. 't:' .. t, now, jid)
+        redis.call('zincrby', Qless.P .. 'tags', '1', t)
       end
     end
 
@@ -539,21 +551,21 @@ Qless = setmetatable({ [0] = function(name)
     return function(jid, tags)
       for i = 1, #tags do
         local t = tags[i]
-        redis.call('zrem', P .. 't:' .. t, jid)
-        redis.call('zincrby', P .. 'tags', '-1', t)
+        redis.call('zrem', Qless.P .. 't:' .. t, jid)
+        redis.call('zincrby', Qless.P .. 'tags', '-1', t)
       end
     end
 
   elseif name == 'stats_defer' then
     -- Starts collecting samples instead of writing them (see STATS).
     return function()
-      STATS = {}
+      Qless.STATS = {}
     end
 
   elseif name == 'stats_call' then
     -- The batch call (its position) that the next samples belong to.
     return function(k)
-      STATS.call = k
+      Qless.STATS.call = k
     end
 
   elseif name == 'stats_flush' then
@@ -561,8 +573,8 @@ Qless = setmetatable({ [0] = function(name)
     -- collecting. Returns the positions of the calls whose samples could not be
     -- written, with the error, so that the batch reports them.
     return function(now)
-      local pending = STATS
-      STATS = nil
+      local pending = Qless.STATS
+      Qless.STATS = false
       local failed = {}
       for i = 1, #(pending or {}) do
         local p = pending[i]
@@ -580,21 +592,21 @@ Qless = setmetatable({ [0] = function(name)
     return function(kind, now, queue, samples)
       local n = #samples
       if n == 0 then return end
-      if STATS then
+      if Qless.STATS then
         local id = kind .. ':' .. queue
-        local pending = STATS[id]
+        local pending = Qless.STATS[id]
         if not pending then
           pending = { kind = kind, queue = queue, samples = {}, calls = {} }
-          STATS[id] = pending
-          STATS[#STATS + 1] = pending
+          Qless.STATS[id] = pending
+          Qless.STATS[#Qless.STATS + 1] = pending
         end
         local into = pending.samples
         for i = 1, n do into[#into + 1] = samples[i] end
-        pending.calls[#pending.calls + 1] = STATS.call
+        pending.calls[#pending.calls + 1] = Qless.STATS.call
         return
       end
       local floor, format, char = math.floor, string.format, string.char
-      local key = P .. 's:' .. kind .. ':' .. format('%d', now - now % 86400) .. ':' .. queue
+      local key = Qless.P .. 's:' .. kind .. ':' .. format('%d', now - now % 86400) .. ':' .. queue
       if n == 1 then
         -- The usual case (one pop or complete), without the bookkeeping tables.
         local v = samples[1]
@@ -680,14 +692,14 @@ Qless = setmetatable({ [0] = function(name)
       local failure = Qless.json_decode(failure_text)
       if type(failure) ~= 'table' or type(failure.group) ~= 'string' then return end
       local group = failure.group
-      local list = P .. 'f:' .. group
+      local list = Qless.P .. 'f:' .. group
       redis.call('lrem', list, '0', jid)
       if redis.call('llen', list) == 0 then
-        redis.call('srem', P .. 'failures', group)
+        redis.call('srem', Qless.P .. 'failures', group)
       end
       local when = tonumber(failure.when)
       if when and queue and queue ~= '' then
-        redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. queue,
+        redis.call('hincrby', Qless.P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. queue,
           'failed', '-1')
       end
     end
@@ -696,10 +708,10 @@ Qless = setmetatable({ [0] = function(name)
     -- `n` jobs became poppable in `queue` (put, retry, unfail, release, promotion,
     -- spawn, a lock handed over, a freed slot...): noted for the dispatcher to publish.
     return function(queue, n)
-      local a = AVAILABLE
+      local a = Qless.AVAILABLE
       if not a then
         a = {}
-        AVAILABLE = a
+        Qless.AVAILABLE = a
       end
       local c = a[queue]
       if c then
@@ -714,7 +726,7 @@ Qless = setmetatable({ [0] = function(name)
     -- Something that held back all of queue's waiting jobs ended (unpaused, a higher
     -- max-concurrency): announces them all. Rare paths, so the count is read.
     return function(queue)
-      local n = redis.call('zcard', P .. 'q:' .. queue .. '-work')
+      local n = redis.call('zcard', Qless.P .. 'q:' .. queue .. '-work')
       if n > 0 then Qless.available(queue, n) end
     end
 
@@ -730,7 +742,7 @@ Qless = setmetatable({ [0] = function(name)
     -- recurring spawn, a lock expiry): `P due` keeps each queue's earliest such time
     -- (ZADD LT never raises it), so `sweep` visits only the queues that are due.
     return function(queue, at)
-      redis.call('zadd', P .. 'due', 'LT', at, queue)
+      redis.call('zadd', Qless.P .. 'due', 'LT', at, queue)
     end
 
   elseif name == 'lock_lost_event' then
@@ -749,7 +761,7 @@ Qless = setmetatable({ [0] = function(name)
       for i = 1, #list do
         local d = Qless.jid_free(list[i], command)
         if d ~= jid then
-          local state = redis.call('hget', P .. 'j:' .. d, 'state')
+          local state = redis.call('hget', Qless.P .. 'j:' .. d, 'state')
           if state and state ~= 'complete' then out[#out + 1] = d end
         end
       end
@@ -759,9 +771,9 @@ Qless = setmetatable({ [0] = function(name)
   elseif name == 'dependencies_link' then
     -- Records "jid waits on each of deps" in both directions.
     return function(jid, deps)
-      local mine = P .. 'j:' .. jid .. '-dependencies'
+      local mine = Qless.P .. 'j:' .. jid .. '-dependencies'
       for i = 1, #deps do
-        redis.call('sadd', P .. 'j:' .. deps[i] .. '-dependents', jid)
+        redis.call('sadd', Qless.P .. 'j:' .. deps[i] .. '-dependents', jid)
         redis.call('sadd', mine, deps[i])
       end
     end
