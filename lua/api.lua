@@ -216,15 +216,19 @@ local function command(name)
   elseif name == 'pop' then
     -- pop(queue, worker, count) -> JSON array of the leased jobs
     return function(now, A)
-      local queue, worker, count = A[3], A[4], tonumber(A[5])
+      local queue, worker, count = A[3], A[4], 1
       if queue == nil or queue == '' then
         Qless.raise('QL_ARG', 'Queue', 'no queue name provided')
       end
       if worker == nil or worker == '' then Qless.raise('QL_ARG', 'Pop', 'Arg "worker" missing') end
-      if count == nil or count ~= count or count < 0 or count == 1 / 0 then
-        Qless.raise('QL_ARG', 'Pop', 'Arg "count" missing or not a number: ' .. tostring(A[5]))
+      -- (A worker mostly asks for one job: no parse for that.)
+      if A[5] ~= '1' then
+        count = tonumber(A[5])
+        if count == nil or count ~= count or count < 0 or count == 1 / 0 then
+          Qless.raise('QL_ARG', 'Pop', 'Arg "count" missing or not a number: ' .. tostring(A[5]))
+        end
+        count = math.floor(count)
       end
-      count = math.floor(count)
       return Qless.Queue.pop(now, worker, count, { queue }, { count })
     end
 

@@ -73,6 +73,9 @@ Qless = setmetatable({
   -- as the integer part and this text (pop's and heartbeat's expiry). false otherwise.
   NOWX = false,
 
+  -- The day bin of `now` as text (stats keys), made by the first statistics write.
+  DAY = false,
+
   -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
   -- be written with one HMGET/HSET each when the batch ends (Qless.stats_flush). All
   -- calls of a batch share `now`, so they share the day bin too. false otherwise.
@@ -91,6 +94,236 @@ Qless = setmetatable({
     return setmetatable({ [0] = job_factory }, LAZY)
   elseif name == 'Queue' then
     return setmetatable({ [0] = queue_factory }, LAZY)
+  -- (The hot paths' helpers come first: a method is found by walking this chain of
+  -- comparisons the first time a call uses it.)
+  elseif name == 'job_append' then
+    -- Appends the 17-key job object of the job_fields values `f` to the buffer `buf`.
+    -- Written by hand (clients parse it, so key order is free), and into a buffer
+    -- rather than as one string per job: in Redis' Lua every string is hashed over its
+    -- whole length when created, so long intermediate strings are expensive. Callers
+    -- that know them pass the JSON text of expires/state/queue/worker, and two caches
+    -- shared by the jobs of one call: `memo` (history entries) and `kmemo` (klasses).
+    return function(buf, f, tracked, history, dependents, dependencies, expires, estate,
+                    equeue, eworker, memo, kmemo)
+      local encode = cjson.encode
+      -- Set members come in the order of Redis' hash table, which a per-process seed
+      -- decides: sorted, the same job reads the same on every server.
+      if #dependents > 1 then table.sort(dependents) end
+      if #dependencies > 1 then table.sort(dependencies) end
+      local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
+      -- Single digits (the usual priority, retries and remaining) need no conversion.
+      local priority, retries = f[6], f[8]
+      if not (priority and #priority == 1 and priority >= '0' and priority <= '9') then
+        priority = Qless.jnum(priority)
+      end
+      if not (retries and #retries == 1 and retries >= '0' and retries <= '9') then
+        retries = Qless.jnum(retries)
+      end
+      if not tags or tags == '' or tags == '[]' then tags = '{}' end
+      if not failure or failure == '' then failure = '{}' end
+      if not (remaining and #remaining == 1 and remaining >= '0' and remaining <= '9') then
+        if not (remaining and string.find(remaining, '^%-?[1-9]%d*$')) then
+          remaining = string.format('%.14g', math.floor(tonumber(remaining) or 0))
+        end
+      end
+      local klass = f[2] or ''
+      local eklass = kmemo and kmemo[klass]
+      if not eklass then
+        eklass = encode(klass)
+        if kmemo then kmemo[klass] = eklass end
+      end
+      local n = #buf
+      buf[n + 1] = '{"jid":' .. encode(f[1]) ..
+        ',"klass":' .. eklass ..
+        ',"state":' .. (estate or encode(f[3] or '')) ..
+        ',"queue":' .. (equeue or encode(f[4] or '')) ..
+        ',"worker":' .. (eworker or encode(f[5] or '')) ..
+        ',"tracked":' .. (tracked and 'true' or 'false') ..
+        ',"priority":' .. priority ..
+        ',"expires":' .. (expires or Qless.jnum(f[7])) ..
+        ',"retries":' .. retries ..
+        ',"remaining":' .. remaining ..
+        ',"data":'
+      buf[n + 2] = encode(f[10] or '')
+      buf[n + 3] = ',"tags":'
+      buf[n + 4] = tags
+      n = n + 5
+      -- The history array ('{}' when empty).
+      local count = 0
+      local object = Qless.history_object
+      for i = 1, #history do
+        local e = history[i]
+        local obj = memo and memo[e]
+        if not obj then
+          obj = object(e)
+          if memo and obj then memo[e] = obj end
+        end
+        if obj then
+          count = count + 1
+          buf[n] = count == 1 and ',"history":[' or ','
+          buf[n + 1] = obj
+          n = n + 2
+        end
+      end
+      buf[n] = (count == 0 and ',"history":{}' or ']') .. ',"failure":'
+      buf[n + 1] = failure
+      buf[n + 2] = ',"spawned_from_jid":' .. (spawned and encode(spawned) or 'false') ..
+        ',"dependents":' .. (#dependents == 0 and '{}' or encode(dependents)) ..
+        ',"dependencies":' .. (#dependencies == 0 and '{}' or encode(dependencies)) ..
+        -- Extension: the job's trace, where pop put it (f[19]; validated hex at put).
+        (f[19] and (',"traceparent":"' .. f[19] .. '"}') or '}')
+    end
+
+  elseif name == 'history_object' then
+    -- One stored entry [when, what, {extra}] as the object clients see: the extra keys
+    -- plus "when" and "what" (which win). Entries of the usual shape are rewritten as
+    -- text; anything else goes through cjson.
+    return function(e)
+      local match = string.match
+      local when, what, inner = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*"),{(.*)}%]$')
+      if when then
+        if inner == '' then return '{"when":' .. when .. ',"what":' .. what .. '}' end
+        if not string.find(inner, '"wh', 1, true) then
+          return '{' .. inner .. ',"when":' .. when .. ',"what":' .. what .. '}'
+        end
+      else
+        when, what = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*")%]$')
+        if when then return '{"when":' .. when .. ',"what":' .. what .. '}' end
+      end
+      local value = Qless.json_decode(e)
+      if type(value) ~= 'table' then return nil end
+      if value[1] ~= nil or value[2] ~= nil then
+        local obj = {}
+        if type(value[3]) == 'table' then
+          for k, v in pairs(value[3]) do obj[k] = v end
+        end
+        obj.when = value[1]
+        obj.what = value[2]
+        value = obj
+      end
+      return cjson.encode(value)
+    end
+
+  elseif name == 'stats_add' then
+    -- Folds samples (seconds) into ql:s:<kind>:<bin(now)>:<queue>: Welford totals plus
+    -- histogram buckets, one HMGET and one HSET however many samples there are.
+    return function(kind, now, queue, samples)
+      local n = #samples
+      if n == 0 then return end
+      if Qless.STATS then
+        local id = kind .. ':' .. queue
+        local pending = Qless.STATS[id]
+        if not pending then
+          pending = { kind = kind, queue = queue, samples = {}, calls = {} }
+          Qless.STATS[id] = pending
+          Qless.STATS[#Qless.STATS + 1] = pending
+        end
+        local into = pending.samples
+        for i = 1, n do into[#into + 1] = samples[i] end
+        pending.calls[#pending.calls + 1] = Qless.STATS.call
+        return
+      end
+      local floor, format, char = math.floor, string.format, string.char
+      -- The day bin's text, made once per invocation (every call of a batch shares now).
+      local day = Qless.DAY
+      if not day then
+        day = format('%d', now - now % 86400)
+        Qless.DAY = day
+      end
+      local key = Qless.P .. 's:' .. kind .. ':' .. day .. ':' .. queue
+      if n == 1 then
+        -- The usual case (one pop or complete), without the bookkeeping tables.
+        local v = samples[1]
+        local s = v - v % 1   -- floor(v), without a C call (each costs ~1k instructions)
+        local b, unit, c
+        -- (Buckets are named with string.char: concatenating a number would format it
+        -- with sprintf, several times dearer.)
+        if s < 60 and s >= 0 then
+          unit, c = 115, s
+        elseif s < 60 then
+          b = 's' .. s
+        elseif s < 3600 then
+          unit, c = 109, (s - s % 60) / 60
+        elseif s < 86400 then
+          unit, c = 104, (s - s % 3600) / 3600
+        else
+          b = 'd' .. floor(s / 86400)
+        end
+        if unit then
+          if c < 10 then
+            b = char(unit, 48 + c)
+          else
+            b = char(unit, 48 + (c - c % 10) / 10, 48 + c % 10)
+          end
+        end
+        -- The two counters with HINCRBY, whose integer reply needs no parsing: cheaper
+        -- than reading them (an HMGET field, strtod) and writing them back (%d, an
+        -- HSET pair). Only mean and vk make the round trip through Lua.
+        local total = redis.call('hincrby', key, 'total', '1')
+        redis.call('hincrby', key, b, '1')
+        local mean, vk = v, 0
+        if total > 1 then
+          local cur = redis.call('hmget', key, 'mean', 'vk')
+          local old = tonumber(cur[1]) or 0
+          mean = old + (v - old) / total
+          vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
+        end
+        -- mean and vk as Lua numbers: Redis writes them with %.17g itself, for less
+        -- than string.format costs from Lua.
+        redis.call('hset', key, 'mean', mean, 'vk', vk == 0 and '0' or vk)
+        return
+      end
+      local function bucket(v)
+        local s = floor(v)
+        if s < 60 then return 's' .. s end
+        if s < 3600 then return 'm' .. floor(s / 60) end
+        if s < 86400 then return 'h' .. floor(s / 3600) end
+        return 'd' .. floor(s / 86400)
+      end
+      local counts, names = {}, {}
+      for i = 1, n do
+        local b = bucket(samples[i])
+        local c = counts[b]
+        if c then
+          counts[b] = c + 1
+        else
+          counts[b] = 1
+          names[#names + 1] = b
+        end
+      end
+      local cur = redis.call('hmget', key, 'total', 'mean', 'vk', unpack(names))
+      local total, mean, vk = tonumber(cur[1]), tonumber(cur[2]) or 0, tonumber(cur[3]) or 0
+      for i = 1, n do
+        local v = samples[i]
+        if not total then
+          total, mean, vk = 1, v, 0
+        else
+          total = total + 1
+          local old = mean
+          mean = mean + (v - mean) / total
+          vk = vk + (v - mean) * (v - old)
+        end
+      end
+      local args = { 'total', format('%d', total), 'mean', format('%.17g', mean),
+        'vk', vk == 0 and '0' or format('%.17g', vk) }
+      for i = 1, #names do
+        local b = names[i]
+        args[#args + 1] = b
+        args[#args + 1] = format('%d', (tonumber(cur[3 + i]) or 0) + counts[b])
+      end
+      redis.call('hset', key, unpack(args))
+    end
+
+  elseif name == 'jid_arg' then
+    -- A jid (never empty, never reserved); `command` names the error (Job() by default).
+    return function(v, command)
+      if v == nil or v == '' then Qless.raise('QL_ARG', command or 'Job', 'no jid provided') end
+      -- jid_free's own first test, inline: most jids never build that method.
+      local last = string.byte(v, -1)
+      if last == 121 or last == 115 then Qless.jid_free(v, command or 'Job') end
+      return v
+    end
+
   elseif name == 'Recurring' then
     return setmetatable({ [0] = recurring_factory }, LAZY)
   elseif name == 'Config' then
@@ -147,16 +380,6 @@ Qless = setmetatable({
     -- A queue name (never empty).
     return function(v)
       if v == nil or v == '' then Qless.raise('QL_ARG', 'Queue', 'no queue name provided') end
-      return v
-    end
-
-  elseif name == 'jid_arg' then
-    -- A jid (never empty, never reserved); `command` names the error (Job() by default).
-    return function(v, command)
-      if v == nil or v == '' then Qless.raise('QL_ARG', command or 'Job', 'no jid provided') end
-      -- jid_free's own first test, inline: most jids never build that method.
-      local last = string.byte(v, -1)
-      if last == 121 or last == 115 then Qless.jid_free(v, command or 'Job') end
       return v
     end
 
@@ -340,114 +563,6 @@ Qless = setmetatable({
       redis.call('lpush', key, dropped[1])
     end
 
-  elseif name == 'history_object' then
-    -- One stored entry [when, what, {extra}] as the object clients see: the extra keys
-    -- plus "when" and "what" (which win). Entries of the usual shape are rewritten as
-    -- text; anything else goes through cjson.
-    return function(e)
-      local match = string.match
-      local when, what, inner = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*"),{(.*)}%]$')
-      if when then
-        if inner == '' then return '{"when":' .. when .. ',"what":' .. what .. '}' end
-        if not string.find(inner, '"wh', 1, true) then
-          return '{' .. inner .. ',"when":' .. when .. ',"what":' .. what .. '}'
-        end
-      else
-        when, what = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*")%]$')
-        if when then return '{"when":' .. when .. ',"what":' .. what .. '}' end
-      end
-      local value = Qless.json_decode(e)
-      if type(value) ~= 'table' then return nil end
-      if value[1] ~= nil or value[2] ~= nil then
-        local obj = {}
-        if type(value[3]) == 'table' then
-          for k, v in pairs(value[3]) do obj[k] = v end
-        end
-        obj.when = value[1]
-        obj.what = value[2]
-        value = obj
-      end
-      return cjson.encode(value)
-    end
-
-  elseif name == 'job_append' then
-    -- Appends the 17-key job object of the job_fields values `f` to the buffer `buf`.
-    -- Written by hand (clients parse it, so key order is free), and into a buffer
-    -- rather than as one string per job: in Redis' Lua every string is hashed over its
-    -- whole length when created, so long intermediate strings are expensive. Callers
-    -- that know them pass the JSON text of expires/state/queue/worker, and two caches
-    -- shared by the jobs of one call: `memo` (history entries) and `kmemo` (klasses).
-    return function(buf, f, tracked, history, dependents, dependencies, expires, estate,
-                    equeue, eworker, memo, kmemo)
-      local encode = cjson.encode
-      -- Set members come in the order of Redis' hash table, which a per-process seed
-      -- decides: sorted, the same job reads the same on every server.
-      if #dependents > 1 then table.sort(dependents) end
-      if #dependencies > 1 then table.sort(dependencies) end
-      local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
-      -- Single digits (the usual priority, retries and remaining) need no conversion.
-      local priority, retries = f[6], f[8]
-      if not (priority and #priority == 1 and priority >= '0' and priority <= '9') then
-        priority = Qless.jnum(priority)
-      end
-      if not (retries and #retries == 1 and retries >= '0' and retries <= '9') then
-        retries = Qless.jnum(retries)
-      end
-      if not tags or tags == '' or tags == '[]' then tags = '{}' end
-      if not failure or failure == '' then failure = '{}' end
-      if not (remaining and #remaining == 1 and remaining >= '0' and remaining <= '9') then
-        if not (remaining and string.find(remaining, '^%-?[1-9]%d*$')) then
-          remaining = string.format('%.14g', math.floor(tonumber(remaining) or 0))
-        end
-      end
-      local klass = f[2] or ''
-      local eklass = kmemo and kmemo[klass]
-      if not eklass then
-        eklass = encode(klass)
-        if kmemo then kmemo[klass] = eklass end
-      end
-      local n = #buf
-      buf[n + 1] = '{"jid":' .. encode(f[1]) ..
-        ',"klass":' .. eklass ..
-        ',"state":' .. (estate or encode(f[3] or '')) ..
-        ',"queue":' .. (equeue or encode(f[4] or '')) ..
-        ',"worker":' .. (eworker or encode(f[5] or '')) ..
-        ',"tracked":' .. (tracked and 'true' or 'false') ..
-        ',"priority":' .. priority ..
-        ',"expires":' .. (expires or Qless.jnum(f[7])) ..
-        ',"retries":' .. retries ..
-        ',"remaining":' .. remaining ..
-        ',"data":'
-      buf[n + 2] = encode(f[10] or '')
-      buf[n + 3] = ',"tags":'
-      buf[n + 4] = tags
-      n = n + 5
-      -- The history array ('{}' when empty).
-      local count = 0
-      local object = Qless.history_object
-      for i = 1, #history do
-        local e = history[i]
-        local obj = memo and memo[e]
-        if not obj then
-          obj = object(e)
-          if memo and obj then memo[e] = obj end
-        end
-        if obj then
-          count = count + 1
-          buf[n] = count == 1 and ',"history":[' or ','
-          buf[n + 1] = obj
-          n = n + 2
-        end
-      end
-      buf[n] = (count == 0 and ',"history":{}' or ']') .. ',"failure":'
-      buf[n + 1] = failure
-      buf[n + 2] = ',"spawned_from_jid":' .. (spawned and encode(spawned) or 'false') ..
-        ',"dependents":' .. (#dependents == 0 and '{}' or encode(dependents)) ..
-        ',"dependencies":' .. (#dependencies == 0 and '{}' or encode(dependencies)) ..
-        -- Extension: the job's trace, where pop put it (f[19]; validated hex at put).
-        (f[19] and (',"traceparent":"' .. f[19] .. '"}') or '}')
-    end
-
   elseif name == 'job_fields' then
     -- HMGET of the job-object fields, in the order job_append expects, plus any extra
     -- fields (from index 14 on):
@@ -584,104 +699,6 @@ Qless = setmetatable({
         end
       end
       return failed
-    end
-
-  elseif name == 'stats_add' then
-    -- Folds samples (seconds) into ql:s:<kind>:<bin(now)>:<queue>: Welford totals plus
-    -- histogram buckets, one HMGET and one HSET however many samples there are.
-    return function(kind, now, queue, samples)
-      local n = #samples
-      if n == 0 then return end
-      if Qless.STATS then
-        local id = kind .. ':' .. queue
-        local pending = Qless.STATS[id]
-        if not pending then
-          pending = { kind = kind, queue = queue, samples = {}, calls = {} }
-          Qless.STATS[id] = pending
-          Qless.STATS[#Qless.STATS + 1] = pending
-        end
-        local into = pending.samples
-        for i = 1, n do into[#into + 1] = samples[i] end
-        pending.calls[#pending.calls + 1] = Qless.STATS.call
-        return
-      end
-      local floor, format, char = math.floor, string.format, string.char
-      local key = Qless.P .. 's:' .. kind .. ':' .. format('%d', now - now % 86400) .. ':' .. queue
-      if n == 1 then
-        -- The usual case (one pop or complete), without the bookkeeping tables.
-        local v = samples[1]
-        local s = floor(v)
-        local b
-        -- (Seconds name their bucket with string.char: concatenating a number would
-        -- format it with sprintf, several times dearer.)
-        if s < 10 and s >= 0 then
-          b = char(115, 48 + s)
-        elseif s < 60 and s >= 0 then
-          b = char(115, 48 + floor(s / 10), 48 + s % 10)
-        elseif s < 60 then
-          b = 's' .. s
-        elseif s < 3600 then
-          b = 'm' .. floor(s / 60)
-        elseif s < 86400 then
-          b = 'h' .. floor(s / 3600)
-        else
-          b = 'd' .. floor(s / 86400)
-        end
-        -- The two counters with HINCRBY, whose integer reply needs no parsing: cheaper
-        -- than reading them (an HMGET field, strtod) and writing them back (%d, an
-        -- HSET pair). Only mean and vk make the round trip through Lua.
-        local total = redis.call('hincrby', key, 'total', '1')
-        redis.call('hincrby', key, b, '1')
-        local mean, vk = v, 0
-        if total > 1 then
-          local cur = redis.call('hmget', key, 'mean', 'vk')
-          local old = tonumber(cur[1]) or 0
-          mean = old + (v - old) / total
-          vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
-        end
-        redis.call('hset', key, 'mean', format('%.17g', mean),
-          'vk', vk == 0 and '0' or format('%.17g', vk))
-        return
-      end
-      local function bucket(v)
-        local s = floor(v)
-        if s < 60 then return 's' .. s end
-        if s < 3600 then return 'm' .. floor(s / 60) end
-        if s < 86400 then return 'h' .. floor(s / 3600) end
-        return 'd' .. floor(s / 86400)
-      end
-      local counts, names = {}, {}
-      for i = 1, n do
-        local b = bucket(samples[i])
-        local c = counts[b]
-        if c then
-          counts[b] = c + 1
-        else
-          counts[b] = 1
-          names[#names + 1] = b
-        end
-      end
-      local cur = redis.call('hmget', key, 'total', 'mean', 'vk', unpack(names))
-      local total, mean, vk = tonumber(cur[1]), tonumber(cur[2]) or 0, tonumber(cur[3]) or 0
-      for i = 1, n do
-        local v = samples[i]
-        if not total then
-          total, mean, vk = 1, v, 0
-        else
-          total = total + 1
-          local old = mean
-          mean = mean + (v - mean) / total
-          vk = vk + (v - mean) * (v - old)
-        end
-      end
-      local args = { 'total', format('%d', total), 'mean', format('%.17g', mean),
-        'vk', vk == 0 and '0' or format('%.17g', vk) }
-      for i = 1, #names do
-        local b = names[i]
-        args[#args + 1] = b
-        args[#args + 1] = format('%d', (tonumber(cur[3 + i]) or 0) + counts[b])
-      end
-      redis.call('hset', key, unpack(args))
     end
 
   elseif name == 'failure_forget' then

@@ -7,74 +7,57 @@
 
 -- The methods of Qless.Job, made on first use (see base.lua).
 function job_factory(name)
-  if name == 'forget' then
-    -- Deletes a completed job for good (purge): its tag index entries, hash and history.
-    -- Its dependency sets and tracking entry stay (spec 6.8).
-    return function(jid)
+  -- (The hottest commands come first: a method is found by walking this chain of
+  -- comparisons the first time a call uses it.)
+  if name == 'heartbeat' then
+    -- heartbeat(now, jid, worker, [data]) -> new expiry (integer)
+    return function(now, jid, worker, data)
       local key = Qless.P .. 'j:' .. jid
-      Qless.tags_unindex(jid, Qless.stored_tags(redis.call('hget', key, 'tags')))
-      redis.call('del', key, key .. '-history')
-    end
-
-  elseif name == 'purge' then
-    -- Purges ql:completed: first by age (jobs-history seconds), then by count
-    -- (jobs-history-count). Two cheap calls when nothing is due: the oldest entry's
-    -- score, and the count.
-    return function(now, max_age, max_count)
-      local key = Qless.P .. 'completed'
-      local cutoff = now - (tonumber(max_age) or 604800)
-      local oldest = redis.call('zrange', key, '0', '0', 'WITHSCORES')
-      if oldest[2] and tonumber(oldest[2]) <= cutoff then
-        local cut = Qless.numarg(cutoff)
-        local old = redis.call('zrangebyscore', key, '-inf', cut)
-        for i = 1, #old do Qless.Job.forget(old[i]) end
-        redis.call('zremrangebyscore', key, '-inf', cut)
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace')
+      local state = f[1]
+      if not state then
+        Qless.raise('QL_NOTFOUND', 'Heartbeat', 'Job ' .. jid .. ' does not exist')
+      elseif state ~= 'running' then
+        Qless.raise('QL_STATE', 'Heartbeat', 'Job ' .. jid .. ' not currently running: ' .. state)
+      elseif f[2] ~= worker then
+        Qless.raise('QL_WORKER', 'Heartbeat', 'Job ' .. jid .. ' given out to another worker: ' ..
+          tostring(f[2]))
       end
-      local keep = math.floor(tonumber(max_count) or 50000)
-      local n = redis.call('zcard', key)
-      if n > keep then
-        local last = n - keep - 1
-        last = string.format('%d', last)
-        local extra = redis.call('zrange', key, '0', last)
-        for i = 1, #extra do Qless.Job.forget(extra[i]) end
-        redis.call('zremrangebyrank', key, '0', last)
+      local queue = f[3] or ''
+      local cfg = redis.call('hmget', Qless.P .. 'config', queue .. '-heartbeat', 'heartbeat')
+      local hb = cfg[1] and tonumber(cfg[1]) or cfg[2] and tonumber(cfg[2]) or 60
+      -- The expiry text as pop writes it (see there): usually the integer part of
+      -- now + hb and now's own fraction, else Qless.numarg inline (building the method
+      -- costs more than its body).
+      local eargs, expires
+      local x = Qless.NOWX
+      if x and hb >= 0 and hb % 1 == 0 then
+        expires = now - now % 1 + hb
+        local whole = string.format('%d', expires)
+        if #whole + #x <= (x == '' and 14 or 15) then eargs = whole .. x end
       end
-    end
-
-  elseif name == 'release' then
-    -- On the final completion of jid: each dependent with no dependency left moves from
-    -- its queue's -depends to -scheduled (if a delay is pending) or -work.
-    return function(now, jid)
-      local key = Qless.P .. 'j:' .. jid .. '-dependents'
-      local list = redis.call('smembers', key)
-      if #list == 0 then return end
-      -- In jid order, not the set's (seed-dependent) order: the same on every server.
-      if #list > 1 then table.sort(list) end
-      for i = 1, #list do
-        local d = list[i]
-        local dkey = Qless.P .. 'j:' .. d
-        redis.call('srem', dkey .. '-dependencies', jid)
-        if redis.call('scard', dkey .. '-dependencies') == 0 then
-          local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority')
-          local q = f[1]
-          if q and q ~= '' then
-            local qkey = Qless.P .. 'q:' .. q
-            redis.call('zrem', qkey .. '-depends', d)
-            if f[2] then
-              redis.call('zadd', qkey .. '-scheduled', f[2], d)
-              Qless.due(q, f[2])
-              redis.call('hset', dkey, 'state', 'scheduled')
-              redis.call('hdel', dkey, 'scheduled')
-            else
-              local score = (tonumber(f[3]) or 0) - now / 10000000000
-              redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
-              redis.call('hset', dkey, 'state', 'waiting')
-              Qless.available(q, 1)
-            end
-          end
+      if not eargs then
+        expires = now + hb
+        if expires == math.floor(expires) and expires > -1e15 and expires < 1e15 then
+          eargs = string.format('%d', expires)
+        else
+          eargs = string.format('%.17g', expires)
         end
+        expires = math.floor(expires)
       end
-      redis.call('del', key)
+      -- (`worker` is not rewritten: it was just checked to be this worker.)
+      if data then
+        redis.call('hset', key, 'expires', eargs, 'data', data)
+      else
+        redis.call('hset', key, 'expires', eargs)
+      end
+      -- Fix of quirk 6: a heartbeat answers the grace notice, so a later expiry warns again.
+      if f[4] then redis.call('hdel', key, 'grace') end
+      redis.call('zadd', Qless.P .. 'w:' .. worker .. ':jobs', eargs, jid)
+      redis.call('zadd', Qless.P .. 'workers', Qless.NOWS, worker)
+      redis.call('zadd', Qless.P .. 'q:' .. queue .. '-locks', eargs, jid)
+      -- The expiry rounded down (an expiry is never negative: truncation and floor agree).
+      return expires
     end
 
   elseif name == 'complete' then
@@ -194,6 +177,76 @@ function job_factory(name)
       Qless.Job.purge(now, cfg[2], cfg[3])
       if linked then Qless.Job.release(now, jid) end
       return 'complete'
+    end
+
+  elseif name == 'forget' then
+    -- Deletes a completed job for good (purge): its tag index entries, hash and history.
+    -- Its dependency sets and tracking entry stay (spec 6.8).
+    return function(jid)
+      local key = Qless.P .. 'j:' .. jid
+      Qless.tags_unindex(jid, Qless.stored_tags(redis.call('hget', key, 'tags')))
+      redis.call('del', key, key .. '-history')
+    end
+
+  elseif name == 'purge' then
+    -- Purges ql:completed: first by age (jobs-history seconds), then by count
+    -- (jobs-history-count). Two cheap calls when nothing is due: the oldest entry's
+    -- score, and the count.
+    return function(now, max_age, max_count)
+      local key = Qless.P .. 'completed'
+      local cutoff = now - (tonumber(max_age) or 604800)
+      local oldest = redis.call('zrange', key, '0', '0', 'WITHSCORES')
+      if oldest[2] and tonumber(oldest[2]) <= cutoff then
+        local cut = Qless.numarg(cutoff)
+        local old = redis.call('zrangebyscore', key, '-inf', cut)
+        for i = 1, #old do Qless.Job.forget(old[i]) end
+        redis.call('zremrangebyscore', key, '-inf', cut)
+      end
+      local keep = math.floor(tonumber(max_count) or 50000)
+      local n = redis.call('zcard', key)
+      if n > keep then
+        local last = n - keep - 1
+        last = string.format('%d', last)
+        local extra = redis.call('zrange', key, '0', last)
+        for i = 1, #extra do Qless.Job.forget(extra[i]) end
+        redis.call('zremrangebyrank', key, '0', last)
+      end
+    end
+
+  elseif name == 'release' then
+    -- On the final completion of jid: each dependent with no dependency left moves from
+    -- its queue's -depends to -scheduled (if a delay is pending) or -work.
+    return function(now, jid)
+      local key = Qless.P .. 'j:' .. jid .. '-dependents'
+      local list = redis.call('smembers', key)
+      if #list == 0 then return end
+      -- In jid order, not the set's (seed-dependent) order: the same on every server.
+      if #list > 1 then table.sort(list) end
+      for i = 1, #list do
+        local d = list[i]
+        local dkey = Qless.P .. 'j:' .. d
+        redis.call('srem', dkey .. '-dependencies', jid)
+        if redis.call('scard', dkey .. '-dependencies') == 0 then
+          local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority')
+          local q = f[1]
+          if q and q ~= '' then
+            local qkey = Qless.P .. 'q:' .. q
+            redis.call('zrem', qkey .. '-depends', d)
+            if f[2] then
+              redis.call('zadd', qkey .. '-scheduled', f[2], d)
+              Qless.due(q, f[2])
+              redis.call('hset', dkey, 'state', 'scheduled')
+              redis.call('hdel', dkey, 'scheduled')
+            else
+              local score = (tonumber(f[3]) or 0) - now / 10000000000
+              redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
+              redis.call('hset', dkey, 'state', 'waiting')
+              Qless.available(q, 1)
+            end
+          end
+        end
+      end
+      redis.call('del', key)
     end
 
   elseif name == 'fail' then
@@ -318,57 +371,6 @@ function job_factory(name)
         end
       end
       return math.floor(remaining)
-    end
-
-  elseif name == 'heartbeat' then
-    -- heartbeat(now, jid, worker, [data]) -> new expiry (integer)
-    return function(now, jid, worker, data)
-      local key = Qless.P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace')
-      local state = f[1]
-      if not state then
-        Qless.raise('QL_NOTFOUND', 'Heartbeat', 'Job ' .. jid .. ' does not exist')
-      elseif state ~= 'running' then
-        Qless.raise('QL_STATE', 'Heartbeat', 'Job ' .. jid .. ' not currently running: ' .. state)
-      elseif f[2] ~= worker then
-        Qless.raise('QL_WORKER', 'Heartbeat', 'Job ' .. jid .. ' given out to another worker: ' ..
-          tostring(f[2]))
-      end
-      local queue = f[3] or ''
-      local cfg = redis.call('hmget', Qless.P .. 'config', queue .. '-heartbeat', 'heartbeat')
-      local hb = cfg[1] and tonumber(cfg[1]) or cfg[2] and tonumber(cfg[2]) or 60
-      -- The expiry text as pop writes it (see there): usually the integer part of
-      -- now + hb and now's own fraction, else Qless.numarg inline (building the method
-      -- costs more than its body).
-      local eargs, expires
-      local x = Qless.NOWX
-      if x and hb >= 0 and hb % 1 == 0 then
-        expires = now - now % 1 + hb
-        local whole = string.format('%d', expires)
-        if #whole + #x <= (x == '' and 14 or 15) then eargs = whole .. x end
-      end
-      if not eargs then
-        expires = now + hb
-        if expires == math.floor(expires) and expires > -1e15 and expires < 1e15 then
-          eargs = string.format('%d', expires)
-        else
-          eargs = string.format('%.17g', expires)
-        end
-        expires = math.floor(expires)
-      end
-      -- (`worker` is not rewritten: it was just checked to be this worker.)
-      if data then
-        redis.call('hset', key, 'expires', eargs, 'data', data)
-      else
-        redis.call('hset', key, 'expires', eargs)
-      end
-      -- Fix of quirk 6: a heartbeat answers the grace notice, so a later expiry warns again.
-      if f[4] then redis.call('hdel', key, 'grace') end
-      redis.call('zadd', Qless.P .. 'w:' .. worker .. ':jobs', eargs, jid)
-      redis.call('zadd', Qless.P .. 'workers', Qless.NOWS, worker)
-      redis.call('zadd', Qless.P .. 'q:' .. queue .. '-locks', eargs, jid)
-      -- The expiry rounded down (an expiry is never negative: truncation and floor agree).
-      return expires
     end
 
   elseif name == 'cancel' then

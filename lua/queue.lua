@@ -7,308 +7,9 @@
 
 -- The methods of Qless.Queue, made on first use (see base.lua).
 function queue_factory(name)
-  if name == 'check_scheduled' then
-    -- Moves up to `limit` due jobs of -scheduled into -work (state waiting) and
-    -- announces them. Returns how many moved. (Pop promotes by itself, without the
-    -- announcement: it leases as many jobs as it promotes.)
-    return function(now, queue, limit)
-      if limit <= 0 then return 0 end
-      local jids = redis.call('zrangebyscore', Qless.P .. 'q:' .. queue .. '-scheduled', '0', Qless.NOWS,
-        'LIMIT', '0', string.format('%d', limit))
-      if #jids > 0 then
-        Qless.Queue.promote(now, queue, jids)
-        Qless.available(queue, #jids)
-      end
-      return #jids
-    end
-
-  elseif name == 'promote' then
-    -- Moves the given due jobs from -scheduled to -work (spec 6.2), with their stored
-    -- priority and the current time.
-    return function(now, queue, jids)
-      local qkey = Qless.P .. 'q:' .. queue
-      local scores = {}
-      local t = now / 10000000000
-      for i = 1, #jids do
-        local key = Qless.P .. 'j:' .. jids[i]
-        local priority = tonumber(redis.call('hget', key, 'priority')) or 0
-        scores[#scores + 1] = string.format('%.17g', priority - t)
-        scores[#scores + 1] = jids[i]
-        redis.call('hset', key, 'state', 'waiting')
-      end
-      Qless.batch('zadd', qkey .. '-work', scores)
-      Qless.batch('zrem', qkey .. '-scheduled', jids)
-    end
-
-  elseif name == 'lock_notice' then
-    -- The notice half of lock expiry (spec 6.4 step 3): tell the worker, give it `grace`
-    -- more seconds, count a retry in the stats. The job is not handed out.
-    return function(now, queue, jid, key, worker, grace, cap)
-      if redis.call('zscore', Qless.P .. 'tracked', jid) then
-        redis.call(Qless.PUBLISH, Qless.P .. 'stalled', jid)
-      end
-      Qless.history_push(jid, '[' .. Qless.NOWF .. ',"timed-out"]', cap)
-      redis.call('hset', key, 'grace', '1')
-      local event = Qless.lock_lost_event(jid, worker)
-      redis.call(Qless.PUBLISH, Qless.P .. 'w:' .. worker, event)
-      redis.call(Qless.PUBLISH, Qless.P .. 'log', event)
-      local expiry = Qless.numarg(now + grace)
-      redis.call('zadd', Qless.P .. 'q:' .. queue .. '-locks', expiry, jid)
-      Qless.due(queue, expiry)
-      redis.call('hincrby', Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries', '1')
-    end
-
-  elseif name == 'invalidate_locks' then
-    -- The given expired locks of `queue`, as pop sees them (spec 6.4): sends the grace
-    -- notice, hands over (appending to `handed` the jids the popping worker takes) or
-    -- fails the jobs whose retries are exhausted.
-    return function(now, queue, jids, grace, cap, handed)
-      local qkey = Qless.P .. 'q:' .. queue
-      for i = 1, #jids do
-        local jid = jids[i]
-        local key = Qless.P .. 'j:' .. jid
-        local f = redis.call('hmget', key, 'jid', 'worker', 'grace', 'queue')
-        if not f[1] then
-          redis.call('zrem', qkey .. '-locks', jid)   -- the lock of a job that is gone
-        else
-          local worker = f[2] or ''
-          redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
-          local noticed = tonumber(f[3]) == 1
-          if not noticed or grace <= 0 then
-            Qless.Queue.lock_notice(now, queue, jid, key, worker, grace, cap)
-          end
-          if noticed or grace <= 0 then
-            redis.call('hdel', key, 'grace')
-            local remaining = tonumber(redis.call('hincrby', key, 'remaining', '-1'))
-            if remaining >= 0 then
-              -- (extra.lua) With a backoff the job is scheduled for later instead.
-              if not Qless.Extra.lock_backoff(now, queue, jid) then
-                handed[#handed + 1] = jid
-              end
-            else
-              local jq = f[4] or ''
-              local jqkey = Qless.P .. 'q:' .. jq
-              redis.call('zrem', jqkey .. '-work', jid)
-              redis.call('zrem', jqkey .. '-locks', jid)
-              redis.call('zrem', jqkey .. '-scheduled', jid)
-              local throttles = redis.call('hget', key, 'throttles')   -- (throttle.lua)
-              if throttles then Qless.Throttle.release(now, jid, throttles, jq) end
-              local group = 'failed-retries-' .. jq
-              local egroup = cjson.encode(group)
-              local message = cjson.encode('Job exhausted retries in queue "' .. jq .. '"')
-              Qless.history_push(jid, '[' .. Qless.NOWF .. ',"failed",{"group":' .. egroup ..
-                '}]', cap)
-              redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '',
-                'failure', '{"group":' .. egroup .. ',"message":' .. message .. ',"when":' ..
-                Qless.num(now) .. ',"worker":""}')
-              redis.call('sadd', Qless.P .. 'failures', group)
-              redis.call('lpush', Qless.P .. 'f:' .. group, jid)
-              if redis.call('zscore', Qless.P .. 'tracked', jid) then
-                redis.call(Qless.PUBLISH, Qless.P .. 'failed', jid)
-              end
-              redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"message":' .. message .. ',"jid":' ..
-                cjson.encode(jid) .. ',"group":' .. egroup ..
-                ',"event":"failed","worker":' .. cjson.encode(worker) .. '}')
-              local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
-              redis.call('hincrby', skey, 'failures', '1')
-              redis.call('hincrby', skey, 'failed', '1')
-            end
-          end
-        end
-      end
-    end
-
-  elseif name == 'check_recurring' then
-    -- Spawns the due recurring children of `queue`, at most `limit` (recurring.lua),
-    -- and announces them. Returns how many were spawned and whether everything due
-    -- was handled. (Pop spawns by itself, without the announcement, as it promotes.)
-    return function(now, queue, limit, cap)
-      if limit <= 0 then return 0, false end
-      local due = redis.call('zrangebyscore', Qless.P .. 'q:' .. queue .. '-recur', '0', Qless.NOWS,
-        'WITHSCORES', 'LIMIT', '0', string.format('%d', limit))
-      if #due == 0 then return 0, true end
-      local spawned, all = Qless.Recurring.spawn(now, queue, due, limit, cap)
-      if spawned > 0 then Qless.available(queue, spawned) end
-      return spawned, all
-    end
-
-  elseif name == 'put' then
-    -- put(now, worker, queue, jid, klass, data, delay, priority?, tags?, retries?, depends?)
-    -- -> jid. Options not given are nil (inherited from an existing job, else defaults).
-    return function(now, worker, queue, jid, klass, data, delay, priority, tags, retries,
-                    depends)
-      local key = Qless.P .. 'j:' .. jid
-      -- Most puts create a job: a cheap EXISTS first spares them the 8-field HMGET.
-      local old = {}
-      if redis.call('exists', key) == 1 then
-        old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
-          'retries', 'tags', 'failure', 'history', 'throttles')
-      end
-      local exists = old[1]
-      local ostate, oqueue, oworker = old[2], old[3], old[4]
-      -- Numbers are passed to Redis as strings (see base.lua): the stored text when
-      -- inherited, else the option rendered once.
-      local parg, rarg
-      if priority then
-        parg = string.format('%.17g', priority)
-      else
-        parg = old[5] or '0'
-        priority = tonumber(parg) or 0
-      end
-      if retries then rarg = string.format('%.17g', retries) else rarg = old[6] or '5' end
-      local otags = exists and Qless.stored_tags(old[7]) or {}
-      tags = tags or otags
-      -- Reads first: which listed dependencies can be linked, and old links to drop.
-      local link, unlink
-      if depends and #depends > 0 then
-        link = Qless.dependable(jid, depends, 'Put')
-        local wanted = {}
-        for i = 1, #depends do wanted[depends[i]] = true end
-        local current = redis.call('smembers', key .. '-dependencies')
-        for i = 1, #current do
-          if not wanted[current[i]] then
-            unlink = unlink or {}
-            unlink[#unlink + 1] = current[i]
-          end
-        end
-      end
-
-      -- 1. Old tags leave the index (tags the put keeps only get a new score, below).
-      if #otags > 0 then
-        local keep = {}
-        for i = 1, #tags do keep[tags[i]] = true end
-        local gone = {}
-        for i = 1, #otags do
-          if not keep[otags[i]] then gone[#gone + 1] = otags[i] end
-        end
-        Qless.tags_unindex(jid, gone)
-      end
-      -- 2. Dependencies no longer listed are unlinked.
-      if unlink then
-        for i = 1, #unlink do
-          redis.call('srem', Qless.P .. 'j:' .. unlink[i] .. '-dependents', jid)
-          redis.call('srem', key .. '-dependencies', unlink[i])
-        end
-      end
-      -- 3, 4. Event and history.
-      local equeue = cjson.encode(queue)
-      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"jid":' .. cjson.encode(jid) ..
-        ',"event":"put","queue":' .. equeue .. '}')
-      -- (The cap only matters once there are two entries: skip reading it before.)
-      -- A new job in a namespace keeps its one entry in the hash, in the legacy field
-      -- form (compact history, see history_legacy): ~200 bytes less than a list of its
-      -- own. The plain `ql:` prefix, which stock qless clients share, keeps the spec's
-      -- list from the first entry: a client whose script skips the legacy conversion
-      -- (the spec allows it) must still see every job's history.
-      local compact
-      if exists or Qless.P == 'ql:' then
-        if exists and old[9] then Qless.history_legacy(jid, old[9]) end
-        local hkey = key .. '-history'
-        local hlen = redis.call('rpush', hkey, '[' .. Qless.NOWF .. ',"put",{"q":' .. equeue .. '}]')
-        if hlen > 1 then
-          local cap = tonumber(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
-          cap = math.floor(cap or 100)
-          if cap > 0 and hlen > cap then Qless.history_trim(hkey, hlen, cap) end
-        end
-      else
-        compact = '[{"q":' .. equeue .. ',"put":' .. Qless.NOWF .. '}]'
-      end
-      if exists then
-        -- 5. Out of the old queue.
-        if oqueue and oqueue ~= '' then
-          local okey = Qless.P .. 'q:' .. oqueue
-          redis.call('zrem', okey .. '-work', jid)
-          redis.call('zrem', okey .. '-locks', jid)
-          redis.call('zrem', okey .. '-depends', jid)
-          redis.call('zrem', okey .. '-scheduled', jid)
-        end
-        -- 6. Away from its worker; a different worker hears that it lost the job.
-        if oworker and oworker ~= '' then
-          redis.call('zrem', Qless.P .. 'w:' .. oworker .. ':jobs', jid)
-          if ostate == 'running' and oqueue and oqueue ~= '' then
-            Qless.slot_freed(oqueue, redis.call('hget', Qless.P .. 'config', oqueue .. '-max-concurrency'))
-          end
-          if oworker ~= worker then
-            local event = Qless.lock_lost_event(jid, oworker)
-            redis.call(Qless.PUBLISH, Qless.P .. 'w:' .. oworker, event)
-            redis.call(Qless.PUBLISH, Qless.P .. 'log', event)
-          end
-        end
-        -- 7. No longer complete.
-        if ostate == 'complete' then redis.call('zrem', Qless.P .. 'completed', jid) end
-        -- (throttle.lua) Its throttle slots, or its wait for one, end.
-        if old[10] then Qless.Throttle.release(now, jid, old[10], oqueue) end
-      end
-      -- 8. Tags into the index, score now (the counter moves only for new ones).
-      if #tags > 0 then
-        local had = {}
-        for i = 1, #otags do had[otags[i]] = true end
-        for i = 1, #tags do
-          local t = tags[i]
-          redis.call('zadd', Qless.P .. 't:' .. t, Qless.NOWS, jid)
-          if not had[t] then redis.call('zincrby', Qless.P .. 'tags', '1', t) end
-        end
-      end
-      -- 9. No longer failed (fix of quirk 7: the gauge of the queue it failed in).
-      if ostate == 'failed' then Qless.failure_forget(jid, old[8], oqueue) end
-      -- 10, 11. Link dependencies, place the job, write its hash.
-      local ndeps = 0
-      if link then
-        Qless.dependencies_link(jid, link)
-        ndeps = redis.call('scard', key .. '-dependencies')
-      elseif exists then
-        ndeps = redis.call('scard', key .. '-dependencies')
-      end
-      local qkey = Qless.P .. 'q:' .. queue
-      local state
-      if ndeps > 0 then
-        state = 'depends'
-        redis.call('zadd', qkey .. '-depends', Qless.NOWS, jid)
-        if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
-      elseif delay > 0 then
-        state = 'scheduled'
-        local at = Qless.numarg(now + delay)
-        redis.call('zadd', qkey .. '-scheduled', at, jid)
-        Qless.due(queue, at)
-      else
-        state = 'waiting'
-        redis.call('zadd', qkey .. '-work', string.format('%.17g', priority - now / 10000000000),
-          jid)
-        -- Qless.available(queue, 1), inline: building that method would cost more.
-        local a = Qless.AVAILABLE
-        if not a then
-          a = {}
-          Qless.AVAILABLE = a
-        end
-        local c = a[queue]
-        if c then
-          a[queue] = c + 1
-        else
-          a[queue] = 1
-          a[#a + 1] = queue
-        end
-      end
-      local etags = '{}'
-      if #tags > 0 then etags = cjson.encode(tags) end
-      Qless.NOWT = Qless.NOWT or string.format('%.20f', now)
-      if compact then
-        redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
-          'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
-          'retries', rarg, 'remaining', rarg, 'time', Qless.NOWT, 'history', compact)
-      else
-        redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
-          'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
-          'retries', rarg, 'remaining', rarg, 'time', Qless.NOWT)
-      end
-      -- 12, 13. Register the queue; tell trackers.
-      redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, queue)
-      if redis.call('zscore', Qless.P .. 'tracked', jid) then
-        redis.call(Qless.PUBLISH, Qless.P .. 'put', jid)
-      end
-      return jid
-    end
-
-  elseif name == 'pop' then
+  -- (The hottest commands come first: a method is found by walking this chain of
+  -- comparisons the first time a call uses it.)
+  if name == 'pop' then
     -- Leases jobs to worker W from a list of (queue, max) pairs, at most `total` in all,
     -- each pair with the semantics of pop (spec 6.5); pop is the one-pair case. A queue
     -- that gave fewer jobs than asked is not asked again in the same call, and its upkeep
@@ -593,6 +294,307 @@ function queue_factory(name)
       end
       buf[#buf + 1] = ']'
       return table.concat(buf)
+    end
+
+  elseif name == 'put' then
+    -- put(now, worker, queue, jid, klass, data, delay, priority?, tags?, retries?, depends?)
+    -- -> jid. Options not given are nil (inherited from an existing job, else defaults).
+    return function(now, worker, queue, jid, klass, data, delay, priority, tags, retries,
+                    depends)
+      local key = Qless.P .. 'j:' .. jid
+      -- Most puts create a job: a cheap EXISTS first spares them the 8-field HMGET.
+      local old = {}
+      if redis.call('exists', key) == 1 then
+        old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
+          'retries', 'tags', 'failure', 'history', 'throttles')
+      end
+      local exists = old[1]
+      local ostate, oqueue, oworker = old[2], old[3], old[4]
+      -- Numbers are passed to Redis as strings (see base.lua): the stored text when
+      -- inherited, else the option rendered once.
+      local parg, rarg
+      if priority then
+        parg = string.format('%.17g', priority)
+      else
+        parg = old[5] or '0'
+        priority = tonumber(parg) or 0
+      end
+      if retries then rarg = string.format('%.17g', retries) else rarg = old[6] or '5' end
+      local otags = exists and Qless.stored_tags(old[7]) or {}
+      tags = tags or otags
+      -- Reads first: which listed dependencies can be linked, and old links to drop.
+      local link, unlink
+      if depends and #depends > 0 then
+        link = Qless.dependable(jid, depends, 'Put')
+        local wanted = {}
+        for i = 1, #depends do wanted[depends[i]] = true end
+        local current = redis.call('smembers', key .. '-dependencies')
+        for i = 1, #current do
+          if not wanted[current[i]] then
+            unlink = unlink or {}
+            unlink[#unlink + 1] = current[i]
+          end
+        end
+      end
+
+      -- 1. Old tags leave the index (tags the put keeps only get a new score, below).
+      if #otags > 0 then
+        local keep = {}
+        for i = 1, #tags do keep[tags[i]] = true end
+        local gone = {}
+        for i = 1, #otags do
+          if not keep[otags[i]] then gone[#gone + 1] = otags[i] end
+        end
+        Qless.tags_unindex(jid, gone)
+      end
+      -- 2. Dependencies no longer listed are unlinked.
+      if unlink then
+        for i = 1, #unlink do
+          redis.call('srem', Qless.P .. 'j:' .. unlink[i] .. '-dependents', jid)
+          redis.call('srem', key .. '-dependencies', unlink[i])
+        end
+      end
+      -- 3, 4. Event and history.
+      local equeue = cjson.encode(queue)
+      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"jid":' .. cjson.encode(jid) ..
+        ',"event":"put","queue":' .. equeue .. '}')
+      -- (The cap only matters once there are two entries: skip reading it before.)
+      -- A new job in a namespace keeps its one entry in the hash, in the legacy field
+      -- form (compact history, see history_legacy): ~200 bytes less than a list of its
+      -- own. The plain `ql:` prefix, which stock qless clients share, keeps the spec's
+      -- list from the first entry: a client whose script skips the legacy conversion
+      -- (the spec allows it) must still see every job's history.
+      local compact
+      if exists or Qless.P == 'ql:' then
+        if exists and old[9] then Qless.history_legacy(jid, old[9]) end
+        local hkey = key .. '-history'
+        local hlen = redis.call('rpush', hkey, '[' .. Qless.NOWF .. ',"put",{"q":' .. equeue .. '}]')
+        if hlen > 1 then
+          local cap = tonumber(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
+          cap = math.floor(cap or 100)
+          if cap > 0 and hlen > cap then Qless.history_trim(hkey, hlen, cap) end
+        end
+      else
+        compact = '[{"q":' .. equeue .. ',"put":' .. Qless.NOWF .. '}]'
+      end
+      if exists then
+        -- 5. Out of the old queue.
+        if oqueue and oqueue ~= '' then
+          local okey = Qless.P .. 'q:' .. oqueue
+          redis.call('zrem', okey .. '-work', jid)
+          redis.call('zrem', okey .. '-locks', jid)
+          redis.call('zrem', okey .. '-depends', jid)
+          redis.call('zrem', okey .. '-scheduled', jid)
+        end
+        -- 6. Away from its worker; a different worker hears that it lost the job.
+        if oworker and oworker ~= '' then
+          redis.call('zrem', Qless.P .. 'w:' .. oworker .. ':jobs', jid)
+          if ostate == 'running' and oqueue and oqueue ~= '' then
+            Qless.slot_freed(oqueue, redis.call('hget', Qless.P .. 'config', oqueue .. '-max-concurrency'))
+          end
+          if oworker ~= worker then
+            local event = Qless.lock_lost_event(jid, oworker)
+            redis.call(Qless.PUBLISH, Qless.P .. 'w:' .. oworker, event)
+            redis.call(Qless.PUBLISH, Qless.P .. 'log', event)
+          end
+        end
+        -- 7. No longer complete.
+        if ostate == 'complete' then redis.call('zrem', Qless.P .. 'completed', jid) end
+        -- (throttle.lua) Its throttle slots, or its wait for one, end.
+        if old[10] then Qless.Throttle.release(now, jid, old[10], oqueue) end
+      end
+      -- 8. Tags into the index, score now (the counter moves only for new ones).
+      if #tags > 0 then
+        local had = {}
+        for i = 1, #otags do had[otags[i]] = true end
+        for i = 1, #tags do
+          local t = tags[i]
+          redis.call('zadd', Qless.P .. 't:' .. t, Qless.NOWS, jid)
+          if not had[t] then redis.call('zincrby', Qless.P .. 'tags', '1', t) end
+        end
+      end
+      -- 9. No longer failed (fix of quirk 7: the gauge of the queue it failed in).
+      if ostate == 'failed' then Qless.failure_forget(jid, old[8], oqueue) end
+      -- 10, 11. Link dependencies, place the job, write its hash.
+      local ndeps = 0
+      if link then
+        Qless.dependencies_link(jid, link)
+        ndeps = redis.call('scard', key .. '-dependencies')
+      elseif exists then
+        ndeps = redis.call('scard', key .. '-dependencies')
+      end
+      local qkey = Qless.P .. 'q:' .. queue
+      local state
+      if ndeps > 0 then
+        state = 'depends'
+        redis.call('zadd', qkey .. '-depends', Qless.NOWS, jid)
+        if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
+      elseif delay > 0 then
+        state = 'scheduled'
+        local at = Qless.numarg(now + delay)
+        redis.call('zadd', qkey .. '-scheduled', at, jid)
+        Qless.due(queue, at)
+      else
+        state = 'waiting'
+        redis.call('zadd', qkey .. '-work', string.format('%.17g', priority - now / 10000000000),
+          jid)
+        -- Qless.available(queue, 1), inline: building that method would cost more.
+        local a = Qless.AVAILABLE
+        if not a then
+          a = {}
+          Qless.AVAILABLE = a
+        end
+        local c = a[queue]
+        if c then
+          a[queue] = c + 1
+        else
+          a[queue] = 1
+          a[#a + 1] = queue
+        end
+      end
+      local etags = '{}'
+      if #tags > 0 then etags = cjson.encode(tags) end
+      Qless.NOWT = Qless.NOWT or string.format('%.20f', now)
+      if compact then
+        redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
+          'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
+          'retries', rarg, 'remaining', rarg, 'time', Qless.NOWT, 'history', compact)
+      else
+        redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', parg,
+          'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
+          'retries', rarg, 'remaining', rarg, 'time', Qless.NOWT)
+      end
+      -- 12, 13. Register the queue; tell trackers.
+      redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, queue)
+      if redis.call('zscore', Qless.P .. 'tracked', jid) then
+        redis.call(Qless.PUBLISH, Qless.P .. 'put', jid)
+      end
+      return jid
+    end
+
+  elseif name == 'check_scheduled' then
+    -- Moves up to `limit` due jobs of -scheduled into -work (state waiting) and
+    -- announces them. Returns how many moved. (Pop promotes by itself, without the
+    -- announcement: it leases as many jobs as it promotes.)
+    return function(now, queue, limit)
+      if limit <= 0 then return 0 end
+      local jids = redis.call('zrangebyscore', Qless.P .. 'q:' .. queue .. '-scheduled', '0', Qless.NOWS,
+        'LIMIT', '0', string.format('%d', limit))
+      if #jids > 0 then
+        Qless.Queue.promote(now, queue, jids)
+        Qless.available(queue, #jids)
+      end
+      return #jids
+    end
+
+  elseif name == 'promote' then
+    -- Moves the given due jobs from -scheduled to -work (spec 6.2), with their stored
+    -- priority and the current time.
+    return function(now, queue, jids)
+      local qkey = Qless.P .. 'q:' .. queue
+      local scores = {}
+      local t = now / 10000000000
+      for i = 1, #jids do
+        local key = Qless.P .. 'j:' .. jids[i]
+        local priority = tonumber(redis.call('hget', key, 'priority')) or 0
+        scores[#scores + 1] = string.format('%.17g', priority - t)
+        scores[#scores + 1] = jids[i]
+        redis.call('hset', key, 'state', 'waiting')
+      end
+      Qless.batch('zadd', qkey .. '-work', scores)
+      Qless.batch('zrem', qkey .. '-scheduled', jids)
+    end
+
+  elseif name == 'lock_notice' then
+    -- The notice half of lock expiry (spec 6.4 step 3): tell the worker, give it `grace`
+    -- more seconds, count a retry in the stats. The job is not handed out.
+    return function(now, queue, jid, key, worker, grace, cap)
+      if redis.call('zscore', Qless.P .. 'tracked', jid) then
+        redis.call(Qless.PUBLISH, Qless.P .. 'stalled', jid)
+      end
+      Qless.history_push(jid, '[' .. Qless.NOWF .. ',"timed-out"]', cap)
+      redis.call('hset', key, 'grace', '1')
+      local event = Qless.lock_lost_event(jid, worker)
+      redis.call(Qless.PUBLISH, Qless.P .. 'w:' .. worker, event)
+      redis.call(Qless.PUBLISH, Qless.P .. 'log', event)
+      local expiry = Qless.numarg(now + grace)
+      redis.call('zadd', Qless.P .. 'q:' .. queue .. '-locks', expiry, jid)
+      Qless.due(queue, expiry)
+      redis.call('hincrby', Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries', '1')
+    end
+
+  elseif name == 'invalidate_locks' then
+    -- The given expired locks of `queue`, as pop sees them (spec 6.4): sends the grace
+    -- notice, hands over (appending to `handed` the jids the popping worker takes) or
+    -- fails the jobs whose retries are exhausted.
+    return function(now, queue, jids, grace, cap, handed)
+      local qkey = Qless.P .. 'q:' .. queue
+      for i = 1, #jids do
+        local jid = jids[i]
+        local key = Qless.P .. 'j:' .. jid
+        local f = redis.call('hmget', key, 'jid', 'worker', 'grace', 'queue')
+        if not f[1] then
+          redis.call('zrem', qkey .. '-locks', jid)   -- the lock of a job that is gone
+        else
+          local worker = f[2] or ''
+          redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
+          local noticed = tonumber(f[3]) == 1
+          if not noticed or grace <= 0 then
+            Qless.Queue.lock_notice(now, queue, jid, key, worker, grace, cap)
+          end
+          if noticed or grace <= 0 then
+            redis.call('hdel', key, 'grace')
+            local remaining = tonumber(redis.call('hincrby', key, 'remaining', '-1'))
+            if remaining >= 0 then
+              -- (extra.lua) With a backoff the job is scheduled for later instead.
+              if not Qless.Extra.lock_backoff(now, queue, jid) then
+                handed[#handed + 1] = jid
+              end
+            else
+              local jq = f[4] or ''
+              local jqkey = Qless.P .. 'q:' .. jq
+              redis.call('zrem', jqkey .. '-work', jid)
+              redis.call('zrem', jqkey .. '-locks', jid)
+              redis.call('zrem', jqkey .. '-scheduled', jid)
+              local throttles = redis.call('hget', key, 'throttles')   -- (throttle.lua)
+              if throttles then Qless.Throttle.release(now, jid, throttles, jq) end
+              local group = 'failed-retries-' .. jq
+              local egroup = cjson.encode(group)
+              local message = cjson.encode('Job exhausted retries in queue "' .. jq .. '"')
+              Qless.history_push(jid, '[' .. Qless.NOWF .. ',"failed",{"group":' .. egroup ..
+                '}]', cap)
+              redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '',
+                'failure', '{"group":' .. egroup .. ',"message":' .. message .. ',"when":' ..
+                Qless.num(now) .. ',"worker":""}')
+              redis.call('sadd', Qless.P .. 'failures', group)
+              redis.call('lpush', Qless.P .. 'f:' .. group, jid)
+              if redis.call('zscore', Qless.P .. 'tracked', jid) then
+                redis.call(Qless.PUBLISH, Qless.P .. 'failed', jid)
+              end
+              redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"message":' .. message .. ',"jid":' ..
+                cjson.encode(jid) .. ',"group":' .. egroup ..
+                ',"event":"failed","worker":' .. cjson.encode(worker) .. '}')
+              local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
+              redis.call('hincrby', skey, 'failures', '1')
+              redis.call('hincrby', skey, 'failed', '1')
+            end
+          end
+        end
+      end
+    end
+
+  elseif name == 'check_recurring' then
+    -- Spawns the due recurring children of `queue`, at most `limit` (recurring.lua),
+    -- and announces them. Returns how many were spawned and whether everything due
+    -- was handled. (Pop spawns by itself, without the announcement, as it promotes.)
+    return function(now, queue, limit, cap)
+      if limit <= 0 then return 0, false end
+      local due = redis.call('zrangebyscore', Qless.P .. 'q:' .. queue .. '-recur', '0', Qless.NOWS,
+        'WITHSCORES', 'LIMIT', '0', string.format('%d', limit))
+      if #due == 0 then return 0, true end
+      local spawned, all = Qless.Recurring.spawn(now, queue, due, limit, cap)
+      if spawned > 0 then Qless.available(queue, spawned) end
+      return spawned, all
     end
 
   elseif name == 'peek' then
