@@ -12,7 +12,8 @@ function job_factory(name)
   if name == 'heartbeat' then
     -- heartbeat(now, jid, worker, [data]) -> new expiry (integer)
     return function(now, jid, worker, data)
-      local key = Qless.P .. 'j:' .. jid
+      local P = Qless.P
+      local key = P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace')
       local state = f[1]
       if not state then
@@ -24,7 +25,7 @@ function job_factory(name)
           tostring(f[2]))
       end
       local queue = f[3] or ''
-      local cfg = redis.call('hmget', Qless.P .. 'config', queue .. '-heartbeat', 'heartbeat')
+      local cfg = redis.call('hmget', P .. 'config', queue .. '-heartbeat', 'heartbeat')
       local hb = cfg[1] and tonumber(cfg[1]) or cfg[2] and tonumber(cfg[2]) or 60
       -- The expiry text as pop writes it (see there): usually the integer part of
       -- now + hb and now's own fraction, else Qless.numarg inline (building the method
@@ -53,9 +54,9 @@ function job_factory(name)
       end
       -- Fix of quirk 6: a heartbeat answers the grace notice, so a later expiry warns again.
       if f[4] then redis.call('hdel', key, 'grace') end
-      redis.call('zadd', Qless.P .. 'w:' .. worker .. ':jobs', eargs, jid)
-      redis.call('zadd', Qless.P .. 'workers', Qless.NOWS, worker)
-      redis.call('zadd', Qless.P .. 'q:' .. queue .. '-locks', eargs, jid)
+      redis.call('zadd', P .. 'w:' .. worker .. ':jobs', eargs, jid)
+      redis.call('zadd', P .. 'workers', Qless.NOWS, worker)
+      redis.call('zadd', P .. 'q:' .. queue .. '-locks', eargs, jid)
       -- The expiry rounded down (an expiry is never negative: truncation and floor agree).
       return expires
     end
