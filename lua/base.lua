@@ -41,7 +41,8 @@ local extra_factory, throttle_factory
 -- index 0; the first lookup of a method builds it and caches it in the table.
 local LAZY = { __index = function(self, name)
   local method = self[0](name)
-  rawset(self, name, method)
+  -- (A plain assignment: there is no __newindex, and rawset would be a C call.)
+  self[name] = method
   return method
 end }
 

@@ -105,7 +105,11 @@ function job_factory(name)
         if head then compact = head .. ',{"done":' .. when .. '}]' end
       end
       if not compact then
-        Qless.history_push(jid, '[' .. when .. ',"done"]', cap, f[6] or false)
+        -- Qless.history_push, inline (building the method costs more than its body).
+        if f[6] then Qless.history_legacy(jid, f[6]) end
+        local hkey = key .. '-history'
+        local n = redis.call('rpush', hkey, '[' .. when .. ',"done"]')
+        if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
       end
       -- A running job is only in -locks (pop takes it out of -work, and -scheduled jobs
       -- go through -work), so that is the one entry to remove.
@@ -175,7 +179,16 @@ function job_factory(name)
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       end
       redis.call('zadd', Qless.P .. 'completed', Qless.NOWS, jid)
-      Qless.Job.purge(now, cfg[2], cfg[3])
+      -- The purge of old completed jobs (spec 6.8). Its checks, here, cost two calls
+      -- when nothing is due: the oldest entry's score, and the count.
+      local ckey = Qless.P .. 'completed'
+      local cutoff = now - (cfg[2] and tonumber(cfg[2]) or 604800)
+      local keep = cfg[3] and math.floor(tonumber(cfg[3]) or 50000) or 50000
+      local oldest = redis.call('zrange', ckey, '0', '0', 'WITHSCORES')
+      local aged = oldest[2] and tonumber(oldest[2]) <= cutoff
+      if aged or redis.call('zcard', ckey) > keep then
+        Qless.Job.purge(cutoff, keep, aged)
+      end
       if linked then Qless.Job.release(now, jid) end
       return 'complete'
     end
@@ -190,20 +203,17 @@ function job_factory(name)
     end
 
   elseif name == 'purge' then
-    -- Purges ql:completed: first by age (jobs-history seconds), then by count
-    -- (jobs-history-count). Two cheap calls when nothing is due: the oldest entry's
-    -- score, and the count.
-    return function(now, max_age, max_count)
+    -- Purges ql:completed (complete found something due): with `aged`, the jobs
+    -- completed at or before `cutoff` (jobs-history seconds ago); then all but the
+    -- newest `keep` (jobs-history-count).
+    return function(cutoff, keep, aged)
       local key = Qless.P .. 'completed'
-      local cutoff = now - (tonumber(max_age) or 604800)
-      local oldest = redis.call('zrange', key, '0', '0', 'WITHSCORES')
-      if oldest[2] and tonumber(oldest[2]) <= cutoff then
+      if aged then
         local cut = Qless.numarg(cutoff)
         local old = redis.call('zrangebyscore', key, '-inf', cut)
         for i = 1, #old do Qless.Job.forget(old[i]) end
         redis.call('zremrangebyscore', key, '-inf', cut)
       end
-      local keep = math.floor(tonumber(max_count) or 50000)
       local n = redis.call('zcard', key)
       if n > keep then
         local last = n - keep - 1
