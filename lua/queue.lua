@@ -18,44 +18,58 @@ function queue_factory(name)
     -- code of the script. Returns the JSON array of the leased jobs ('{}' if none).
     return function(now, W, total, queues, maxes)
       local call, format, tonumber = redis.call, string.format, tonumber
+      local P = Qless.P
       -- One HMGET for the global options and each queue's own, one SMISMEMBER for pauses.
-      local distinct, index = {}, {}
-      local fields = { 'heartbeat', 'grace-period', 'max-job-history' }
-      for i = 1, #queues do
-        local q = queues[i]
-        if not index[q] then
-          distinct[#distinct + 1] = q
-          index[q] = #distinct
-          fields[#fields + 1] = q .. '-heartbeat'
-          fields[#fields + 1] = q .. '-max-concurrency'
-        end
-      end
-      local cfg = call('hmget', Qless.P .. 'config', unpack(fields))
-      local done = {}        -- per distinct queue: which upkeep is known to be done
       -- Usually no queue is paused, no throttle has limits and the queues have neither
       -- recurring templates nor scheduled jobs: one EXISTS of all those keys then
       -- answers for the SMISMEMBER of the pauses, the throttle check and each queue's
       -- EXISTS of -recur and -scheduled. (A lock taken over below may schedule its job
-      -- (backoff): that queue then looks at -scheduled again.)
-      local probe = { Qless.P .. 'paused_queues', Qless.P .. 'throttles' }
-      for i = 1, #distinct do
-        local qkey = Qless.P .. 'q:' .. distinct[i]
-        probe[#probe + 1] = qkey .. '-recur'
-        probe[#probe + 1] = qkey .. '-scheduled'
+      -- (backoff): that queue then looks at -scheduled again.) A single queue (pop) has
+      -- its lists built in one go, without growing tables.
+      local distinct, index, cfg, probed
+      local done = {}        -- per distinct queue: which upkeep is known to be done
+      local qkeys = {}       -- per distinct queue: P .. 'q:' .. queue
+      if #queues == 1 then
+        local q = queues[1]
+        local qkey = P .. 'q:' .. q
+        distinct, index, qkeys[1] = { q }, { [q] = 1 }, qkey
+        cfg = call('hmget', P .. 'config', 'heartbeat', 'grace-period', 'max-job-history',
+          q .. '-heartbeat', q .. '-max-concurrency')
+        probed = call('exists', P .. 'paused_queues', P .. 'throttles', qkey .. '-recur',
+          qkey .. '-scheduled')
+      else
+        distinct, index = {}, {}
+        local fields = { 'heartbeat', 'grace-period', 'max-job-history' }
+        local probe = { P .. 'paused_queues', P .. 'throttles' }
+        for i = 1, #queues do
+          local q = queues[i]
+          if not index[q] then
+            distinct[#distinct + 1] = q
+            index[q] = #distinct
+            fields[#fields + 1] = q .. '-heartbeat'
+            fields[#fields + 1] = q .. '-max-concurrency'
+            local qkey = P .. 'q:' .. q
+            qkeys[#distinct] = qkey
+            probe[#probe + 1] = qkey .. '-recur'
+            probe[#probe + 1] = qkey .. '-scheduled'
+          end
+        end
+        cfg = call('hmget', P .. 'config', unpack(fields))
+        probed = call('exists', unpack(probe))
       end
       local paused, throttles
-      if call('exists', unpack(probe)) == 0 then
+      if probed == 0 then
         paused, throttles = {}, false
         for i = 1, #distinct do done[i] = { recur = true, sched = true } end
       else
-        paused = call('smismember', Qless.P .. 'paused_queues', unpack(distinct))
+        paused = call('smismember', P .. 'paused_queues', unpack(distinct))
         local any = false
         for i = 1, #distinct do
           if paused[i] ~= 1 then any = true end
         end
         if not any then return '{}' end
       end
-      call('zadd', Qless.P .. 'workers', Qless.NOWS, W)
+      call('zadd', P .. 'workers', Qless.NOWS, W)
 
       local heartbeat = cfg[1] and tonumber(cfg[1]) or 60
       local grace = cfg[2] and tonumber(cfg[2]) or 10
@@ -83,8 +97,9 @@ function queue_factory(name)
           local asked = maxes[p]
           if asked > remaining then asked = remaining end
           local want = asked
-          local qkey = Qless.P .. 'q:' .. q
-          local maxc = tonumber(cfg[3 + 2 * k]) or 0
+          local qkey = qkeys[k]
+          local maxc = cfg[3 + 2 * k]
+          maxc = maxc and tonumber(maxc) or 0
           if maxc > 0 then
             local room = maxc - call('zcount', qkey .. '-locks', Qless.NOWS, '+inf')
             if room < 0 then room = 0 end
@@ -134,7 +149,7 @@ function queue_factory(name)
               for i = 1, #top, 2 do jids[#jids + 1] = top[i] end
               -- (throttle.lua) Only once some throttle has limits: jobs whose throttle
               -- is full wait apart and the next jobs take their place.
-              if throttles == nil then throttles = call('exists', Qless.P .. 'throttles') == 1 end
+              if throttles == nil then throttles = call('exists', P .. 'throttles') == 1 end
               if throttles and #top > 0 then
                 jids = Qless.Throttle.admit(now, q, qkey, jids, handed, top)
               end
@@ -170,7 +185,7 @@ function queue_factory(name)
             waits[k] = qwaits
             for i = 1, #jids do
               local jid = jids[i]
-              local key = Qless.P .. 'j:' .. jid
+              local key = P .. 'j:' .. jid
               -- Not read: state, worker and expires, which this pop sets (each field
               -- of an HMGET costs about as much as a small Redis call). `g` is laid out
               -- as job_fields' list for job_append (15: the expiry as JSON, 16: the
@@ -228,7 +243,7 @@ function queue_factory(name)
               Qless.batch('zadd', qkey .. '-locks', locks)
             end
             -- The sweeper visits the queue when its earliest lock expires.
-            if got > 0 then call('zadd', Qless.P .. 'due', 'LT', eargs, q) end
+            if got > 0 then call('zadd', P .. 'due', 'LT', eargs, q) end
             -- Jobs taken over from expired locks are not in -work, but are removed from it
             -- as any leased job is (ZPOPMAX removed the others).
             if handed > 0 then
@@ -249,9 +264,9 @@ function queue_factory(name)
       if n == 0 then return '{}' end
       local none = {}
       if n <= 500 then
-        call('zadd', Qless.P .. 'w:' .. W .. ':jobs', unpack(wjobs))
+        call('zadd', P .. 'w:' .. W .. ':jobs', unpack(wjobs))
       else
-        Qless.batch('zadd', Qless.P .. 'w:' .. W .. ':jobs', wjobs)
+        Qless.batch('zadd', P .. 'w:' .. W .. ':jobs', wjobs)
       end
       for k = 1, #distinct do
         if waits[k] and #waits[k] > 0 then Qless.stats_add('wait', now, distinct[k], waits[k]) end
@@ -261,14 +276,14 @@ function queue_factory(name)
       -- them then spares the ZMSCORE.
       local tracked, anysets = none, false
       if n <= 500 then
-        sets[#sets + 1] = Qless.P .. 'tracked'
+        sets[#sets + 1] = P .. 'tracked'
         if call('exists', unpack(sets)) > 0 then
           sets[#sets] = nil
-          tracked = call('zmscore', Qless.P .. 'tracked', unpack(ids))
+          tracked = call('zmscore', P .. 'tracked', unpack(ids))
           anysets = call('exists', unpack(sets)) > 0
         end
       else
-        tracked = Qless.batch('zmscore', Qless.P .. 'tracked', ids)
+        tracked = Qless.batch('zmscore', P .. 'tracked', ids)
         anysets = Qless.batch('exists', nil, sets) > 0
       end
       local buf, kmemo = { '[' }, {}
@@ -277,9 +292,9 @@ function queue_factory(name)
       local append = Qless.job_append
       for i = 1, n do
         local jid = ids[i]
-        local key = Qless.P .. 'j:' .. jid
+        local key = P .. 'j:' .. jid
         local t = tracked[i]
-        if t then call(Qless.PUBLISH, Qless.P .. 'popped', jid) end
+        if t then call(Qless.PUBLISH, P .. 'popped', jid) end
         local dependents, dependencies = none, none
         if anysets then
           dependents = call('smembers', key .. '-dependents')
