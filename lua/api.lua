@@ -976,6 +976,11 @@ else
   Qless.NOWS = string.format('%.17g', now)
 end
 if not Qless.NOWF then Qless.NOWF = string.format('%.14g', math.floor(now)) end
+-- In a namespace, whose keys only this script reads (stock qless clients never pass a
+-- key), a job's `time` is `now` as written rather than its %.20f expansion: the same
+-- number to every reader (tonumber), no format, and 17 bytes less in each job's hash,
+-- which keeps a waiting job's hash in a smaller allocation (lua/README.md, "Memory").
+if Qless.PUBLISH == 'spublish' then Qless.NOWT = Qless.NOWS end
 local ok, result = pcall(handler, now, ARGV)
 -- What the call made available is announced whether or not it failed: a failing
 -- command writes nothing, but a batch's earlier calls did.
