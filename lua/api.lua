@@ -22,7 +22,183 @@ local batch_calls, run_calls
 -- The function of command `name`, or nil if there is no such command. Signatures in
 -- the comments leave out `now`; lua/README.md has the full command table.
 local function command(name)
-  if name == 'put' or name == 'requeue' or name == 'put.ifabsent' then
+  -- (The worker's commands come first: the dispatcher finds a command by walking
+  -- this chain of comparisons.)
+  if name == 'heartbeat' then
+    -- heartbeat(jid, worker, [data], ['progress', json]) -> the new expiry (integer).
+    -- Extension: `progress <json>` (after data, or in its place) is stored beside the
+    -- job's data; `progress` itself is not JSON, so it cannot be mistaken for data.
+    return function(now, A)
+      local jid, worker, data = A[3], A[4], A[5]
+      -- Qless.jid_arg, inline (building the method costs more than its body).
+      if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
+      local last = string.byte(jid, -1)
+      if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing')
+      end
+      local progress
+      if data == 'progress' or A[6] == 'progress' then
+        if data == 'progress' then data = nil end
+        progress = A[#A]
+        if Qless.json_decode(progress) == nil then
+          Qless.raise('QL_ARG', 'Heartbeat', 'Arg "progress" not JSON: ' .. tostring(progress))
+        end
+      end
+      if data ~= nil and Qless.json_decode(data) == nil then
+        Qless.raise('QL_ARG', 'Heartbeat', 'Arg "data" not JSON: ' .. data)
+      end
+      local expires = Qless.Job.heartbeat(now, jid, worker, data)
+      if progress then redis.call('hset', Qless.P .. 'j:' .. jid, 'progress', progress) end
+      return expires
+    end
+
+  elseif name == 'pop' then
+    -- pop(queue, worker, count) -> JSON array of the leased jobs
+    return function(now, A)
+      local queue, worker, count = A[3], A[4], 1
+      if queue == nil or queue == '' then
+        Qless.raise('QL_ARG', 'Queue', 'no queue name provided')
+      end
+      if worker == nil or worker == '' then Qless.raise('QL_ARG', 'Pop', 'Arg "worker" missing') end
+      -- (A worker mostly asks for one job: no parse for that.)
+      if A[5] ~= '1' then
+        count = tonumber(A[5])
+        if count == nil or count ~= count or count < 0 or count == 1 / 0 then
+          Qless.raise('QL_ARG', 'Pop', 'Arg "count" missing or not a number: ' .. tostring(A[5]))
+        end
+        count = math.floor(count)
+      end
+      return Qless.Queue.pop(now, worker, count, { queue }, { count })
+    end
+
+  elseif name == 'complete' then
+    -- complete(jid, worker, queue, data, [next|delay|depends v]...) -> the new state.
+    -- Extension: the option `keep-data 1` leaves the stored data as it is (`data` must
+    -- still be JSON); other clients never send it, and unknown options are ignored.
+    return function(now, A)
+      local jid, worker, queue, data = A[3], A[4], A[5], A[6]
+      -- Qless.jid_arg, inline (building the method costs more than its body).
+      if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
+      local last = string.byte(jid, -1)
+      if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing')
+      end
+      if queue == nil or queue == '' then
+        Qless.raise('QL_ARG', 'Complete', 'Arg "queue" missing')
+      end
+      -- (Qless.json_decode, inline: building the method costs more than its body.)
+      if type(data) ~= 'string' or not pcall(cjson.decode, data) then
+        Qless.raise('QL_ARG', 'Complete', 'Arg "data" missing or not JSON: ' .. tostring(data))
+      end
+      local nextq, delay, depends, result = nil, 0, nil, nil
+      if #A > 6 then
+        local opts = {}
+        for i = 7, #A, 2 do opts[A[i]] = A[i + 1] end
+        nextq = opts['next']
+        if opts['keep-data'] ~= nil then data = nil end
+        -- Extension option `result`: the job's result, stored beside its data.
+        if opts.result ~= nil then
+          if Qless.json_decode(opts.result) == nil then
+            Qless.raise('QL_ARG', 'Complete', 'Arg "result" not JSON: ' .. opts.result)
+          end
+          result = opts.result
+        end
+        if opts.delay ~= nil then
+          delay = Qless.number_arg(opts.delay, 'Complete', 'Arg "delay" not a number: ')
+        end
+        if opts.depends ~= nil then
+          depends = Qless.json_strings(opts.depends)
+          if not depends then
+            Qless.raise('QL_ARG', 'Complete', 'Arg "depends" not JSON: ' .. opts.depends)
+          end
+        end
+        if nextq == nil then
+          if opts.delay ~= nil then
+            Qless.raise('QL_ARG', 'Complete', '"delay" cannot be used without a "next".')
+          elseif depends then
+            Qless.raise('QL_ARG', 'Complete', '"depends" cannot be used without a "next".')
+          end
+        else
+          Qless.queue_arg(nextq)
+        end
+      end
+      local state = Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
+      -- (A completion may purge the job at once: no result is written then.)
+      if result and redis.call('exists', Qless.P .. 'j:' .. jid) == 1 then
+        redis.call('hset', Qless.P .. 'j:' .. jid, 'result', result)
+      end
+      return state
+    end
+
+  elseif name == 'pop.after' then
+    -- Extension. pop.after(count, command, argc, args..., [command, argc, args...]...)
+    -- -> { reply of each call..., queue, JSON array of the leased jobs }: the calls
+    -- (each `complete`, `fail` or `retry`, all ending jobs of one
+    -- worker in one queue) run as in a batch, each on its own; then, only if every one
+    -- of them succeeded, up to `count` jobs of the queue the first call's job ran in
+    -- are leased to its worker, as `pop` would. `queue` is that queue (nil when the
+    -- first call failed). A worker so ends a job and gets its next one in one call.
+    return function(now, A)
+      -- (A worker mostly asks for one job: no parse for that. `% 1` rather than
+      -- math.floor: a C call costs ~1k instructions.)
+      local count = 1
+      if A[3] ~= '1' then
+        count = tonumber(A[3])
+        if count == nil or count < 0 or count % 1 ~= 0 or count == 1 / 0 then
+          Qless.raise('QL_ARG', 'PopAfter', 'Arg "count" must be a non-negative integer: ' ..
+            tostring(A[3]))
+        end
+      end
+      local calls = batch_calls(A, 4, 'PopAfter')
+      local first = calls[2]
+      local sub, queue, worker = first[1], nil, nil
+      for k = 1, #calls, 2 do
+        local name = calls[k + 1][1]
+        if name ~= 'complete' and name ~= 'fail' and name ~= 'retry' then
+          Qless.raise('QL_ARG', 'PopAfter', 'Call ' .. ((k + 1) / 2) ..
+            ' must be complete, fail or retry: ' .. name)
+        end
+      end
+      if sub == 'retry' then
+        worker = first[5]
+      else
+        worker = first[4]
+      end
+      if sub == 'complete' then
+        queue = first[5]
+      elseif first[3] then
+        -- fail and retry do not name the queue the job ran in: read it first.
+        queue = redis.call('hget', Qless.P .. 'j:' .. first[3], 'queue')
+      end
+      -- Inside a batch (group commit) the enclosing batch collects the statistics.
+      local replies, failed = run_calls(now, calls, not Qless.STATS and #calls > 2)
+      local n = #replies
+      if failed or not queue or queue == '' then
+        replies[n + 1] = false
+        replies[n + 2] = '{}'
+        return replies
+      end
+      replies[n + 1] = queue
+      replies[n + 2] = Qless.Queue.pop(now, worker, count, { queue }, { count })
+      return replies
+    end
+
+  elseif name == 'batch' then
+    -- Extension. batch(command, argc, args..., [command, argc, args...]...) -> one
+    -- reply per call, in order: the call's own reply (nil stays nil), or its error
+    -- reply. The whole list is checked before anything runs, so a malformed batch
+    -- writes nothing; then each call runs exactly as if it were called alone: a
+    -- failing call writes nothing and the calls after it still run. One EVALSHA for
+    -- many calls spares each call the fixed cost of a script invocation.
+    return function(now, A)
+      local calls = batch_calls(A, 3, 'Batch')
+      local replies = run_calls(now, calls, true)
+      return replies
+    end
+
+  elseif name == 'put' or name == 'requeue' or name == 'put.ifabsent' then
     -- put(worker, queue, jid, klass, data, delay, [priority|tags|retries|depends v]...)
     -- -> jid. requeue: the same, but the job must exist. put.ifabsent (extension):
     -- the same, but a no-op answering nil when the job already exists.
@@ -211,114 +387,6 @@ local function command(name)
       end
       if #out == 0 then return '{}' end
       return '[' .. table.concat(out, ',') .. ']'
-    end
-
-  elseif name == 'pop' then
-    -- pop(queue, worker, count) -> JSON array of the leased jobs
-    return function(now, A)
-      local queue, worker, count = A[3], A[4], 1
-      if queue == nil or queue == '' then
-        Qless.raise('QL_ARG', 'Queue', 'no queue name provided')
-      end
-      if worker == nil or worker == '' then Qless.raise('QL_ARG', 'Pop', 'Arg "worker" missing') end
-      -- (A worker mostly asks for one job: no parse for that.)
-      if A[5] ~= '1' then
-        count = tonumber(A[5])
-        if count == nil or count ~= count or count < 0 or count == 1 / 0 then
-          Qless.raise('QL_ARG', 'Pop', 'Arg "count" missing or not a number: ' .. tostring(A[5]))
-        end
-        count = math.floor(count)
-      end
-      return Qless.Queue.pop(now, worker, count, { queue }, { count })
-    end
-
-  elseif name == 'complete' then
-    -- complete(jid, worker, queue, data, [next|delay|depends v]...) -> the new state.
-    -- Extension: the option `keep-data 1` leaves the stored data as it is (`data` must
-    -- still be JSON); other clients never send it, and unknown options are ignored.
-    return function(now, A)
-      local jid, worker, queue, data = A[3], A[4], A[5], A[6]
-      -- Qless.jid_arg, inline (building the method costs more than its body).
-      if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
-      local last = string.byte(jid, -1)
-      if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing')
-      end
-      if queue == nil or queue == '' then
-        Qless.raise('QL_ARG', 'Complete', 'Arg "queue" missing')
-      end
-      -- (Qless.json_decode, inline: building the method costs more than its body.)
-      if type(data) ~= 'string' or not pcall(cjson.decode, data) then
-        Qless.raise('QL_ARG', 'Complete', 'Arg "data" missing or not JSON: ' .. tostring(data))
-      end
-      local nextq, delay, depends, result = nil, 0, nil, nil
-      if #A > 6 then
-        local opts = {}
-        for i = 7, #A, 2 do opts[A[i]] = A[i + 1] end
-        nextq = opts['next']
-        if opts['keep-data'] ~= nil then data = nil end
-        -- Extension option `result`: the job's result, stored beside its data.
-        if opts.result ~= nil then
-          if Qless.json_decode(opts.result) == nil then
-            Qless.raise('QL_ARG', 'Complete', 'Arg "result" not JSON: ' .. opts.result)
-          end
-          result = opts.result
-        end
-        if opts.delay ~= nil then
-          delay = Qless.number_arg(opts.delay, 'Complete', 'Arg "delay" not a number: ')
-        end
-        if opts.depends ~= nil then
-          depends = Qless.json_strings(opts.depends)
-          if not depends then
-            Qless.raise('QL_ARG', 'Complete', 'Arg "depends" not JSON: ' .. opts.depends)
-          end
-        end
-        if nextq == nil then
-          if opts.delay ~= nil then
-            Qless.raise('QL_ARG', 'Complete', '"delay" cannot be used without a "next".')
-          elseif depends then
-            Qless.raise('QL_ARG', 'Complete', '"depends" cannot be used without a "next".')
-          end
-        else
-          Qless.queue_arg(nextq)
-        end
-      end
-      local state = Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
-      -- (A completion may purge the job at once: no result is written then.)
-      if result and redis.call('exists', Qless.P .. 'j:' .. jid) == 1 then
-        redis.call('hset', Qless.P .. 'j:' .. jid, 'result', result)
-      end
-      return state
-    end
-
-  elseif name == 'heartbeat' then
-    -- heartbeat(jid, worker, [data], ['progress', json]) -> the new expiry (integer).
-    -- Extension: `progress <json>` (after data, or in its place) is stored beside the
-    -- job's data; `progress` itself is not JSON, so it cannot be mistaken for data.
-    return function(now, A)
-      local jid, worker, data = A[3], A[4], A[5]
-      -- Qless.jid_arg, inline (building the method costs more than its body).
-      if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
-      local last = string.byte(jid, -1)
-      if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing')
-      end
-      local progress
-      if data == 'progress' or A[6] == 'progress' then
-        if data == 'progress' then data = nil end
-        progress = A[#A]
-        if Qless.json_decode(progress) == nil then
-          Qless.raise('QL_ARG', 'Heartbeat', 'Arg "progress" not JSON: ' .. tostring(progress))
-        end
-      end
-      if data ~= nil and Qless.json_decode(data) == nil then
-        Qless.raise('QL_ARG', 'Heartbeat', 'Arg "data" not JSON: ' .. data)
-      end
-      local expires = Qless.Job.heartbeat(now, jid, worker, data)
-      if progress then redis.call('hset', Qless.P .. 'j:' .. jid, 'progress', progress) end
-      return expires
     end
 
   elseif name == 'get' then
@@ -782,72 +850,6 @@ local function command(name)
       local scan = count(4, 'scan', 0) or 0
       local cursor = count(5, 'cursor', 0) or 0
       return Qless.Queue.sweep(now, limit, scan, cursor)
-    end
-
-  elseif name == 'batch' then
-    -- Extension. batch(command, argc, args..., [command, argc, args...]...) -> one
-    -- reply per call, in order: the call's own reply (nil stays nil), or its error
-    -- reply. The whole list is checked before anything runs, so a malformed batch
-    -- writes nothing; then each call runs exactly as if it were called alone: a
-    -- failing call writes nothing and the calls after it still run. One EVALSHA for
-    -- many calls spares each call the fixed cost of a script invocation.
-    return function(now, A)
-      local calls = batch_calls(A, 3, 'Batch')
-      local replies = run_calls(now, calls, true)
-      return replies
-    end
-
-  elseif name == 'pop.after' then
-    -- Extension. pop.after(count, command, argc, args..., [command, argc, args...]...)
-    -- -> { reply of each call..., queue, JSON array of the leased jobs }: the calls
-    -- (each `complete`, `fail` or `retry`, all ending jobs of one
-    -- worker in one queue) run as in a batch, each on its own; then, only if every one
-    -- of them succeeded, up to `count` jobs of the queue the first call's job ran in
-    -- are leased to its worker, as `pop` would. `queue` is that queue (nil when the
-    -- first call failed). A worker so ends a job and gets its next one in one call.
-    return function(now, A)
-      -- (A worker mostly asks for one job: no parse for that. `% 1` rather than
-      -- math.floor: a C call costs ~1k instructions.)
-      local count = 1
-      if A[3] ~= '1' then
-        count = tonumber(A[3])
-        if count == nil or count < 0 or count % 1 ~= 0 or count == 1 / 0 then
-          Qless.raise('QL_ARG', 'PopAfter', 'Arg "count" must be a non-negative integer: ' ..
-            tostring(A[3]))
-        end
-      end
-      local calls = batch_calls(A, 4, 'PopAfter')
-      local first = calls[2]
-      local sub, queue, worker = first[1], nil, nil
-      for k = 1, #calls, 2 do
-        local name = calls[k + 1][1]
-        if name ~= 'complete' and name ~= 'fail' and name ~= 'retry' then
-          Qless.raise('QL_ARG', 'PopAfter', 'Call ' .. ((k + 1) / 2) ..
-            ' must be complete, fail or retry: ' .. name)
-        end
-      end
-      if sub == 'retry' then
-        worker = first[5]
-      else
-        worker = first[4]
-      end
-      if sub == 'complete' then
-        queue = first[5]
-      elseif first[3] then
-        -- fail and retry do not name the queue the job ran in: read it first.
-        queue = redis.call('hget', Qless.P .. 'j:' .. first[3], 'queue')
-      end
-      -- Inside a batch (group commit) the enclosing batch collects the statistics.
-      local replies, failed = run_calls(now, calls, not Qless.STATS and #calls > 2)
-      local n = #replies
-      if failed or not queue or queue == '' then
-        replies[n + 1] = false
-        replies[n + 2] = '{}'
-        return replies
-      end
-      replies[n + 1] = queue
-      replies[n + 2] = Qless.Queue.pop(now, worker, count, { queue }, { count })
-      return replies
     end
   end
   return nil

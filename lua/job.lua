@@ -34,8 +34,8 @@ function job_factory(name)
       local x = Qless.NOWX
       if x and hb >= 0 and hb % 1 == 0 then
         expires = now - now % 1 + hb
-        local whole = string.format('%d', expires)
-        if #whole + #x <= (x == '' and 14 or 15) then eargs = whole .. x end
+        local text = string.format('%d%s', expires, x)
+        if #text <= (x == '' and 14 or 15) then eargs = text end
       end
       if not eargs then
         expires = now + hb

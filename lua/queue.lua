@@ -166,8 +166,8 @@ function queue_factory(name)
             local ejson, eargs
             local x = Qless.NOWX
             if x and hb >= 0 and hb % 1 == 0 then
-              local whole = format('%d', now - now % 1 + hb)
-              if #whole + #x <= (x == '' and 14 or 15) then ejson = whole .. x end
+              local text = format('%d%s', now - now % 1 + hb, x)
+              if #text <= (x == '' and 14 or 15) then ejson = text end
             end
             if ejson then
               eargs = ejson
