@@ -32,7 +32,7 @@ function job_factory(name)
       -- costs more than its body).
       local eargs, expires
       local x = Qless.NOWX
-      if x and hb >= 0 and hb % 1 == 0 then
+      if x and hb >= 0 and hb % 1 == 0 and hb < 1e14 and now < 1e14 then
         expires = now - now % 1 + hb
         local text = string.format('%d%s', expires, x)
         if #text <= (x == '' and 14 or 15) then eargs = text end

@@ -165,7 +165,7 @@ function queue_factory(name)
             -- prints, for one integer format instead of two number formats and a parse.
             local ejson, eargs
             local x = Qless.NOWX
-            if x and hb >= 0 and hb % 1 == 0 then
+            if x and hb >= 0 and hb % 1 == 0 and hb < 1e14 and now < 1e14 then
               local text = format('%d%s', now - now % 1 + hb, x)
               if #text <= (x == '' and 14 or 15) then ejson = text end
             end
