@@ -941,13 +941,14 @@ end
 -- anything else (a bug in the script) is labelled ERR.
 if #KEYS == 1 then
   local key = KEYS[1]
-  local open = string.find(key, '{', 1, true)
-  local close = open and string.find(key, '}', open + 1, true)
-  if not close or close == open + 1 then
+  -- Up to the first `}` after the first `{`, with something between them: one pattern
+  -- (one C call, ~1k instructions) rather than two finds and a sub.
+  local tagged = string.match(key, '^[^{]*{[^}]+}')
+  if not tagged then
     return redis.error_reply('QL_KEYS user_script:1: Qless(): Key "' .. key ..
       '" must contain a non-empty {hash tag}')
   end
-  Qless.P = string.sub(key, 1, close) .. ':'
+  Qless.P = tagged .. ':'
   Qless.PUBLISH = 'spublish'
 elseif #KEYS > 1 then
   return redis.error_reply('QL_KEYS user_script:1: Qless(): No Keys should be provided')
