@@ -236,6 +236,7 @@ Qless = setmetatable({
         -- The usual case (one pop or complete), without the bookkeeping tables.
         local v = samples[1]
         local s = v - v % 1   -- floor(v), without a C call (each costs ~1k instructions)
+        if s ~= s then s = floor(v) end   -- (an infinite sample: v % 1 is NaN)
         local b, unit, c
         -- (Buckets are named with string.char: concatenating a number would format it
         -- with sprintf, several times dearer.)
