@@ -16,8 +16,6 @@ local function error_text(raised)
   return raised
 end
 
--- Defined after command(), which they use: the calls of a batch, and running them.
-local batch_calls, run_calls
 
 -- The function of command `name`, or nil if there is no such command. Signatures in
 -- the comments leave out `now`; lua/README.md has the full command table.
@@ -132,7 +130,105 @@ local function command(name)
       return state
     end
 
-  elseif name == 'pop.after' then
+  elseif name == 'batch' or name == 'pop.after' then
+    -- The two commands that run calls of other commands share these helpers, which
+    -- are made only for them: a function the chunk made at its top level would cost
+    -- every invocation.
+
+    -- The calls of a `batch` (or `pop.after`) from A[i] on: (handler, args) pairs, each
+    -- args shaped like ARGV ({ command, now, arguments... }). The whole list is checked
+    -- before anything runs, so a malformed list writes nothing.
+    local function batch_calls(A, i, who)
+      local n, calls, handlers = #A, {}, {}
+      if n < i then Qless.raise('QL_ARG', who, 'At least one call is required') end
+      while i <= n do
+        local sub, argc = A[i], tonumber(A[i + 1])
+        local handler = handlers[sub]
+        if handler == nil and sub ~= 'batch' then
+          handler = command(sub)
+          handlers[sub] = handler
+        end
+        if not handler then
+          Qless.raise('QL_ARG', who, 'Unknown command in call ' .. (#calls / 2 + 1) .. ': ' ..
+            tostring(sub))
+        end
+        if argc == nil or argc < 0 or argc % 1 ~= 0 or i + 1 + argc > n then
+          Qless.raise('QL_ARG', who, 'Arg "argc" of call ' .. (#calls / 2 + 1) ..
+            ' is not the number of arguments that follow: ' .. tostring(A[i + 1]))
+        end
+        -- Built in one constructor, the table is sized once rather than grown key by
+        -- key; unpack has a stack limit, so very long calls are copied one by one.
+        local args
+        if argc <= 1000 then
+          args = { sub, A[2], unpack(A, i + 2, i + 1 + argc) }
+        else
+          args = { sub, A[2] }
+          for k = 1, argc do args[k + 2] = A[i + 1 + k] end
+        end
+        calls[#calls + 1] = handler
+        calls[#calls + 1] = args
+        i = i + 2 + argc
+      end
+      return calls
+    end
+
+    -- Runs checked calls one by one, each on its own: a failing call writes nothing and
+    -- the calls after it still run. Returns one reply per call (its own, nil as false, or
+    -- its error reply) and whether any call failed. With `collect`, run and wait
+    -- statistics are written once per (kind, queue) at the end (a stats call sees the
+    -- ones before it): the numbers are those of the calls run one by one, folded in order.
+    local function run_calls(now, calls, collect)
+      local replies, failed, any = {}, nil, false
+      local flush
+      if collect then
+        failed = {}
+        flush = function()
+          for k, err in pairs(Qless.stats_flush(now)) do failed[k] = err end
+        end
+        Qless.stats_defer()
+      end
+      for k = 1, #calls / 2 do
+        local handler, args = calls[2 * k - 1], calls[2 * k]
+        if collect then
+          if args[1] == 'stats' then
+            flush()
+            Qless.stats_defer()
+          end
+          Qless.stats_call(k)
+        end
+        local ok, result = pcall(handler, now, args)
+        if not ok then
+          result = { err = error_text(result) }
+          any = true
+        elseif result == nil then
+          result = false
+        end
+        replies[k] = result
+      end
+      if collect then
+        flush()
+        for k, err in pairs(failed) do
+          replies[k] = { err = error_text(err) }
+          any = true
+        end
+      end
+      return replies, any
+    end
+
+    if name == 'batch' then
+      -- Extension. batch(command, argc, args..., [command, argc, args...]...) -> one
+      -- reply per call, in order: the call's own reply (nil stays nil), or its error
+      -- reply. The whole list is checked before anything runs, so a malformed batch
+      -- writes nothing; then each call runs exactly as if it were called alone: a
+      -- failing call writes nothing and the calls after it still run. One EVALSHA for
+      -- many calls spares each call the fixed cost of a script invocation.
+      return function(now, A)
+        local calls = batch_calls(A, 3, 'Batch')
+        local replies = run_calls(now, calls, true)
+        return replies
+      end
+    end
+
     -- Extension. pop.after(count, command, argc, args..., [command, argc, args...]...)
     -- -> { reply of each call..., queue, JSON array of the leased jobs }: the calls
     -- (each `complete`, `fail` or `retry`, all ending jobs of one
@@ -182,19 +278,6 @@ local function command(name)
       end
       replies[n + 1] = queue
       replies[n + 2] = Qless.Queue.pop(now, worker, count, { queue }, { count })
-      return replies
-    end
-
-  elseif name == 'batch' then
-    -- Extension. batch(command, argc, args..., [command, argc, args...]...) -> one
-    -- reply per call, in order: the call's own reply (nil stays nil), or its error
-    -- reply. The whole list is checked before anything runs, so a malformed batch
-    -- writes nothing; then each call runs exactly as if it were called alone: a
-    -- failing call writes nothing and the calls after it still run. One EVALSHA for
-    -- many calls spares each call the fixed cost of a script invocation.
-    return function(now, A)
-      local calls = batch_calls(A, 3, 'Batch')
-      local replies = run_calls(now, calls, true)
       return replies
     end
 
@@ -272,7 +355,9 @@ local function command(name)
         -- Extension: `keep-klass 1` / `keep-data 1` keep the job's own klass / data
         -- (the positional klass and data must still be given; they are ignored).
         for i = 9, n, 2 do
-          if A[i] == 'keep-klass' then klass = redis.call('hget', Qless.P .. 'j:' .. jid, 'klass') end
+          if A[i] == 'keep-klass' then
+            klass = redis.call('hget', Qless.P .. 'j:' .. jid, 'klass')
+          end
           if A[i] == 'keep-data' then data = redis.call('hget', Qless.P .. 'j:' .. jid, 'data') end
         end
       end
@@ -828,7 +913,8 @@ local function command(name)
         Qless.raise('QL_ARG', 'Jobs', 'Arg "offset" and "count" must not be negative')
       end
       if count == 0 then return {} end
-      return redis.call('zrevrange', Qless.P .. 'q:' .. queue .. '-work', offset, offset + count - 1)
+      return redis.call('zrevrange', Qless.P .. 'q:' .. queue .. '-work', offset,
+        offset + count - 1)
     end
 
   elseif name == 'sweep' then
@@ -853,86 +939,6 @@ local function command(name)
     end
   end
   return nil
-end
-
--- The calls of a `batch` (or `pop.after`) from A[i] on: (handler, args) pairs, each
--- args shaped like ARGV ({ command, now, arguments... }). The whole list is checked
--- before anything runs, so a malformed list writes nothing.
-batch_calls = function(A, i, who)
-  local n, calls, handlers = #A, {}, {}
-  if n < i then Qless.raise('QL_ARG', who, 'At least one call is required') end
-  while i <= n do
-    local sub, argc = A[i], tonumber(A[i + 1])
-    local handler = handlers[sub]
-    if handler == nil and sub ~= 'batch' then
-      handler = command(sub)
-      handlers[sub] = handler
-    end
-    if not handler then
-      Qless.raise('QL_ARG', who, 'Unknown command in call ' .. (#calls / 2 + 1) .. ': ' ..
-        tostring(sub))
-    end
-    if argc == nil or argc < 0 or argc % 1 ~= 0 or i + 1 + argc > n then
-      Qless.raise('QL_ARG', who, 'Arg "argc" of call ' .. (#calls / 2 + 1) ..
-        ' is not the number of arguments that follow: ' .. tostring(A[i + 1]))
-    end
-    -- Built in one constructor, the table is sized once rather than grown key by
-    -- key; unpack has a stack limit, so very long calls are copied one by one.
-    local args
-    if argc <= 1000 then
-      args = { sub, A[2], unpack(A, i + 2, i + 1 + argc) }
-    else
-      args = { sub, A[2] }
-      for k = 1, argc do args[k + 2] = A[i + 1 + k] end
-    end
-    calls[#calls + 1] = handler
-    calls[#calls + 1] = args
-    i = i + 2 + argc
-  end
-  return calls
-end
-
--- Runs checked calls one by one, each on its own: a failing call writes nothing and
--- the calls after it still run. Returns one reply per call (its own, nil as false, or
--- its error reply) and whether any call failed. With `collect`, run and wait
--- statistics are written once per (kind, queue) at the end (a stats call sees the
--- ones before it): the numbers are those of the calls run one by one, folded in order.
-run_calls = function(now, calls, collect)
-  local replies, failed, any = {}, nil, false
-  local flush
-  if collect then
-    failed = {}
-    flush = function()
-      for k, err in pairs(Qless.stats_flush(now)) do failed[k] = err end
-    end
-    Qless.stats_defer()
-  end
-  for k = 1, #calls / 2 do
-    local handler, args = calls[2 * k - 1], calls[2 * k]
-    if collect then
-      if args[1] == 'stats' then
-        flush()
-        Qless.stats_defer()
-      end
-      Qless.stats_call(k)
-    end
-    local ok, result = pcall(handler, now, args)
-    if not ok then
-      result = { err = error_text(result) }
-      any = true
-    elseif result == nil then
-      result = false
-    end
-    replies[k] = result
-  end
-  if collect then
-    flush()
-    for k, err in pairs(failed) do
-      replies[k] = { err = error_text(err) }
-      any = true
-    end
-  end
-  return replies, any
 end
 
 -- The dispatcher (spec 1.1): the namespace from KEYS, then the command, then `now`,
@@ -995,7 +1001,8 @@ if Qless.AVAILABLE then
     local q = a[i]
     local n = a[q]
     if n > 0 then
-      redis.call(Qless.PUBLISH, Qless.P .. 'available', '{"queue":' .. cjson.encode(q) .. ',"count":' ..
+      redis.call(Qless.PUBLISH, Qless.P .. 'available',
+        '{"queue":' .. cjson.encode(q) .. ',"count":' ..
         (n == 1 and '1' or string.format('%d', n)) .. '}')
     end
   end

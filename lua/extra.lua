@@ -102,7 +102,8 @@ function extra_factory(name)
     -- Jitter takes up to that fraction off the delay, by an amount derived from the
     -- jid and the attempt: the same on every gateway, spread across jobs.
     return function(jid, queue, offset)
-      local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'backoff', 'retries', 'remaining', 'queue')
+      local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'backoff', 'retries', 'remaining',
+        'queue')
       local text = f[1]
       if not text then
         text = redis.call('hget', Qless.P .. 'config', (queue or f[4] or '') .. '-backoff')

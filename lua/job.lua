@@ -89,7 +89,9 @@ function job_factory(name)
           tostring(f[3]))
       end
       local deps
-      if nextq and depends and #depends > 0 then deps = Qless.dependable(jid, depends, 'Complete') end
+      if nextq and depends and #depends > 0 then
+        deps = Qless.dependable(jid, depends, 'Complete')
+      end
       Qless.NOWT = Qless.NOWT or string.format('%.20f', now)
 
       local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history', 'jobs-history',
@@ -162,7 +164,8 @@ function job_factory(name)
         return result
       end
 
-      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
+      redis.call(Qless.PUBLISH, Qless.P .. 'log',
+        '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
       if compact and data then
         redis.call('hset', key, 'data', data, 'time', Qless.NOWT, 'state', 'complete',
@@ -283,7 +286,8 @@ function job_factory(name)
         redis.call(Qless.PUBLISH, Qless.P .. 'failed', jid)
       end
       redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
-      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history', queue .. '-max-concurrency')
+      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history',
+        queue .. '-max-concurrency')
       local cap = Qless.history_cap(cfg[1])
       if cfg[2] then Qless.slot_freed(queue, cfg[2]) end
       local when = Qless.NOWF
@@ -330,7 +334,8 @@ function job_factory(name)
       redis.call('zrem', Qless.P .. 'q:' .. stored .. '-locks', jid)
       if f[5] then Qless.Throttle.release(now, jid, f[5], stored) end   -- throttle.lua
       redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
-      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history', stored .. '-max-concurrency')
+      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history',
+        stored .. '-max-concurrency')
       local cap = Qless.history_cap(cfg[1])
       if cfg[2] then Qless.slot_freed(stored, cfg[2]) end
       local when = Qless.NOWF
@@ -405,7 +410,8 @@ function job_factory(name)
       for i = 1, #jids do
         local jid = jids[i]
         local key = Qless.P .. 'j:' .. jid
-        local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags', 'throttles')
+        local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags',
+          'throttles')
         local state = f[1]
         if state ~= 'complete' then
           local queue, worker = f[2], f[3]
@@ -424,7 +430,8 @@ function job_factory(name)
             redis.call('zrem', qkey .. '-scheduled', jid)
             redis.call('zrem', qkey .. '-depends', jid)
             if state == 'running' then
-              Qless.slot_freed(queue, redis.call('hget', Qless.P .. 'config', queue .. '-max-concurrency'))
+              Qless.slot_freed(queue, redis.call('hget', Qless.P .. 'config',
+                queue .. '-max-concurrency'))
             end
           end
           if f[6] then Qless.Throttle.release(now, jid, f[6], queue) end   -- throttle.lua

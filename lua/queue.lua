@@ -110,7 +110,8 @@ function queue_factory(name)
           if want > 0 then
             local limit = want == 1 and '1' or format('%d', want)
             if not st.locks then
-              local due = call('zrangebyscore', qkey .. '-locks', '-inf', Qless.NOWS, 'LIMIT', '0', limit)
+              local due = call('zrangebyscore', qkey .. '-locks', '-inf', Qless.NOWS, 'LIMIT', '0',
+                limit)
               if #due > 0 then
                 Qless.Queue.invalidate_locks(now, q, due, grace, cap, jids)
                 handed = #jids
@@ -138,8 +139,8 @@ function queue_factory(name)
                 end
               end
               if not st.sched then
-                local due = call('zrangebyscore', qkey .. '-scheduled', '0', Qless.NOWS, 'LIMIT', '0',
-                  limit)
+                local due = call('zrangebyscore', qkey .. '-scheduled', '0', Qless.NOWS, 'LIMIT',
+                  '0', limit)
                 if #due > 0 then Qless.Queue.promote(now, q, due) end
                 if #due < more then st.sched = true end
               end
@@ -288,7 +289,8 @@ function queue_factory(name)
       end
       local buf, kmemo = { '[' }, {}
       -- The entry this call wrote is known already; other entries are converted once.
-      local memo = { [popped] = '{"worker":' .. eW .. ',"when":' .. Qless.NOWF .. ',"what":"popped"}' }
+      local memo = {
+        [popped] = '{"worker":' .. eW .. ',"when":' .. Qless.NOWF .. ',"what":"popped"}' }
       local append = Qless.job_append
       for i = 1, n do
         local jid = ids[i]
@@ -383,7 +385,8 @@ function queue_factory(name)
       if exists or Qless.P == 'ql:' then
         if exists and old[9] then Qless.history_legacy(jid, old[9]) end
         local hkey = key .. '-history'
-        local hlen = redis.call('rpush', hkey, '[' .. Qless.NOWF .. ',"put",{"q":' .. equeue .. '}]')
+        local hlen = redis.call('rpush', hkey,
+          '[' .. Qless.NOWF .. ',"put",{"q":' .. equeue .. '}]')
         if hlen > 1 then
           local cap = tonumber(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
           cap = math.floor(cap or 100)
@@ -405,7 +408,8 @@ function queue_factory(name)
         if oworker and oworker ~= '' then
           redis.call('zrem', Qless.P .. 'w:' .. oworker .. ':jobs', jid)
           if ostate == 'running' and oqueue and oqueue ~= '' then
-            Qless.slot_freed(oqueue, redis.call('hget', Qless.P .. 'config', oqueue .. '-max-concurrency'))
+            Qless.slot_freed(oqueue, redis.call('hget', Qless.P .. 'config',
+              oqueue .. '-max-concurrency'))
           end
           if oworker ~= worker then
             local event = Qless.lock_lost_event(jid, oworker)
@@ -493,8 +497,8 @@ function queue_factory(name)
     -- announcement: it leases as many jobs as it promotes.)
     return function(now, queue, limit)
       if limit <= 0 then return 0 end
-      local jids = redis.call('zrangebyscore', Qless.P .. 'q:' .. queue .. '-scheduled', '0', Qless.NOWS,
-        'LIMIT', '0', string.format('%d', limit))
+      local jids = redis.call('zrangebyscore', Qless.P .. 'q:' .. queue .. '-scheduled', '0',
+        Qless.NOWS, 'LIMIT', '0', string.format('%d', limit))
       if #jids > 0 then
         Qless.Queue.promote(now, queue, jids)
         Qless.available(queue, #jids)
@@ -535,7 +539,8 @@ function queue_factory(name)
       local expiry = Qless.numarg(now + grace)
       redis.call('zadd', Qless.P .. 'q:' .. queue .. '-locks', expiry, jid)
       Qless.due(queue, expiry)
-      redis.call('hincrby', Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries', '1')
+      redis.call('hincrby', Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue, 'retries',
+        '1')
     end
 
   elseif name == 'invalidate_locks' then
@@ -676,9 +681,11 @@ function queue_factory(name)
       end
       local qkey = Qless.P .. 'q:' .. queue
       if state == 'running' then
-        return redis.call('zrangebyscore', qkey .. '-locks', Qless.NOWS, '+inf', 'LIMIT', offset, count)
+        return redis.call('zrangebyscore', qkey .. '-locks', Qless.NOWS, '+inf', 'LIMIT', offset,
+          count)
       elseif state == 'stalled' then
-        return redis.call('zrangebyscore', qkey .. '-locks', '-inf', Qless.NOWS, 'LIMIT', offset, count)
+        return redis.call('zrangebyscore', qkey .. '-locks', '-inf', Qless.NOWS, 'LIMIT', offset,
+          count)
       elseif state == 'scheduled' then
         Qless.Queue.check_scheduled(now, queue, redis.call('zcard', qkey .. '-scheduled'))
         return redis.call('zrange', qkey .. '-scheduled', offset, offset + count - 1)
@@ -700,7 +707,8 @@ function queue_factory(name)
         if #groups > 1 then table.sort(groups) end
         local parts = {}
         for i = 1, #groups do
-          parts[i] = cjson.encode(groups[i]) .. ':' .. redis.call('llen', Qless.P .. 'f:' .. groups[i])
+          parts[i] = cjson.encode(groups[i]) .. ':' .. redis.call('llen',
+            Qless.P .. 'f:' .. groups[i])
         end
         return '{' .. table.concat(parts, ',') .. '}'
       end
@@ -769,8 +777,8 @@ function queue_factory(name)
         for i = 1, 6 do hist[#hist + 1] = tonumber(map['d' .. i]) or 0 end
         return { count = count, mean = tonumber(map.mean) or 0, std = std, histogram = hist }
       end
-      local s = redis.call('hmget', Qless.P .. 's:stats:' .. bin .. ':' .. queue, 'retries', 'failed',
-        'failures')
+      local s = redis.call('hmget', Qless.P .. 's:stats:' .. bin .. ':' .. queue, 'retries',
+        'failed', 'failures')
       return cjson.encode({
         retries = tonumber(s[1]) or 0,
         failed = tonumber(s[2]) or 0,

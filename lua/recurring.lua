@@ -129,7 +129,8 @@ function recurring_factory(name)
     -- templates whose stored ticks run low (stored: how many, last: the latest or '').
     -- Entries whose template is gone or no longer cron are dropped.
     return function(limit)
-      local jids = redis.call('zrangebyscore', Qless.P .. 'cron', '-inf', Qless.NOWS, 'LIMIT', 0, limit)
+      local jids = redis.call('zrangebyscore', Qless.P .. 'cron', '-inf', Qless.NOWS, 'LIMIT', 0,
+        limit)
       local out = {}
       for i = 1, #jids do
         local jid = jids[i]
@@ -203,8 +204,8 @@ function recurring_factory(name)
     -- (recur.get.ext), also `next`: its next spawn times (at most 5; a cron template's
     -- stored ticks), and `cron` and `timezone` for a cron template.
     return function(jid, ext)
-      local f = redis.call('hmget', Qless.P .. 'r:' .. jid, 'jid', 'klass', 'state', 'queue', 'priority',
-        'interval', 'retries', 'count', 'data', 'tags', 'backlog', 'cron', 'timezone')
+      local f = redis.call('hmget', Qless.P .. 'r:' .. jid, 'jid', 'klass', 'state', 'queue',
+        'priority', 'interval', 'retries', 'count', 'data', 'tags', 'backlog', 'cron', 'timezone')
       if not f[1] then return nil end
       local tags = f[10]
       if not tags or tags == '' or tags == '[]' then tags = '{}' end

@@ -166,7 +166,9 @@ function throttle_factory(name)
         local th = Qless.P .. 'th:' .. names[k]
         local freed = redis.call('zrem', th .. '-locks', jid)
         if redis.call('zrem', th .. '-waiting', jid) == 1 then
-          if queue and queue ~= '' then redis.call('zrem', Qless.P .. 'q:' .. queue .. '-throttled', jid) end
+          if queue and queue ~= '' then
+            redis.call('zrem', Qless.P .. 'q:' .. queue .. '-throttled', jid)
+          end
           redis.call('hdel', Qless.P .. 'j:' .. jid, 'throttled')
         end
         if freed == 1 then Qless.Throttle.drain(now, names[k]) end

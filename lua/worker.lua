@@ -18,8 +18,10 @@ function worker_factory(name)
       local horizon = now + 8640000
       if worker then
         local key = Qless.P .. 'w:' .. worker .. ':jobs'
-        return '{"jobs":' .. Qless.json_list(redis.call('zrevrangebyscore', key, horizon, Qless.NOWS)) ..
-          ',"stalled":' .. Qless.json_list(redis.call('zrevrangebyscore', key, Qless.NOWS, '0')) .. '}'
+        return '{"jobs":' .. Qless.json_list(redis.call('zrevrangebyscore', key, horizon,
+          Qless.NOWS)) ..
+          ',"stalled":' .. Qless.json_list(redis.call('zrevrangebyscore', key, Qless.NOWS,
+            '0')) .. '}'
       end
       local names = redis.call('zrevrange', Qless.P .. 'workers', '0', '-1')
       if #names == 0 then return '{}' end
