@@ -15,13 +15,16 @@
 -- locals. Every function the chunk makes at its top level (a factory per file, the
 -- dispatcher's helpers) binds each chunk-level local it uses as an upvalue on every
 -- EVALSHA, at ~0.15-0.4k instructions a binding; one shared upvalue costs a table read
--- per use instead. Nothing is ever stored
--- in a global (Redis 7 forbids it).
+-- per use instead. Nothing is ever stored in a global (Redis 7 forbids it).
 --
 -- Other habits that keep the hot paths cheap (measured; see lua/README.md):
 -- * formatting a number (tostring, string.format, or passing a Lua number to
 --   redis.call) costs 0.5-1 us: pass strings to Redis (`now` as received, constants as
 --   '0'), and format a number once when it is used several times;
+-- * every call of a C function (string.byte, math.floor, tonumber, unpack, rawset...)
+--   costs ~1k instructions before its work, and building a method on first use 2-3k:
+--   the hot paths use operators where they can (`x % 1`, string comparisons) and
+--   inline small helpers;
 -- * one HMGET/HSET of many fields rather than several calls; variadic ZADD/ZREM for
 --   batches. (HSET with several pairs, not HMSET: an integer reply costs Lua less than
 --   the status table HMSET answers with.)
@@ -67,6 +70,7 @@ Qless = setmetatable({
   -- writes the job hash's `time` field; made by the first command that writes `time`
   -- (`Qless.NOWT = Qless.NOWT or string.format('%.20f', now)`, inline: a method would
   -- cost more than the check), since the formatting costs as much as a small Redis call.
+  -- In a namespace the dispatcher sets it to NOWS (see there).
   NOWS = false, NOWF = false, NOWT = false,
 
   -- When `now` is a plain decimal: its fraction as written, without trailing zeros
