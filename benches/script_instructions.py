@@ -6,15 +6,19 @@ the compiled-in script through the gateway's client).
 
     python3 benches/script_instructions.py /work/main .      # before, after
     python3 benches/script_instructions.py . --calls 500
+    python3 benches/script_instructions.py /work/main . --namespace bench
 
 Each checkout gets its own redis-server under `valgrind --tool=callgrind
 --toggle-collect=evalShaCommand` (only the script's execution is counted: not the
 event loop, not reading the request; `--hz 1` keeps cron work out), with the embedded
 Redis's encodings. Per checkout: put `calls` new jobs (~100-byte data), pop them one by
-one, heartbeat each, complete each, then put `calls` more and pop them 100 at a time;
-`now` has a fractional part, as real clocks give. Prints the mean per call (per job
-for the pop of 100). Lua's garbage collector runs in steps, so figures move by ~1 %
-between runs; differences below that are noise.
+one, heartbeat each, complete each, then complete `calls` jobs each with a pop of the
+next one in the same call (`pop.after`, the single-job worker's path), then put `calls`
+more and pop them 100 at a time; `now` has a fractional part, as real clocks give.
+Prints the mean per call (per job for the pop of 100). `--namespace NS` makes every
+call in the namespace `ql:{NS}` (one key) instead of on the plain `ql:` prefix. Lua's
+garbage collector runs in steps, so figures move by ~1 % between runs; differences
+below that are noise.
 """
 import argparse
 import glob
@@ -105,12 +109,13 @@ def payload(i):
             '"note":"welcome mail, retry ok"}' % (i, i))
 
 
-def measure(checkout, calls):
+def measure(checkout, calls, namespace=None):
     redis = Redis()
     sha = redis.call("SCRIPT", "LOAD", source(checkout)).decode()
+    keys = ["1", "ql:{%s}" % namespace] if namespace else ["0"]
 
     def q(*args):
-        return redis.call("EVALSHA", sha, "0", *args)
+        return redis.call("EVALSHA", sha, *keys, *args)
 
     rows = []
 
@@ -133,6 +138,15 @@ def measure(checkout, calls):
         reply = q("complete", f"{now + 300 + i * 0.001:.3f}", f"job-{i}", "w", "bench", "{}")
         assert reply == b"complete", reply
     phase("complete", calls, complete)
+    for i in range(calls + 1):
+        q("put", f"{now + 350 + i * 0.001:.3f}", "", "next", f"n-{i}", "bench.Job", payload(i), "0")
+    q("pop", f"{now + 360:.3f}", "next", "w", "1")
+
+    def complete_pop(i):
+        reply = q("pop.after", f"{now + 370 + i * 0.001:.3f}", "1", "complete", "4",
+                  f"n-{i}", "w", "next", "{}")
+        assert reply[0] == b"complete" and reply[2].startswith(b"[{"), reply
+    phase("complete + pop (1)", calls, complete_pop)
     for i in range(calls):
         q("put", f"{now + 400:.3f}", "", "batch", f"b-{i}", "bench.Job", payload(i), "0")
     phase("pop (100 jobs), per job", calls // 100,
@@ -145,8 +159,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkouts", nargs="+", help="directories holding lua/")
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--namespace", help="run in the namespace ql:{NAMESPACE}")
     args = parser.parse_args()
-    results = [measure(c, args.calls) for c in args.checkouts]
+    results = [measure(c, args.calls, args.namespace) for c in args.checkouts]
     print(f"{'instructions per call':<26}" + "".join(f"{c[-24:]:>26}" for c in args.checkouts)
           + ("   ratio (last / first)" if len(results) > 1 else ""))
     for k, (label, _) in enumerate(results[0]):

@@ -10,52 +10,30 @@
 -- and methods it actually uses.
 --
 -- Method bodies use the builtins as globals (redis.call, cjson.encode, ...) or alias
--- them in a local at the top of the body; the only upvalues are the few chunk-level
--- locals below (P, NOWS, NOWF, Qless, the factories), which every method shares. Nothing
--- is ever stored in a global (Redis 7 forbids it).
+-- them in a local at the top of the body. Their only upvalue is `Qless`: the state of
+-- the invocation (Qless.P, Qless.NOWS, ...) is kept in fields of it, not in chunk-level
+-- locals. Every function the chunk makes at its top level (a factory per file, the
+-- dispatcher's helpers) binds each chunk-level local it uses as an upvalue on every
+-- EVALSHA, at ~0.15-0.4k instructions a binding; one shared upvalue costs a table read
+-- per use instead. Nothing is ever stored in a global (Redis 7 forbids it).
 --
 -- Other habits that keep the hot paths cheap (measured; see lua/README.md):
 -- * formatting a number (tostring, string.format, or passing a Lua number to
 --   redis.call) costs 0.5-1 us: pass strings to Redis (`now` as received, constants as
 --   '0'), and format a number once when it is used several times;
--- * one HMGET/HMSET rather than several HGET/HSET; variadic ZADD/ZREM for batches.
-
--- Prefix of every key and pub/sub channel: 'ql:' for 0-key calls, 'ql:{ns}:' for
--- namespaced calls (set by the dispatcher in api.lua before any command runs).
-local P = 'ql:'
-
--- The command every event is published with, chosen with P: PUBLISH on the plain
--- 'ql:' prefix (stock qless clients subscribe there), SPUBLISH under a namespace, so
--- that a namespace's events stay on the shard of its slot in a Redis Cluster (Redis 7
--- sharded pub/sub; on a single Redis it works alike). Every publish in the script is
--- `redis.call(PUBLISH, channel, message)`: a variable rather than a helper function,
--- since a Lua call per event costs more than the choice.
-local PUBLISH = 'publish'
-
--- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain decimal,
--- else its %.17g rendering), and floor(now) as JSON text for history entries. Both set
--- by the dispatcher. NOWT: `now` formatted %.20f, as the spec writes the job hash's
--- `time` field; made by the first command that writes `time` (`NOWT = NOWT or
--- string.format('%.20f', now)`, inline: a method would cost more than the check),
--- since the formatting costs as much as a small Redis call.
-local NOWS, NOWF, NOWT
-
--- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
--- be written with one HMGET/HMSET each when the batch ends (Qless.stats_flush). All
--- calls of a batch share `now`, so they share the day bin too. nil otherwise.
-local STATS
-
--- The queues in which this invocation made jobs available to pop, in order, each
--- once (a queue is also a key of the table, whose value is how many jobs). Filled by
--- Qless.available, lowered by pop for the jobs it leased itself, and published on
--- `P available` by the dispatcher (api.lua) when the invocation ends, so a
--- batch of puts into one queue is one message. nil until something is announced.
--- (put, the hot path, notes its job inline.)
-local AVAILABLE
+-- * every call of a C function (string.byte, math.floor, tonumber, unpack, rawset...)
+--   costs ~1k instructions before its work, and building a method on first use 2-3k:
+--   the hot paths use operators where they can (`x % 1`, string comparisons) and
+--   inline small helpers;
+-- * one HMGET/HSET of many fields rather than several calls; variadic ZADD/ZREM for
+--   batches. (HSET with several pairs, not HMSET: an integer reply costs Lua less than
+--   the status table HMSET answers with.)
 
 -- Qless holds the base helpers and, as Qless.Config, Qless.Job, Qless.Queue,
 -- Qless.Recurring and Qless.Worker, the class of each other file. A class table is made
--- only when a call first uses it, from its file's method factory.
+-- only when a call first uses it, from its file's method factory. It also holds the
+-- state of the invocation (its fields in capitals, below): a field that may be unset
+-- holds false, never nil, so that reading it never reaches the LAZY metatable.
 local Qless
 local config_factory, job_factory, queue_factory, recurring_factory, worker_factory
 -- The gateway's own features (extra.lua, throttle.lua): progress and results,
@@ -66,17 +44,292 @@ local extra_factory, throttle_factory
 -- index 0; the first lookup of a method builds it and caches it in the table.
 local LAZY = { __index = function(self, name)
   local method = self[0](name)
-  rawset(self, name, method)
+  -- (A plain assignment: there is no __newindex, and rawset would be a C call.)
+  self[name] = method
   return method
 end }
 
 -- Qless: errors, argument checks, JSON helpers, history, job objects, tags, stats,
 -- failure bookkeeping and dependency links.
-Qless = setmetatable({ [0] = function(name)
+Qless = setmetatable({
+  -- Prefix of every key and pub/sub channel: 'ql:' for 0-key calls, 'ql:{ns}:' for
+  -- namespaced calls (set by the dispatcher in api.lua before any command runs).
+  P = 'ql:',
+
+  -- The command every event is published with, chosen with P: PUBLISH on the plain
+  -- 'ql:' prefix (stock qless clients subscribe there), SPUBLISH under a namespace, so
+  -- that a namespace's events stay on the shard of its slot in a Redis Cluster (Redis 7
+  -- sharded pub/sub; on a single Redis it works alike). Every publish in the script is
+  -- `redis.call(Qless.PUBLISH, channel, message)`: a field rather than a helper
+  -- function, since a Lua call per event costs more than the choice.
+  PUBLISH = 'publish',
+
+  -- `now` as a string fit for Redis arguments (ARGV[2] itself when it is a plain
+  -- decimal, else its %.17g rendering), and floor(now) as JSON text for history
+  -- entries. Both set by the dispatcher. NOWT: `now` formatted %.20f, as the spec
+  -- writes the job hash's `time` field; made by the first command that writes `time`
+  -- (`Qless.NOWT = Qless.NOWT or string.format('%.20f', now)`, inline: a method would
+  -- cost more than the check), since the formatting costs as much as a small Redis call.
+  -- In a namespace the dispatcher sets it to NOWS (see there).
+  NOWS = false, NOWF = false, NOWT = false,
+
+  -- When `now` is a plain decimal: its fraction as written, without trailing zeros
+  -- ('.123', or '' for a whole number), so that now + n whole seconds can be written
+  -- as the integer part and this text (pop's and heartbeat's expiry). false otherwise.
+  NOWX = false,
+
+  -- The day bin of `now` as text (stats keys), made by the first statistics write.
+  DAY = false,
+
+  -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
+  -- be written with one HMGET/HSET each when the batch ends (Qless.stats_flush). All
+  -- calls of a batch share `now`, so they share the day bin too. false otherwise.
+  STATS = false,
+
+  -- The queues in which this invocation made jobs available to pop, in order, each
+  -- once (a queue is also a key of the table, whose value is how many jobs). Filled by
+  -- Qless.available, lowered by pop for the jobs it leased itself, and published on
+  -- `P available` by the dispatcher (api.lua) when the invocation ends, so a
+  -- batch of puts into one queue is one message. false until something is announced.
+  -- (put, the hot path, notes its job inline.)
+  AVAILABLE = false,
+
+  [0] = function(name)
   if name == 'Job' then
     return setmetatable({ [0] = job_factory }, LAZY)
   elseif name == 'Queue' then
     return setmetatable({ [0] = queue_factory }, LAZY)
+  -- (The hot paths' helpers come first: a method is found by walking this chain of
+  -- comparisons the first time a call uses it.)
+  elseif name == 'job_append' then
+    -- Appends the 17-key job object of the job_fields values `f` to the buffer `buf`.
+    -- Written by hand (clients parse it, so key order is free), and into a buffer
+    -- rather than as one string per job: in Redis' Lua every string is hashed over its
+    -- whole length when created, so long intermediate strings are expensive. Callers
+    -- that know them pass the JSON text of expires/state/queue/worker, and two caches
+    -- shared by the jobs of one call: `memo` (history entries) and `kmemo` (klasses).
+    return function(buf, f, tracked, history, dependents, dependencies, expires, estate,
+                    equeue, eworker, memo, kmemo)
+      local encode = cjson.encode
+      -- Set members come in the order of Redis' hash table, which a per-process seed
+      -- decides: sorted, the same job reads the same on every server.
+      if #dependents > 1 then table.sort(dependents) end
+      if #dependencies > 1 then table.sort(dependencies) end
+      local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
+      -- Single digits (the usual priority, retries and remaining) need no conversion.
+      local priority, retries = f[6], f[8]
+      if not (priority and #priority == 1 and priority >= '0' and priority <= '9') then
+        priority = Qless.jnum(priority)
+      end
+      if not (retries and #retries == 1 and retries >= '0' and retries <= '9') then
+        retries = Qless.jnum(retries)
+      end
+      if not tags or tags == '' or tags == '[]' then tags = '{}' end
+      if not failure or failure == '' then failure = '{}' end
+      if not (remaining and #remaining == 1 and remaining >= '0' and remaining <= '9') then
+        if not (remaining and string.find(remaining, '^%-?[1-9]%d*$')) then
+          remaining = string.format('%.14g', math.floor(tonumber(remaining) or 0))
+        end
+      end
+      local klass = f[2] or ''
+      local eklass = kmemo and kmemo[klass]
+      if not eklass then
+        eklass = encode(klass)
+        if kmemo then kmemo[klass] = eklass end
+      end
+      local n = #buf
+      buf[n + 1] = '{"jid":' .. encode(f[1]) ..
+        ',"klass":' .. eklass ..
+        ',"state":' .. (estate or encode(f[3] or '')) ..
+        ',"queue":' .. (equeue or encode(f[4] or '')) ..
+        ',"worker":' .. (eworker or encode(f[5] or '')) ..
+        ',"tracked":' .. (tracked and 'true' or 'false') ..
+        ',"priority":' .. priority ..
+        ',"expires":' .. (expires or Qless.jnum(f[7])) ..
+        ',"retries":' .. retries ..
+        ',"remaining":' .. remaining ..
+        ',"data":'
+      buf[n + 2] = encode(f[10] or '')
+      buf[n + 3] = ',"tags":'
+      buf[n + 4] = tags
+      n = n + 5
+      -- The history array ('{}' when empty).
+      local count = 0
+      local object = Qless.history_object
+      for i = 1, #history do
+        local e = history[i]
+        local obj = memo and memo[e]
+        if not obj then
+          obj = object(e)
+          if memo and obj then memo[e] = obj end
+        end
+        if obj then
+          count = count + 1
+          buf[n] = count == 1 and ',"history":[' or ','
+          buf[n + 1] = obj
+          n = n + 2
+        end
+      end
+      buf[n] = (count == 0 and ',"history":{}' or ']') .. ',"failure":'
+      buf[n + 1] = failure
+      buf[n + 2] = ',"spawned_from_jid":' .. (spawned and encode(spawned) or 'false') ..
+        ',"dependents":' .. (#dependents == 0 and '{}' or encode(dependents)) ..
+        ',"dependencies":' .. (#dependencies == 0 and '{}' or encode(dependencies)) ..
+        -- Extension: the job's trace, where pop put it (f[19]; validated hex at put).
+        (f[19] and (',"traceparent":"' .. f[19] .. '"}') or '}')
+    end
+
+  elseif name == 'history_object' then
+    -- One stored entry [when, what, {extra}] as the object clients see: the extra keys
+    -- plus "when" and "what" (which win). Entries of the usual shape are rewritten as
+    -- text; anything else goes through cjson.
+    return function(e)
+      local match = string.match
+      local when, what, inner = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*"),{(.*)}%]$')
+      if when then
+        if inner == '' then return '{"when":' .. when .. ',"what":' .. what .. '}' end
+        if not string.find(inner, '"wh', 1, true) then
+          return '{' .. inner .. ',"when":' .. when .. ',"what":' .. what .. '}'
+        end
+      else
+        when, what = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*")%]$')
+        if when then return '{"when":' .. when .. ',"what":' .. what .. '}' end
+      end
+      local value = Qless.json_decode(e)
+      if type(value) ~= 'table' then return nil end
+      if value[1] ~= nil or value[2] ~= nil then
+        local obj = {}
+        if type(value[3]) == 'table' then
+          for k, v in pairs(value[3]) do obj[k] = v end
+        end
+        obj.when = value[1]
+        obj.what = value[2]
+        value = obj
+      end
+      return cjson.encode(value)
+    end
+
+  elseif name == 'stats_add' then
+    -- Folds samples (seconds) into ql:s:<kind>:<bin(now)>:<queue>: Welford totals plus
+    -- histogram buckets, one HMGET and one HSET however many samples there are.
+    return function(kind, now, queue, samples)
+      local n = #samples
+      if n == 0 then return end
+      if Qless.STATS then
+        local id = kind .. ':' .. queue
+        local pending = Qless.STATS[id]
+        if not pending then
+          pending = { kind = kind, queue = queue, samples = {}, calls = {} }
+          Qless.STATS[id] = pending
+          Qless.STATS[#Qless.STATS + 1] = pending
+        end
+        local into = pending.samples
+        for i = 1, n do into[#into + 1] = samples[i] end
+        pending.calls[#pending.calls + 1] = Qless.STATS.call
+        return
+      end
+      local floor, format, char = math.floor, string.format, string.char
+      -- The day bin's text, made once per invocation (every call of a batch shares now).
+      local day = Qless.DAY
+      if not day then
+        day = format('%d', now - now % 86400)
+        Qless.DAY = day
+      end
+      local key = Qless.P .. 's:' .. kind .. ':' .. day .. ':' .. queue
+      if n == 1 then
+        -- The usual case (one pop or complete), without the bookkeeping tables.
+        local v = samples[1]
+        local s = v - v % 1   -- floor(v), without a C call (each costs ~1k instructions)
+        if s ~= s then s = floor(v) end   -- (an infinite sample: v % 1 is NaN)
+        local b, unit, c
+        -- (Buckets are named with string.char: concatenating a number would format it
+        -- with sprintf, several times dearer.)
+        if s < 60 and s >= 0 then
+          unit, c = 115, s
+        elseif s < 60 then
+          b = 's' .. s
+        elseif s < 3600 then
+          unit, c = 109, (s - s % 60) / 60
+        elseif s < 86400 then
+          unit, c = 104, (s - s % 3600) / 3600
+        else
+          b = 'd' .. floor(s / 86400)
+        end
+        if unit then
+          if c < 10 then
+            b = char(unit, 48 + c)
+          else
+            b = char(unit, 48 + (c - c % 10) / 10, 48 + c % 10)
+          end
+        end
+        -- The two counters with HINCRBY, whose integer reply needs no parsing: cheaper
+        -- than reading them (an HMGET field, strtod) and writing them back (%d, an
+        -- HSET pair). Only mean and vk make the round trip through Lua.
+        local total = redis.call('hincrby', key, 'total', '1')
+        redis.call('hincrby', key, b, '1')
+        local mean, vk = v, 0
+        if total > 1 then
+          local cur = redis.call('hmget', key, 'mean', 'vk')
+          local old = tonumber(cur[1]) or 0
+          mean = old + (v - old) / total
+          vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
+        end
+        -- mean and vk as Lua numbers: Redis writes them with %.17g itself, for less
+        -- than string.format costs from Lua.
+        redis.call('hset', key, 'mean', mean, 'vk', vk == 0 and '0' or vk)
+        return
+      end
+      local function bucket(v)
+        local s = floor(v)
+        if s < 60 then return 's' .. s end
+        if s < 3600 then return 'm' .. floor(s / 60) end
+        if s < 86400 then return 'h' .. floor(s / 3600) end
+        return 'd' .. floor(s / 86400)
+      end
+      local counts, names = {}, {}
+      for i = 1, n do
+        local b = bucket(samples[i])
+        local c = counts[b]
+        if c then
+          counts[b] = c + 1
+        else
+          counts[b] = 1
+          names[#names + 1] = b
+        end
+      end
+      local cur = redis.call('hmget', key, 'total', 'mean', 'vk', unpack(names))
+      local total, mean, vk = tonumber(cur[1]), tonumber(cur[2]) or 0, tonumber(cur[3]) or 0
+      for i = 1, n do
+        local v = samples[i]
+        if not total then
+          total, mean, vk = 1, v, 0
+        else
+          total = total + 1
+          local old = mean
+          mean = mean + (v - mean) / total
+          vk = vk + (v - mean) * (v - old)
+        end
+      end
+      local args = { 'total', format('%d', total), 'mean', format('%.17g', mean),
+        'vk', vk == 0 and '0' or format('%.17g', vk) }
+      for i = 1, #names do
+        local b = names[i]
+        args[#args + 1] = b
+        args[#args + 1] = format('%d', (tonumber(cur[3 + i]) or 0) + counts[b])
+      end
+      redis.call('hset', key, unpack(args))
+    end
+
+  elseif name == 'jid_arg' then
+    -- A jid (never empty, never reserved); `command` names the error (Job() by default).
+    return function(v, command)
+      if v == nil or v == '' then Qless.raise('QL_ARG', command or 'Job', 'no jid provided') end
+      -- jid_free's own first test, inline: most jids never build that method.
+      local last = string.byte(v, -1)
+      if last == 121 or last == 115 then Qless.jid_free(v, command or 'Job') end
+      return v
+    end
+
   elseif name == 'Recurring' then
     return setmetatable({ [0] = recurring_factory }, LAZY)
   elseif name == 'Config' then
@@ -133,16 +386,6 @@ Qless = setmetatable({ [0] = function(name)
     -- A queue name (never empty).
     return function(v)
       if v == nil or v == '' then Qless.raise('QL_ARG', 'Queue', 'no queue name provided') end
-      return v
-    end
-
-  elseif name == 'jid_arg' then
-    -- A jid (never empty, never reserved); `command` names the error (Job() by default).
-    return function(v, command)
-      if v == nil or v == '' then Qless.raise('QL_ARG', command or 'Job', 'no jid provided') end
-      -- jid_free's own first test, inline: most jids never build that method.
-      local last = string.byte(v, -1)
-      if last == 121 or last == 115 then Qless.jid_free(v, command or 'Job') end
       return v
     end
 
@@ -266,8 +509,8 @@ Qless = setmetatable({ [0] = function(name)
     -- `legacy` is the job's legacy `history` field as the caller read it (false: read,
     -- and absent); nil makes this read it. A legacy history is converted first.
     return function(jid, entry, cap, legacy)
-      local key = P .. 'j:' .. jid .. '-history'
-      if legacy == nil then legacy = redis.call('hget', P .. 'j:' .. jid, 'history') end
+      local key = Qless.P .. 'j:' .. jid .. '-history'
+      if legacy == nil then legacy = redis.call('hget', Qless.P .. 'j:' .. jid, 'history') end
       if legacy then Qless.history_legacy(jid, legacy) end
       local n = redis.call('rpush', key, entry)
       if cap > 0 and n > cap then Qless.history_trim(key, n, cap) end
@@ -285,10 +528,10 @@ Qless = setmetatable({ [0] = function(name)
     -- qlessd itself writes the field in that form while a job's history is short and
     -- plain ("compact history", see lua/README.md "Memory"): put writes
     -- [{"q":Q,"put":T}] instead of creating the list, pop appends {"popped":T,
-    -- "worker":W} and complete {"done":T} in the HMSETs they make anyway. Any other
+    -- "worker":W} and complete {"done":T} in the HSETs they make anyway. Any other
     -- history write (and any other qless client) converts it first, as above.
     return function(jid, raw)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local entries = Qless.history_legacy_entries(raw)
       if #entries > 0 then Qless.batch('rpush', key .. '-history', entries) end
       redis.call('hdel', key, 'history')
@@ -326,114 +569,6 @@ Qless = setmetatable({ [0] = function(name)
       redis.call('lpush', key, dropped[1])
     end
 
-  elseif name == 'history_object' then
-    -- One stored entry [when, what, {extra}] as the object clients see: the extra keys
-    -- plus "when" and "what" (which win). Entries of the usual shape are rewritten as
-    -- text; anything else goes through cjson.
-    return function(e)
-      local match = string.match
-      local when, what, inner = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*"),{(.*)}%]$')
-      if when then
-        if inner == '' then return '{"when":' .. when .. ',"what":' .. what .. '}' end
-        if not string.find(inner, '"wh', 1, true) then
-          return '{' .. inner .. ',"when":' .. when .. ',"what":' .. what .. '}'
-        end
-      else
-        when, what = match(e, '^%[([^,%[%]{}"]+),("[^"\\]*")%]$')
-        if when then return '{"when":' .. when .. ',"what":' .. what .. '}' end
-      end
-      local value = Qless.json_decode(e)
-      if type(value) ~= 'table' then return nil end
-      if value[1] ~= nil or value[2] ~= nil then
-        local obj = {}
-        if type(value[3]) == 'table' then
-          for k, v in pairs(value[3]) do obj[k] = v end
-        end
-        obj.when = value[1]
-        obj.what = value[2]
-        value = obj
-      end
-      return cjson.encode(value)
-    end
-
-  elseif name == 'job_append' then
-    -- Appends the 17-key job object of the job_fields values `f` to the buffer `buf`.
-    -- Written by hand (clients parse it, so key order is free), and into a buffer
-    -- rather than as one string per job: in Redis' Lua every string is hashed over its
-    -- whole length when created, so long intermediate strings are expensive. Callers
-    -- that know them pass the JSON text of expires/state/queue/worker, and two caches
-    -- shared by the jobs of one call: `memo` (history entries) and `kmemo` (klasses).
-    return function(buf, f, tracked, history, dependents, dependencies, expires, estate,
-                    equeue, eworker, memo, kmemo)
-      local encode = cjson.encode
-      -- Set members come in the order of Redis' hash table, which a per-process seed
-      -- decides: sorted, the same job reads the same on every server.
-      if #dependents > 1 then table.sort(dependents) end
-      if #dependencies > 1 then table.sort(dependencies) end
-      local tags, failure, spawned, remaining = f[11], f[12], f[13], f[9]
-      -- Single digits (the usual priority, retries and remaining) need no conversion.
-      local priority, retries = f[6], f[8]
-      if not (priority and #priority == 1 and priority >= '0' and priority <= '9') then
-        priority = Qless.jnum(priority)
-      end
-      if not (retries and #retries == 1 and retries >= '0' and retries <= '9') then
-        retries = Qless.jnum(retries)
-      end
-      if not tags or tags == '' or tags == '[]' then tags = '{}' end
-      if not failure or failure == '' then failure = '{}' end
-      if not (remaining and #remaining == 1 and remaining >= '0' and remaining <= '9') then
-        if not (remaining and string.find(remaining, '^%-?[1-9]%d*$')) then
-          remaining = string.format('%.14g', math.floor(tonumber(remaining) or 0))
-        end
-      end
-      local klass = f[2] or ''
-      local eklass = kmemo and kmemo[klass]
-      if not eklass then
-        eklass = encode(klass)
-        if kmemo then kmemo[klass] = eklass end
-      end
-      local n = #buf
-      buf[n + 1] = '{"jid":' .. encode(f[1]) ..
-        ',"klass":' .. eklass ..
-        ',"state":' .. (estate or encode(f[3] or '')) ..
-        ',"queue":' .. (equeue or encode(f[4] or '')) ..
-        ',"worker":' .. (eworker or encode(f[5] or '')) ..
-        ',"tracked":' .. (tracked and 'true' or 'false') ..
-        ',"priority":' .. priority ..
-        ',"expires":' .. (expires or Qless.jnum(f[7])) ..
-        ',"retries":' .. retries ..
-        ',"remaining":' .. remaining ..
-        ',"data":'
-      buf[n + 2] = encode(f[10] or '')
-      buf[n + 3] = ',"tags":'
-      buf[n + 4] = tags
-      n = n + 5
-      -- The history array ('{}' when empty).
-      local count = 0
-      local object = Qless.history_object
-      for i = 1, #history do
-        local e = history[i]
-        local obj = memo and memo[e]
-        if not obj then
-          obj = object(e)
-          if memo and obj then memo[e] = obj end
-        end
-        if obj then
-          count = count + 1
-          buf[n] = count == 1 and ',"history":[' or ','
-          buf[n + 1] = obj
-          n = n + 2
-        end
-      end
-      buf[n] = (count == 0 and ',"history":{}' or ']') .. ',"failure":'
-      buf[n + 1] = failure
-      buf[n + 2] = ',"spawned_from_jid":' .. (spawned and encode(spawned) or 'false') ..
-        ',"dependents":' .. (#dependents == 0 and '{}' or encode(dependents)) ..
-        ',"dependencies":' .. (#dependencies == 0 and '{}' or encode(dependencies)) ..
-        -- Extension: the job's trace, where pop put it (f[19]; validated hex at put).
-        (f[19] and (',"traceparent":"' .. f[19] .. '"}') or '}')
-    end
-
   elseif name == 'job_fields' then
     -- HMGET of the job-object fields, in the order job_append expects, plus any extra
     -- fields (from index 14 on):
@@ -448,7 +583,7 @@ Qless = setmetatable({ [0] = function(name)
   elseif name == 'job_buffer' then
     -- Appends the job object of jid to `buf`; false if the job does not exist.
     return function(buf, jid)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local f = Qless.job_fields(key, 'history')
       if not f[1] then return false end
       local history = redis.call('lrange', key .. '-history', '0', '-1')
@@ -458,7 +593,7 @@ Qless = setmetatable({ [0] = function(name)
         local extra = Qless.history_legacy_entries(f[14])
         for i = 1, #extra do history[#history + 1] = extra[i] end
       end
-      Qless.job_append(buf, f, redis.call('zscore', P .. 'tracked', jid), history,
+      Qless.job_append(buf, f, redis.call('zscore', Qless.P .. 'tracked', jid), history,
         redis.call('smembers', key .. '-dependents'),
         redis.call('smembers', key .. '-dependencies'))
       return true
@@ -527,8 +662,8 @@ Qless = setmetatable({ [0] = function(name)
     return function(jid, tags, now)
       for i = 1, #tags do
         local t = tags[i]
-        redis.call('zadd', P .. 't:' .. t, now, jid)
-        redis.call('zincrby', P .. 'tags', '1', t)
+        redis.call('zadd', Qless.P .. 't:' .. t, now, jid)
+        redis.call('zincrby', Qless.P .. 'tags', '1', t)
       end
     end
 
@@ -537,21 +672,21 @@ Qless = setmetatable({ [0] = function(name)
     return function(jid, tags)
       for i = 1, #tags do
         local t = tags[i]
-        redis.call('zrem', P .. 't:' .. t, jid)
-        redis.call('zincrby', P .. 'tags', '-1', t)
+        redis.call('zrem', Qless.P .. 't:' .. t, jid)
+        redis.call('zincrby', Qless.P .. 'tags', '-1', t)
       end
     end
 
   elseif name == 'stats_defer' then
     -- Starts collecting samples instead of writing them (see STATS).
     return function()
-      STATS = {}
+      Qless.STATS = {}
     end
 
   elseif name == 'stats_call' then
     -- The batch call (its position) that the next samples belong to.
     return function(k)
-      STATS.call = k
+      Qless.STATS.call = k
     end
 
   elseif name == 'stats_flush' then
@@ -559,8 +694,8 @@ Qless = setmetatable({ [0] = function(name)
     -- collecting. Returns the positions of the calls whose samples could not be
     -- written, with the error, so that the batch reports them.
     return function(now)
-      local pending = STATS
-      STATS = nil
+      local pending = Qless.STATS
+      Qless.STATS = false
       local failed = {}
       for i = 1, #(pending or {}) do
         local p = pending[i]
@@ -572,104 +707,6 @@ Qless = setmetatable({ [0] = function(name)
       return failed
     end
 
-  elseif name == 'stats_add' then
-    -- Folds samples (seconds) into ql:s:<kind>:<bin(now)>:<queue>: Welford totals plus
-    -- histogram buckets, one HMGET and one HMSET however many samples there are.
-    return function(kind, now, queue, samples)
-      local n = #samples
-      if n == 0 then return end
-      if STATS then
-        local id = kind .. ':' .. queue
-        local pending = STATS[id]
-        if not pending then
-          pending = { kind = kind, queue = queue, samples = {}, calls = {} }
-          STATS[id] = pending
-          STATS[#STATS + 1] = pending
-        end
-        local into = pending.samples
-        for i = 1, n do into[#into + 1] = samples[i] end
-        pending.calls[#pending.calls + 1] = STATS.call
-        return
-      end
-      local floor, format, char = math.floor, string.format, string.char
-      local key = P .. 's:' .. kind .. ':' .. format('%d', now - now % 86400) .. ':' .. queue
-      if n == 1 then
-        -- The usual case (one pop or complete), without the bookkeeping tables.
-        local v = samples[1]
-        local s = floor(v)
-        local b
-        -- (Seconds name their bucket with string.char: concatenating a number would
-        -- format it with sprintf, several times dearer.)
-        if s < 10 and s >= 0 then
-          b = char(115, 48 + s)
-        elseif s < 60 and s >= 0 then
-          b = char(115, 48 + floor(s / 10), 48 + s % 10)
-        elseif s < 60 then
-          b = 's' .. s
-        elseif s < 3600 then
-          b = 'm' .. floor(s / 60)
-        elseif s < 86400 then
-          b = 'h' .. floor(s / 3600)
-        else
-          b = 'd' .. floor(s / 86400)
-        end
-        -- The two counters with HINCRBY, whose integer reply needs no parsing: cheaper
-        -- than reading them (an HMGET field, strtod) and writing them back (%d, an
-        -- HMSET pair). Only mean and vk make the round trip through Lua.
-        local total = redis.call('hincrby', key, 'total', '1')
-        redis.call('hincrby', key, b, '1')
-        local mean, vk = v, 0
-        if total > 1 then
-          local cur = redis.call('hmget', key, 'mean', 'vk')
-          local old = tonumber(cur[1]) or 0
-          mean = old + (v - old) / total
-          vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
-        end
-        redis.call('hmset', key, 'mean', format('%.17g', mean),
-          'vk', vk == 0 and '0' or format('%.17g', vk))
-        return
-      end
-      local function bucket(v)
-        local s = floor(v)
-        if s < 60 then return 's' .. s end
-        if s < 3600 then return 'm' .. floor(s / 60) end
-        if s < 86400 then return 'h' .. floor(s / 3600) end
-        return 'd' .. floor(s / 86400)
-      end
-      local counts, names = {}, {}
-      for i = 1, n do
-        local b = bucket(samples[i])
-        local c = counts[b]
-        if c then
-          counts[b] = c + 1
-        else
-          counts[b] = 1
-          names[#names + 1] = b
-        end
-      end
-      local cur = redis.call('hmget', key, 'total', 'mean', 'vk', unpack(names))
-      local total, mean, vk = tonumber(cur[1]), tonumber(cur[2]) or 0, tonumber(cur[3]) or 0
-      for i = 1, n do
-        local v = samples[i]
-        if not total then
-          total, mean, vk = 1, v, 0
-        else
-          total = total + 1
-          local old = mean
-          mean = mean + (v - mean) / total
-          vk = vk + (v - mean) * (v - old)
-        end
-      end
-      local args = { 'total', format('%d', total), 'mean', format('%.17g', mean),
-        'vk', vk == 0 and '0' or format('%.17g', vk) }
-      for i = 1, #names do
-        local b = names[i]
-        args[#args + 1] = b
-        args[#args + 1] = format('%d', (tonumber(cur[3 + i]) or 0) + counts[b])
-      end
-      redis.call('hmset', key, unpack(args))
-    end
-
   elseif name == 'failure_forget' then
     -- Takes a failed job out of its failure group (the list, and the group from
     -- ql:failures once empty) and lowers the `failed` gauge of the day and queue it
@@ -678,14 +715,14 @@ Qless = setmetatable({ [0] = function(name)
       local failure = Qless.json_decode(failure_text)
       if type(failure) ~= 'table' or type(failure.group) ~= 'string' then return end
       local group = failure.group
-      local list = P .. 'f:' .. group
+      local list = Qless.P .. 'f:' .. group
       redis.call('lrem', list, '0', jid)
       if redis.call('llen', list) == 0 then
-        redis.call('srem', P .. 'failures', group)
+        redis.call('srem', Qless.P .. 'failures', group)
       end
       local when = tonumber(failure.when)
       if when and queue and queue ~= '' then
-        redis.call('hincrby', P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. queue,
+        redis.call('hincrby', Qless.P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. queue,
           'failed', '-1')
       end
     end
@@ -694,10 +731,10 @@ Qless = setmetatable({ [0] = function(name)
     -- `n` jobs became poppable in `queue` (put, retry, unfail, release, promotion,
     -- spawn, a lock handed over, a freed slot...): noted for the dispatcher to publish.
     return function(queue, n)
-      local a = AVAILABLE
+      local a = Qless.AVAILABLE
       if not a then
         a = {}
-        AVAILABLE = a
+        Qless.AVAILABLE = a
       end
       local c = a[queue]
       if c then
@@ -712,7 +749,7 @@ Qless = setmetatable({ [0] = function(name)
     -- Something that held back all of queue's waiting jobs ended (unpaused, a higher
     -- max-concurrency): announces them all. Rare paths, so the count is read.
     return function(queue)
-      local n = redis.call('zcard', P .. 'q:' .. queue .. '-work')
+      local n = redis.call('zcard', Qless.P .. 'q:' .. queue .. '-work')
       if n > 0 then Qless.available(queue, n) end
     end
 
@@ -728,7 +765,7 @@ Qless = setmetatable({ [0] = function(name)
     -- recurring spawn, a lock expiry): `P due` keeps each queue's earliest such time
     -- (ZADD LT never raises it), so `sweep` visits only the queues that are due.
     return function(queue, at)
-      redis.call('zadd', P .. 'due', 'LT', at, queue)
+      redis.call('zadd', Qless.P .. 'due', 'LT', at, queue)
     end
 
   elseif name == 'lock_lost_event' then
@@ -747,7 +784,7 @@ Qless = setmetatable({ [0] = function(name)
       for i = 1, #list do
         local d = Qless.jid_free(list[i], command)
         if d ~= jid then
-          local state = redis.call('hget', P .. 'j:' .. d, 'state')
+          local state = redis.call('hget', Qless.P .. 'j:' .. d, 'state')
           if state and state ~= 'complete' then out[#out + 1] = d end
         end
       end
@@ -757,9 +794,9 @@ Qless = setmetatable({ [0] = function(name)
   elseif name == 'dependencies_link' then
     -- Records "jid waits on each of deps" in both directions.
     return function(jid, deps)
-      local mine = P .. 'j:' .. jid .. '-dependencies'
+      local mine = Qless.P .. 'j:' .. jid .. '-dependencies'
       for i = 1, #deps do
-        redis.call('sadd', P .. 'j:' .. deps[i] .. '-dependents', jid)
+        redis.call('sadd', Qless.P .. 'j:' .. deps[i] .. '-dependents', jid)
         redis.call('sadd', mine, deps[i])
       end
     end

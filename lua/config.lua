@@ -27,12 +27,12 @@ function config_factory(name)
     -- the JSON map of defaults overlaid with everything stored.
     return function(option)
       if option ~= nil then
-        local value = redis.call('hget', P .. 'config', option)
+        local value = redis.call('hget', Qless.P .. 'config', option)
         if value then return value end
         return Qless.Config.defaults()[option]
       end
       local all = Qless.Config.defaults()
-      local stored = redis.call('hgetall', P .. 'config')
+      local stored = redis.call('hgetall', Qless.P .. 'config')
       for i = 1, #stored, 2 do
         all[stored[i]] = stored[i + 1]
       end
@@ -42,18 +42,18 @@ function config_factory(name)
   elseif name == 'set' then
     -- config.set: publish config_set on ql:log, then store.
     return function(option, value)
-      redis.call(PUBLISH, P .. 'log', '{"option":' .. cjson.encode(option) ..
+      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"option":' .. cjson.encode(option) ..
         ',"event":"config_set","value":' .. cjson.encode(value) .. '}')
-      redis.call('hset', P .. 'config', option, value)
+      redis.call('hset', Qless.P .. 'config', option, value)
       Qless.Config.changed(option)
     end
 
   elseif name == 'unset' then
     -- config.unset: publish config_unset on ql:log, then delete.
     return function(option)
-      redis.call(PUBLISH, P .. 'log', '{"event":"config_unset","option":' ..
+      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"event":"config_unset","option":' ..
         cjson.encode(option) .. '}')
-      redis.call('hdel', P .. 'config', option)
+      redis.call('hdel', Qless.P .. 'config', option)
       Qless.Config.changed(option)
     end
 

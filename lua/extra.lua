@@ -14,7 +14,7 @@ function extra_factory(name)
     return function(jid)
       local buf = {}
       if not Qless.job_buffer(buf, jid) then return nil end
-      local f = redis.call('hmget', P .. 'j:' .. jid, 'progress', 'result', 'throttles',
+      local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'progress', 'result', 'throttles',
         'backoff', 'throttled', 'traceparent')
       if f[1] or f[2] or f[3] or f[4] or f[5] or f[6] then
         -- The object ends with '}' in the buffer's last piece: insert before it.
@@ -37,11 +37,11 @@ function extra_factory(name)
     -- priorities that is the queue's oldest waiting job. One ZREVRANGE and one HGET a
     -- queue: cheap enough for a scrape of 1,000 queues.
     return function()
-      local names = redis.call('zrange', P .. 'queues', '0', '-1')
+      local names = redis.call('zrange', Qless.P .. 'queues', '0', '-1')
       local out = {}
       for i = 1, #names do
-        local top = redis.call('zrevrange', P .. 'q:' .. names[i] .. '-work', '0', '0')[1]
-        local put = top and redis.call('hget', P .. 'j:' .. top, 'time')
+        local top = redis.call('zrevrange', Qless.P .. 'q:' .. names[i] .. '-work', '0', '0')[1]
+        local put = top and redis.call('hget', Qless.P .. 'j:' .. top, 'time')
         if put then out[#out + 1] = cjson.encode(names[i]) .. ':' .. cjson.encode(put) end
       end
       return '{' .. table.concat(out, ',') .. '}'
@@ -63,7 +63,7 @@ function extra_factory(name)
     -- The jid an idempotency key answers while it is fresh (its `until` is after
     -- now), or nil.
     return function(now, ikey)
-      local f = redis.call('hmget', P .. 'idem:' .. ikey, 'jid', 'until')
+      local f = redis.call('hmget', Qless.P .. 'idem:' .. ikey, 'jid', 'until')
       if f[1] and (tonumber(f[2]) or 0) > now then return f[1] end
       return nil
     end
@@ -72,7 +72,7 @@ function extra_factory(name)
     -- Records that idempotency key ikey answers jid until now + ttl. Redis expires
     -- the key a little after that (by its own clock) so that it does not pile up.
     return function(now, ikey, jid, ttl)
-      local key = P .. 'idem:' .. ikey
+      local key = Qless.P .. 'idem:' .. ikey
       redis.call('hset', key, 'jid', jid, 'until', Qless.numarg(now + ttl))
       redis.call('expire', key, string.format('%d', math.ceil(ttl) + 60))
     end
@@ -102,10 +102,11 @@ function extra_factory(name)
     -- Jitter takes up to that fraction off the delay, by an amount derived from the
     -- jid and the attempt: the same on every gateway, spread across jobs.
     return function(jid, queue, offset)
-      local f = redis.call('hmget', P .. 'j:' .. jid, 'backoff', 'retries', 'remaining', 'queue')
+      local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'backoff', 'retries', 'remaining',
+        'queue')
       local text = f[1]
       if not text then
-        text = redis.call('hget', P .. 'config', (queue or f[4] or '') .. '-backoff')
+        text = redis.call('hget', Qless.P .. 'config', (queue or f[4] or '') .. '-backoff')
       end
       if not text then return 0 end
       local b = Qless.Extra.backoff_parse(text)
@@ -128,15 +129,15 @@ function extra_factory(name)
     -- of being handed to the popping worker. Returns true when it was scheduled.
     -- (`remaining` was already lowered by the caller: offset 0.)
     return function(now, queue, jid)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local delay = Qless.Extra.backoff_delay(jid, queue, 0)
       if delay <= 0 then return false end
-      local qkey = P .. 'q:' .. queue
+      local qkey = Qless.P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-locks', jid)
       local at = Qless.numarg(now + delay)
       redis.call('zadd', qkey .. '-scheduled', at, jid)
       Qless.due(queue, at)
-      redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', '0')
+      redis.call('hset', key, 'state', 'scheduled', 'worker', '', 'expires', '0')
       local throttles = redis.call('hget', key, 'throttles')
       if throttles then Qless.Throttle.release(now, jid, throttles, queue) end
       return true

@@ -7,81 +7,65 @@
 
 -- The methods of Qless.Job, made on first use (see base.lua).
 function job_factory(name)
-  if name == 'forget' then
-    -- Deletes a completed job for good (purge): its tag index entries, hash and history.
-    -- Its dependency sets and tracking entry stay (spec 6.8).
-    return function(jid)
+  -- (The hottest commands come first: a method is found by walking this chain of
+  -- comparisons the first time a call uses it.)
+  if name == 'heartbeat' then
+    -- heartbeat(now, jid, worker, [data]) -> new expiry (integer)
+    return function(now, jid, worker, data)
+      local P = Qless.P
       local key = P .. 'j:' .. jid
-      Qless.tags_unindex(jid, Qless.stored_tags(redis.call('hget', key, 'tags')))
-      redis.call('del', key, key .. '-history')
-    end
-
-  elseif name == 'purge' then
-    -- Purges ql:completed: first by age (jobs-history seconds), then by count
-    -- (jobs-history-count). Two cheap calls when nothing is due: the oldest entry's
-    -- score, and the count.
-    return function(now, max_age, max_count)
-      local key = P .. 'completed'
-      local cutoff = now - (tonumber(max_age) or 604800)
-      local oldest = redis.call('zrange', key, '0', '0', 'WITHSCORES')
-      if oldest[2] and tonumber(oldest[2]) <= cutoff then
-        local cut = Qless.numarg(cutoff)
-        local old = redis.call('zrangebyscore', key, '-inf', cut)
-        for i = 1, #old do Qless.Job.forget(old[i]) end
-        redis.call('zremrangebyscore', key, '-inf', cut)
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace')
+      local state = f[1]
+      if not state then
+        Qless.raise('QL_NOTFOUND', 'Heartbeat', 'Job ' .. jid .. ' does not exist')
+      elseif state ~= 'running' then
+        Qless.raise('QL_STATE', 'Heartbeat', 'Job ' .. jid .. ' not currently running: ' .. state)
+      elseif f[2] ~= worker then
+        Qless.raise('QL_WORKER', 'Heartbeat', 'Job ' .. jid .. ' given out to another worker: ' ..
+          tostring(f[2]))
       end
-      local keep = math.floor(tonumber(max_count) or 50000)
-      local n = redis.call('zcard', key)
-      if n > keep then
-        local last = n - keep - 1
-        last = string.format('%d', last)
-        local extra = redis.call('zrange', key, '0', last)
-        for i = 1, #extra do Qless.Job.forget(extra[i]) end
-        redis.call('zremrangebyrank', key, '0', last)
+      local queue = f[3] or ''
+      local cfg = redis.call('hmget', P .. 'config', queue .. '-heartbeat', 'heartbeat')
+      local hb = cfg[1] and tonumber(cfg[1]) or cfg[2] and tonumber(cfg[2]) or 60
+      -- The expiry text as pop writes it (see there): usually the integer part of
+      -- now + hb and now's own fraction, else Qless.numarg inline (building the method
+      -- costs more than its body).
+      local eargs, expires
+      local x = Qless.NOWX
+      if x and hb >= 0 and hb % 1 == 0 and hb < 1e14 and now < 1e14 then
+        expires = now - now % 1 + hb
+        local text = string.format('%d%s', expires, x)
+        if #text <= (x == '' and 14 or 15) then eargs = text end
       end
-    end
-
-  elseif name == 'release' then
-    -- On the final completion of jid: each dependent with no dependency left moves from
-    -- its queue's -depends to -scheduled (if a delay is pending) or -work.
-    return function(now, jid)
-      local key = P .. 'j:' .. jid .. '-dependents'
-      local list = redis.call('smembers', key)
-      if #list == 0 then return end
-      -- In jid order, not the set's (seed-dependent) order: the same on every server.
-      if #list > 1 then table.sort(list) end
-      for i = 1, #list do
-        local d = list[i]
-        local dkey = P .. 'j:' .. d
-        redis.call('srem', dkey .. '-dependencies', jid)
-        if redis.call('scard', dkey .. '-dependencies') == 0 then
-          local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority')
-          local q = f[1]
-          if q and q ~= '' then
-            local qkey = P .. 'q:' .. q
-            redis.call('zrem', qkey .. '-depends', d)
-            if f[2] then
-              redis.call('zadd', qkey .. '-scheduled', f[2], d)
-              Qless.due(q, f[2])
-              redis.call('hset', dkey, 'state', 'scheduled')
-              redis.call('hdel', dkey, 'scheduled')
-            else
-              local score = (tonumber(f[3]) or 0) - now / 10000000000
-              redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
-              redis.call('hset', dkey, 'state', 'waiting')
-              Qless.available(q, 1)
-            end
-          end
+      if not eargs then
+        expires = now + hb
+        if expires == math.floor(expires) and expires > -1e15 and expires < 1e15 then
+          eargs = string.format('%d', expires)
+        else
+          eargs = string.format('%.17g', expires)
         end
+        expires = math.floor(expires)
       end
-      redis.call('del', key)
+      -- (`worker` is not rewritten: it was just checked to be this worker.)
+      if data then
+        redis.call('hset', key, 'expires', eargs, 'data', data)
+      else
+        redis.call('hset', key, 'expires', eargs)
+      end
+      -- Fix of quirk 6: a heartbeat answers the grace notice, so a later expiry warns again.
+      if f[4] then redis.call('hdel', key, 'grace') end
+      redis.call('zadd', P .. 'w:' .. worker .. ':jobs', eargs, jid)
+      redis.call('zadd', P .. 'workers', Qless.NOWS, worker)
+      redis.call('zadd', P .. 'q:' .. queue .. '-locks', eargs, jid)
+      -- The expiry rounded down (an expiry is never negative: truncation and floor agree).
+      return expires
     end
 
   elseif name == 'complete' then
     -- complete(now, jid, worker, queue, data, [next, delay, depends])
     -- -> 'complete' | 'waiting' | 'scheduled' | 'depends'
     return function(now, jid, worker, queue, data, nextq, delay, depends)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       -- (priority only matters when the job moves on to `next`: each HMGET field costs
       -- about as much as a small Redis call.)
       local f
@@ -105,15 +89,17 @@ function job_factory(name)
           tostring(f[3]))
       end
       local deps
-      if nextq and depends and #depends > 0 then deps = Qless.dependable(jid, depends, 'Complete') end
-      NOWT = NOWT or string.format('%.20f', now)
+      if nextq and depends and #depends > 0 then
+        deps = Qless.dependable(jid, depends, 'Complete')
+      end
+      Qless.NOWT = Qless.NOWT or string.format('%.20f', now)
 
-      local cfg = redis.call('hmget', P .. 'config', 'max-job-history', 'jobs-history',
+      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history', 'jobs-history',
         'jobs-history-count', queue .. '-max-concurrency')
       local cap = math.floor(tonumber(cfg[1]) or 100)   -- Qless.history_cap, inline
-      local when = NOWF
+      local when = Qless.NOWF
       -- A compact history (put and popped, see history_legacy) takes the done entry in
-      -- the final HMSET below, without a list; any other is converted and appended to.
+      -- the final HSET below, without a list; any other is converted and appended to.
       local compact
       if f[6] and not nextq and (cap <= 0 or cap >= 3) then
         local head = string.match(f[6],
@@ -121,31 +107,35 @@ function job_factory(name)
         if head then compact = head .. ',{"done":' .. when .. '}]' end
       end
       if not compact then
-        Qless.history_push(jid, '[' .. when .. ',"done"]', cap, f[6] or false)
+        -- Qless.history_push, inline (building the method costs more than its body).
+        if f[6] then Qless.history_legacy(jid, f[6]) end
+        local hkey = key .. '-history'
+        local n = redis.call('rpush', hkey, '[' .. when .. ',"done"]')
+        if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
       end
       -- A running job is only in -locks (pop takes it out of -work, and -scheduled jobs
       -- go through -work), so that is the one entry to remove.
-      redis.call('zrem', P .. 'q:' .. queue .. '-locks', jid)
+      redis.call('zrem', Qless.P .. 'q:' .. queue .. '-locks', jid)
       if cfg[4] then Qless.slot_freed(queue, cfg[4]) end
       if f[7] then Qless.Throttle.release(now, jid, f[7], queue) end   -- throttle.lua
       Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
-      redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
+      redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
       -- Usually neither ql:tracked nor the job's -dependents set exists: one EXISTS then
       -- spares the ZSCORE here and the SMEMBERS of the release below.
-      local linked = redis.call('exists', P .. 'tracked', key .. '-dependents') > 0
-      if linked and redis.call('zscore', P .. 'tracked', jid) then
-        redis.call(PUBLISH, P .. 'completed', jid)
+      local linked = redis.call('exists', Qless.P .. 'tracked', key .. '-dependents') > 0
+      if linked and redis.call('zscore', Qless.P .. 'tracked', jid) then
+        redis.call(Qless.PUBLISH, Qless.P .. 'completed', jid)
       end
       local retries = f[5] or '5'
       local ejid, equeue = cjson.encode(jid), cjson.encode(queue)
 
       if nextq then
         local enext = cjson.encode(nextq)
-        redis.call(PUBLISH, P .. 'log', '{"jid":' .. ejid .. ',"to":' .. enext ..
+        redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"jid":' .. ejid .. ',"to":' .. enext ..
           ',"event":"advanced","queue":' .. equeue .. '}')
         Qless.history_push(jid, '[' .. when .. ',"put",{"q":' .. enext .. '}]', cap, false)
-        redis.call('zadd', P .. 'queues', 'NX', NOWS, nextq)
-        local nkey = P .. 'q:' .. nextq
+        redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, nextq)
+        local nkey = Qless.P .. 'q:' .. nextq
         local result
         if delay > 0 and not (depends and #depends > 0) then
           -- Fix of quirk 3: the hash says 'scheduled' while the job sits in -scheduled.
@@ -155,7 +145,7 @@ function job_factory(name)
           result = 'scheduled'
         elseif deps and #deps > 0 then
           Qless.dependencies_link(jid, deps)
-          redis.call('zadd', nkey .. '-depends', NOWS, jid)
+          redis.call('zadd', nkey .. '-depends', Qless.NOWS, jid)
           if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
           result = 'depends'
         else
@@ -165,41 +155,118 @@ function job_factory(name)
           result = 'waiting'
         end
         if data then
-          redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', result,
+          redis.call('hset', key, 'data', data, 'time', Qless.NOWT, 'state', result,
             'worker', '', 'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         else
-          redis.call('hmset', key, 'time', NOWT, 'state', result, 'worker', '',
+          redis.call('hset', key, 'time', Qless.NOWT, 'state', result, 'worker', '',
             'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         end
         return result
       end
 
-      redis.call(PUBLISH, P .. 'log', '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
+      redis.call(Qless.PUBLISH, Qless.P .. 'log',
+        '{"jid":' .. ejid .. ',"event":"completed","queue":' ..
         equeue .. '}')
       if compact and data then
-        redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
+        redis.call('hset', key, 'data', data, 'time', Qless.NOWT, 'state', 'complete',
           'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries,
           'history', compact)
       elseif compact then
-        redis.call('hmset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
+        redis.call('hset', key, 'time', Qless.NOWT, 'state', 'complete', 'worker', '',
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries, 'history', compact)
       elseif data then
-        redis.call('hmset', key, 'data', data, 'time', NOWT, 'state', 'complete',
+        redis.call('hset', key, 'data', data, 'time', Qless.NOWT, 'state', 'complete',
           'worker', '', 'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       else
-        redis.call('hmset', key, 'time', NOWT, 'state', 'complete', 'worker', '',
+        redis.call('hset', key, 'time', Qless.NOWT, 'state', 'complete', 'worker', '',
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       end
-      redis.call('zadd', P .. 'completed', NOWS, jid)
-      Qless.Job.purge(now, cfg[2], cfg[3])
+      redis.call('zadd', Qless.P .. 'completed', Qless.NOWS, jid)
+      -- The purge of old completed jobs (spec 6.8). Its checks, here, cost two calls
+      -- when nothing is due: the oldest entry's score, and the count.
+      local ckey = Qless.P .. 'completed'
+      local cutoff = now - (cfg[2] and tonumber(cfg[2]) or 604800)
+      local keep = cfg[3] and math.floor(tonumber(cfg[3]) or 50000) or 50000
+      local oldest = redis.call('zrange', ckey, '0', '0', 'WITHSCORES')
+      local aged = oldest[2] and tonumber(oldest[2]) <= cutoff
+      if aged or redis.call('zcard', ckey) > keep then
+        Qless.Job.purge(cutoff, keep, aged)
+      end
       if linked then Qless.Job.release(now, jid) end
       return 'complete'
+    end
+
+  elseif name == 'forget' then
+    -- Deletes a completed job for good (purge): its tag index entries, hash and history.
+    -- Its dependency sets and tracking entry stay (spec 6.8).
+    return function(jid)
+      local key = Qless.P .. 'j:' .. jid
+      Qless.tags_unindex(jid, Qless.stored_tags(redis.call('hget', key, 'tags')))
+      redis.call('del', key, key .. '-history')
+    end
+
+  elseif name == 'purge' then
+    -- Purges ql:completed (complete found something due): with `aged`, the jobs
+    -- completed at or before `cutoff` (jobs-history seconds ago); then all but the
+    -- newest `keep` (jobs-history-count).
+    return function(cutoff, keep, aged)
+      local key = Qless.P .. 'completed'
+      if aged then
+        local cut = Qless.numarg(cutoff)
+        local old = redis.call('zrangebyscore', key, '-inf', cut)
+        for i = 1, #old do Qless.Job.forget(old[i]) end
+        redis.call('zremrangebyscore', key, '-inf', cut)
+      end
+      local n = redis.call('zcard', key)
+      if n > keep then
+        local last = n - keep - 1
+        last = string.format('%d', last)
+        local extra = redis.call('zrange', key, '0', last)
+        for i = 1, #extra do Qless.Job.forget(extra[i]) end
+        redis.call('zremrangebyrank', key, '0', last)
+      end
+    end
+
+  elseif name == 'release' then
+    -- On the final completion of jid: each dependent with no dependency left moves from
+    -- its queue's -depends to -scheduled (if a delay is pending) or -work.
+    return function(now, jid)
+      local key = Qless.P .. 'j:' .. jid .. '-dependents'
+      local list = redis.call('smembers', key)
+      if #list == 0 then return end
+      -- In jid order, not the set's (seed-dependent) order: the same on every server.
+      if #list > 1 then table.sort(list) end
+      for i = 1, #list do
+        local d = list[i]
+        local dkey = Qless.P .. 'j:' .. d
+        redis.call('srem', dkey .. '-dependencies', jid)
+        if redis.call('scard', dkey .. '-dependencies') == 0 then
+          local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority')
+          local q = f[1]
+          if q and q ~= '' then
+            local qkey = Qless.P .. 'q:' .. q
+            redis.call('zrem', qkey .. '-depends', d)
+            if f[2] then
+              redis.call('zadd', qkey .. '-scheduled', f[2], d)
+              Qless.due(q, f[2])
+              redis.call('hset', dkey, 'state', 'scheduled')
+              redis.call('hdel', dkey, 'scheduled')
+            else
+              local score = (tonumber(f[3]) or 0) - now / 10000000000
+              redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
+              redis.call('hset', dkey, 'state', 'waiting')
+              Qless.available(q, 1)
+            end
+          end
+        end
+      end
+      redis.call('del', key)
     end
 
   elseif name == 'fail' then
     -- fail(now, jid, worker, group, message, [data]) -> jid
     return function(now, jid, worker, group, message, data)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'throttles')
       local state = f[1]
       if not state then
@@ -213,22 +280,23 @@ function job_factory(name)
       local queue = f[3] or ''
       local ejid, egroup, eworker = cjson.encode(jid), cjson.encode(group), cjson.encode(worker)
       local emessage = cjson.encode(message)
-      redis.call(PUBLISH, P .. 'log', '{"message":' .. emessage .. ',"jid":' .. ejid ..
+      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"message":' .. emessage .. ',"jid":' .. ejid ..
         ',"group":' .. egroup .. ',"event":"failed","worker":' .. eworker .. '}')
-      if redis.call('zscore', P .. 'tracked', jid) then
-        redis.call(PUBLISH, P .. 'failed', jid)
+      if redis.call('zscore', Qless.P .. 'tracked', jid) then
+        redis.call(Qless.PUBLISH, Qless.P .. 'failed', jid)
       end
-      redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-      local cfg = redis.call('hmget', P .. 'config', 'max-job-history', queue .. '-max-concurrency')
+      redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
+      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history',
+        queue .. '-max-concurrency')
       local cap = Qless.history_cap(cfg[1])
       if cfg[2] then Qless.slot_freed(queue, cfg[2]) end
-      local when = NOWF
+      local when = Qless.NOWF
       Qless.history_push(jid, '[' .. when .. ',"failed",{"worker":' .. eworker .. ',"group":' ..
         egroup .. '}]', cap)
-      local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
+      local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
       redis.call('hincrby', skey, 'failures', '1')
       redis.call('hincrby', skey, 'failed', '1')
-      local qkey = P .. 'q:' .. queue
+      local qkey = Qless.P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-work', jid)
       redis.call('zrem', qkey .. '-locks', jid)
       redis.call('zrem', qkey .. '-scheduled', jid)
@@ -236,20 +304,20 @@ function job_factory(name)
       local failure = '{"group":' .. egroup .. ',"message":' .. emessage .. ',"when":' ..
         when .. ',"worker":' .. eworker .. '}'
       if data then
-        redis.call('hmset', key, 'data', data, 'state', 'failed', 'worker', '', 'expires', '',
+        redis.call('hset', key, 'data', data, 'state', 'failed', 'worker', '', 'expires', '',
           'failure', failure)
       else
-        redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
+        redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
       end
-      redis.call('sadd', P .. 'failures', group)
-      redis.call('lpush', P .. 'f:' .. group, jid)
+      redis.call('sadd', Qless.P .. 'failures', group)
+      redis.call('lpush', Qless.P .. 'f:' .. group, jid)
       return jid
     end
 
   elseif name == 'retry' then
     -- retry(now, jid, queue, worker, delay, [group], [message]) -> floor(remaining)
     return function(now, jid, queue, worker, delay, group, message)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'priority', 'throttles')
       local state = f[1]
       if not state then
@@ -263,13 +331,14 @@ function job_factory(name)
       local stored = f[3] or ''
       local remaining = tonumber(redis.call('hincrby', key, 'remaining', '-1'))
       redis.call('hdel', key, 'grace')
-      redis.call('zrem', P .. 'q:' .. stored .. '-locks', jid)
+      redis.call('zrem', Qless.P .. 'q:' .. stored .. '-locks', jid)
       if f[5] then Qless.Throttle.release(now, jid, f[5], stored) end   -- throttle.lua
-      redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-      local cfg = redis.call('hmget', P .. 'config', 'max-job-history', stored .. '-max-concurrency')
+      redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
+      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history',
+        stored .. '-max-concurrency')
       local cap = Qless.history_cap(cfg[1])
       if cfg[2] then Qless.slot_freed(stored, cfg[2]) end
-      local when = NOWF
+      local when = Qless.NOWF
       if remaining < 0 then
         local g = group or ('failed-retries-' .. queue)
         local egroup = cjson.encode(g)
@@ -283,19 +352,19 @@ function job_factory(name)
             cjson.encode('Job exhausted retries in queue "' .. stored .. '"') ..
             ',"when":' .. Qless.num(now) .. ',"worker":""}'
         end
-        redis.call('hmset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
-        if redis.call('zscore', P .. 'tracked', jid) then
-          redis.call(PUBLISH, P .. 'failed', jid)
+        redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure', failure)
+        if redis.call('zscore', Qless.P .. 'tracked', jid) then
+          redis.call(Qless.PUBLISH, Qless.P .. 'failed', jid)
         end
-        redis.call('sadd', P .. 'failures', g)
-        redis.call('lpush', P .. 'f:' .. g, jid)
-        local skey = P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
+        redis.call('sadd', Qless.P .. 'failures', g)
+        redis.call('lpush', Qless.P .. 'f:' .. g, jid)
+        local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
         redis.call('hincrby', skey, 'failures', '1')
         redis.call('hincrby', skey, 'failed', '1')
       else
         -- Fix of quirk 4: the job waits in `queue` with no worker and no lock, and its
         -- hash says so (the original left worker/expires set and the old queue name).
-        local qkey = P .. 'q:' .. queue
+        local qkey = Qless.P .. 'q:' .. queue
         local newstate
         if delay > 0 then
           local at = Qless.numarg(now + delay)
@@ -309,54 +378,15 @@ function job_factory(name)
           newstate = 'waiting'
         end
         if group and message then
-          redis.call('hmset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue,
+          redis.call('hset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue,
             'failure', '{"group":' .. cjson.encode(group) .. ',"message":' ..
             cjson.encode(message) .. ',"when":' .. when .. ',"worker":' ..
             cjson.encode(worker) .. '}')
         else
-          redis.call('hmset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue)
+          redis.call('hset', key, 'state', newstate, 'worker', '', 'expires', '0', 'queue', queue)
         end
       end
       return math.floor(remaining)
-    end
-
-  elseif name == 'heartbeat' then
-    -- heartbeat(now, jid, worker, [data]) -> new expiry (integer)
-    return function(now, jid, worker, data)
-      local key = P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace')
-      local state = f[1]
-      if not state then
-        Qless.raise('QL_NOTFOUND', 'Heartbeat', 'Job ' .. jid .. ' does not exist')
-      elseif state ~= 'running' then
-        Qless.raise('QL_STATE', 'Heartbeat', 'Job ' .. jid .. ' not currently running: ' .. state)
-      elseif f[2] ~= worker then
-        Qless.raise('QL_WORKER', 'Heartbeat', 'Job ' .. jid .. ' given out to another worker: ' ..
-          tostring(f[2]))
-      end
-      local queue = f[3] or ''
-      local cfg = redis.call('hmget', P .. 'config', queue .. '-heartbeat', 'heartbeat')
-      local expires = now + (tonumber(cfg[1]) or tonumber(cfg[2]) or 60)
-      -- Qless.numarg, inline (building the method costs more than its body).
-      local eargs
-      if expires == math.floor(expires) and expires > -1e15 and expires < 1e15 then
-        eargs = string.format('%d', expires)
-      else
-        eargs = string.format('%.17g', expires)
-      end
-      -- (`worker` is not rewritten: it was just checked to be this worker.)
-      if data then
-        redis.call('hmset', key, 'expires', eargs, 'data', data)
-      else
-        redis.call('hset', key, 'expires', eargs)
-      end
-      -- Fix of quirk 6: a heartbeat answers the grace notice, so a later expiry warns again.
-      if f[4] then redis.call('hdel', key, 'grace') end
-      redis.call('zadd', P .. 'w:' .. worker .. ':jobs', eargs, jid)
-      redis.call('zadd', P .. 'workers', NOWS, worker)
-      redis.call('zadd', P .. 'q:' .. queue .. '-locks', eargs, jid)
-      -- Qless.trunc inline (an expiry is never negative): building the method costs more.
-      return math.floor(expires)
     end
 
   elseif name == 'cancel' then
@@ -367,7 +397,7 @@ function job_factory(name)
       for i = 1, #jids do listed[jids[i]] = true end
       for i = 1, #jids do
         local jid = jids[i]
-        local dependents = redis.call('smembers', P .. 'j:' .. jid .. '-dependents')
+        local dependents = redis.call('smembers', Qless.P .. 'j:' .. jid .. '-dependents')
         -- Sorted, so the error names the same dependent on every server.
         if #dependents > 1 then table.sort(dependents) end
         for k = 1, #dependents do
@@ -379,39 +409,41 @@ function job_factory(name)
       end
       for i = 1, #jids do
         local jid = jids[i]
-        local key = P .. 'j:' .. jid
-        local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags', 'throttles')
+        local key = Qless.P .. 'j:' .. jid
+        local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags',
+          'throttles')
         local state = f[1]
         if state ~= 'complete' then
           local queue, worker = f[2], f[3]
           local event = '{"jid":' .. cjson.encode(jid) .. ',"queue":' ..
             (queue and cjson.encode(queue) or 'false') .. ',"event":"canceled","worker":' ..
             (worker and cjson.encode(worker) or 'false') .. '}'
-          redis.call(PUBLISH, P .. 'log', event)
+          redis.call(Qless.PUBLISH, Qless.P .. 'log', event)
           if worker and worker ~= '' then
-            redis.call('zrem', P .. 'w:' .. worker .. ':jobs', jid)
-            redis.call(PUBLISH, P .. 'w:' .. worker, event)
+            redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
+            redis.call(Qless.PUBLISH, Qless.P .. 'w:' .. worker, event)
           end
           if queue and queue ~= '' then
-            local qkey = P .. 'q:' .. queue
+            local qkey = Qless.P .. 'q:' .. queue
             redis.call('zrem', qkey .. '-work', jid)
             redis.call('zrem', qkey .. '-locks', jid)
             redis.call('zrem', qkey .. '-scheduled', jid)
             redis.call('zrem', qkey .. '-depends', jid)
             if state == 'running' then
-              Qless.slot_freed(queue, redis.call('hget', P .. 'config', queue .. '-max-concurrency'))
+              Qless.slot_freed(queue, redis.call('hget', Qless.P .. 'config',
+                queue .. '-max-concurrency'))
             end
           end
           if f[6] then Qless.Throttle.release(now, jid, f[6], queue) end   -- throttle.lua
           local deps = redis.call('smembers', key .. '-dependencies')
           for k = 1, #deps do
-            redis.call('srem', P .. 'j:' .. deps[k] .. '-dependents', jid)
+            redis.call('srem', Qless.P .. 'j:' .. deps[k] .. '-dependents', jid)
           end
           if #deps > 0 then redis.call('del', key .. '-dependencies') end
           if state == 'failed' then Qless.failure_forget(jid, f[4], queue) end
           if state then Qless.tags_unindex(jid, Qless.stored_tags(f[5])) end
-          if redis.call('zscore', P .. 'tracked', jid) then
-            redis.call(PUBLISH, P .. 'canceled', jid)
+          if redis.call('zscore', Qless.P .. 'tracked', jid) then
+            redis.call(Qless.PUBLISH, Qless.P .. 'canceled', jid)
           end
           redis.call('del', key, key .. '-history')
         end
@@ -425,7 +457,7 @@ function job_factory(name)
       local rows, seen = {}, {}
       for i = 1, #jids do
         local jid = jids[i]
-        local f = redis.call('hmget', P .. 'j:' .. jid, 'state', 'queue', 'worker')
+        local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'state', 'queue', 'worker')
         if not f[1] then
           Qless.raise('QL_NOTFOUND', 'Timeout', 'Job ' .. jid .. ' does not exist')
         elseif f[1] ~= 'running' or seen[jid] then
@@ -435,22 +467,22 @@ function job_factory(name)
         seen[jid] = true
         rows[i] = f
       end
-      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local entry = '[' .. NOWF .. ',"timed-out"]'
+      local cap = Qless.history_cap(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
+      local entry = '[' .. Qless.NOWF .. ',"timed-out"]'
       for i = 1, #jids do
         local jid, f = jids[i], rows[i]
-        local qkey = P .. 'q:' .. (f[2] or '')
+        local qkey = Qless.P .. 'q:' .. (f[2] or '')
         local worker = f[3] or ''
         Qless.history_push(jid, entry, cap)
         redis.call('zrem', qkey .. '-locks', jid)
         redis.call('zadd', qkey .. '-work', '+inf', jid)
         Qless.available(f[2] or '', 1)
-        redis.call('hmset', P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
+        redis.call('hset', Qless.P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
         -- Quirk 5 mirrored: the worker's job set keeps the job (spec), so `workers`
         -- counts what other qless clients count.
         local event = Qless.lock_lost_event(jid, worker)
-        redis.call(PUBLISH, P .. 'w:' .. worker, event)
-        redis.call(PUBLISH, P .. 'log', event)
+        redis.call(Qless.PUBLISH, Qless.P .. 'w:' .. worker, event)
+        redis.call(Qless.PUBLISH, Qless.P .. 'log', event)
       end
       return nil
     end
@@ -458,7 +490,7 @@ function job_factory(name)
   elseif name == 'depends_to_waiting' then
     -- A job whose dependencies are all gone moves from -depends to -work.
     return function(now, jid, key, queue, priority)
-      local qkey = P .. 'q:' .. queue
+      local qkey = Qless.P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-depends', jid)
       local score = (tonumber(priority) or 0) - now / 10000000000
       redis.call('zadd', qkey .. '-work', Qless.numarg(score), jid)
@@ -469,7 +501,7 @@ function job_factory(name)
   elseif name == 'depends' then
     -- depends(now, jid, 'on', jid...) / depends(now, jid, 'off', 'all' | jid...) -> 1
     return function(now, jid, command, args)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'state', 'queue', 'priority')
       if f[1] ~= 'depends' then
         Qless.raise('QL_STATE', 'Depends', 'Job ' .. jid .. ' not in the depends state: ' ..
@@ -482,14 +514,14 @@ function job_factory(name)
         if args[1] == 'all' then
           local deps = redis.call('smembers', mine)
           for i = 1, #deps do
-            redis.call('srem', P .. 'j:' .. deps[i] .. '-dependents', jid)
+            redis.call('srem', Qless.P .. 'j:' .. deps[i] .. '-dependents', jid)
           end
           redis.call('del', mine)
           Qless.Job.depends_to_waiting(now, jid, key, f[2] or '', f[3])
         else
           for i = 1, #args do
             redis.call('srem', mine, args[i])
-            redis.call('srem', P .. 'j:' .. args[i] .. '-dependents', jid)
+            redis.call('srem', Qless.P .. 'j:' .. args[i] .. '-dependents', jid)
           end
           if redis.call('scard', mine) == 0 then
             Qless.Job.depends_to_waiting(now, jid, key, f[2] or '', f[3])
@@ -505,14 +537,14 @@ function job_factory(name)
     -- priority(now, jid, priority) -> priority (integer). A job waiting in -work is
     -- re-scored to exactly `priority` (quirk 11, mirrored).
     return function(now, jid, priority)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'jid', 'queue')
       if not f[1] then
         Qless.raise('QL_NOTFOUND', 'Priority', 'Job ' .. jid .. ' does not exist')
       end
       local queue = f[2] or ''
       if queue ~= '' then
-        local work = P .. 'q:' .. queue .. '-work'
+        local work = Qless.P .. 'q:' .. queue .. '-work'
         if redis.call('zscore', work, jid) then
           redis.call('zadd', work, Qless.numarg(priority), jid)
         end
@@ -524,11 +556,11 @@ function job_factory(name)
   elseif name == 'log' then
     -- log(now, jid, message, [data]) -> nil. data is JSON text, already validated.
     return function(now, jid, message, data)
-      if not redis.call('hget', P .. 'j:' .. jid, 'jid') then
+      if not redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Log', 'Job ' .. jid .. ' does not exist')
       end
-      local cap = Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local entry = '[' .. NOWF .. ',' .. cjson.encode(message)
+      local cap = Qless.history_cap(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
+      local entry = '[' .. Qless.NOWF .. ',' .. cjson.encode(message)
       if data then entry = entry .. ',' .. data end
       Qless.history_push(jid, entry .. ']', cap)
       return nil
@@ -538,7 +570,7 @@ function job_factory(name)
     -- tag(now, 'add'|'remove', jid, tag...) -> JSON array of the job's tags. The counter
     -- moves for every argument, duplicates included (quirk 9, mirrored).
     return function(now, command, jid, tags)
-      local key = P .. 'j:' .. jid
+      local key = Qless.P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'jid', 'tags')
       if not f[1] then
         Qless.raise('QL_NOTFOUND', 'Tag', 'Job ' .. jid .. ' does not exist')
@@ -558,7 +590,7 @@ function job_factory(name)
             out[#out + 1] = t
           end
         end
-        Qless.tags_index(jid, tags, NOWS)
+        Qless.tags_index(jid, tags, Qless.NOWS)
       else
         local drop = {}
         for i = 1, #tags do drop[tags[i]] = true end
@@ -577,7 +609,7 @@ function job_factory(name)
     -- track(now, 'track'|'untrack', jid) -> JSON 1/0
     return function(now, command, jid)
       if command == nil then
-        local jids = redis.call('zrange', P .. 'tracked', '0', '-1')
+        local jids = redis.call('zrange', Qless.P .. 'tracked', '0', '-1')
         local buf = { '{"jobs":[' }
         local expired = {}
         local found = false
@@ -594,16 +626,16 @@ function job_factory(name)
         buf[#buf + 1] = ',"expired":' .. Qless.json_list(expired) .. '}'
         return table.concat(buf)
       end
-      if not redis.call('hget', P .. 'j:' .. jid, 'jid') then
+      if not redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Track', 'Job does not exist')
       end
       local action = string.lower(command)
       if action == 'track' then
-        redis.call(PUBLISH, P .. 'track', jid)
-        return cjson.encode(redis.call('zadd', P .. 'tracked', NOWS, jid))
+        redis.call(Qless.PUBLISH, Qless.P .. 'track', jid)
+        return cjson.encode(redis.call('zadd', Qless.P .. 'tracked', Qless.NOWS, jid))
       elseif action == 'untrack' then
-        redis.call(PUBLISH, P .. 'untrack', jid)
-        return cjson.encode(redis.call('zrem', P .. 'tracked', jid))
+        redis.call(Qless.PUBLISH, Qless.P .. 'untrack', jid)
+        return cjson.encode(redis.call('zrem', Qless.P .. 'tracked', jid))
       end
       Qless.raise('QL_ARG', 'Track', 'Unknown action "' .. command .. '"')
     end

@@ -16,16 +16,16 @@ function recurring_factory(name)
     -- ZRANGEBYSCORE WITHSCORES gives them) of `queue`, at most `limit` in all (spec
     -- 6.3). Returns how many were spawned and whether everything due was handled.
     return function(now, queue, due, limit, cap)
-      local rkey = P .. 'q:' .. queue .. '-recur'
+      local rkey = Qless.P .. 'q:' .. queue .. '-recur'
       local ntemplates = #due / 2
-      cap = cap or Qless.history_cap(redis.call('hget', P .. 'config', 'max-job-history'))
-      local work = P .. 'q:' .. queue .. '-work'
+      cap = cap or Qless.history_cap(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
+      local work = Qless.P .. 'q:' .. queue .. '-work'
       local entry_tail = ',"put",{"q":' .. cjson.encode(queue) .. '}]'
       local moved = 0
       for i = 1, #due, 2 do
         if moved >= limit then break end
         local rid = due[i]
-        local rhash = P .. 'r:' .. rid
+        local rhash = Qless.P .. 'r:' .. rid
         local t = redis.call('hmget', rhash, 'klass', 'data', 'priority', 'tags', 'retries',
           'interval', 'backlog', 'cron')
         if not t[1] then
@@ -41,8 +41,8 @@ function recurring_factory(name)
           -- One child of this template, due at `at`.
           local function child_at(at)
             local child = rid .. '-' .. redis.call('hincrby', rhash, 'count', '1')
-            Qless.tags_index(child, tags, NOWS)
-            redis.call('hmset', P .. 'j:' .. child, 'jid', child, 'klass', t[1],
+            Qless.tags_index(child, tags, Qless.NOWS)
+            redis.call('hset', Qless.P .. 'j:' .. child, 'jid', child, 'klass', t[1],
               'data', t[2] or '{}',
               'priority', t[3] or '0', 'tags', tags_text, 'state', 'waiting', 'worker', '',
               'expires', '0', 'queue', queue, 'retries', retries, 'remaining', retries,
@@ -55,8 +55,8 @@ function recurring_factory(name)
           if t[8] then
             -- A cron template fires from its stored ticks. Ticks missed while nothing
             -- ran: the latest one fires (backlog 0), or the latest `backlog` of them.
-            local tkey = P .. 'cron:' .. rid
-            local ticks = redis.call('zrangebyscore', tkey, '-inf', NOWS)
+            local tkey = Qless.P .. 'cron:' .. rid
+            local ticks = redis.call('zrangebyscore', tkey, '-inf', Qless.NOWS)
             local first = #ticks - math.max(backlog, 1) + 1
             local fired
             for k = math.max(first, 1), #ticks do
@@ -97,7 +97,7 @@ function recurring_factory(name)
     -- dropping those not after its last fired tick, and sets when the gateway should
     -- add more: once the middle stored tick is due. Returns the first stored tick.
     return function(jid, ticks, fired)
-      local tkey = P .. 'cron:' .. jid
+      local tkey = Qless.P .. 'cron:' .. jid
       fired = tonumber(fired) or -math.huge
       for i = 1, #ticks do
         if ticks[i] > fired then
@@ -107,21 +107,21 @@ function recurring_factory(name)
       end
       local n = redis.call('zcard', tkey)
       if n == 0 then
-        redis.call('zrem', P .. 'cron', jid)
+        redis.call('zrem', Qless.P .. 'cron', jid)
         return nil
       end
       local middle = redis.call('zrange', tkey, math.floor((n - 1) / 2), math.floor((n - 1) / 2),
         'WITHSCORES')
-      redis.call('zadd', P .. 'cron', middle[2], jid)
+      redis.call('zadd', Qless.P .. 'cron', middle[2], jid)
       return redis.call('zrange', tkey, 0, 0, 'WITHSCORES')[2]
     end
 
   elseif name == 'cron_off' then
     -- Forgets the cron schedule of template `jid` (its fields stay for the caller).
     return function(jid)
-      redis.call('del', P .. 'cron:' .. jid)
-      redis.call('zrem', P .. 'cron', jid)
-      redis.call('hdel', P .. 'r:' .. jid, 'cron', 'timezone', 'fired')
+      redis.call('del', Qless.P .. 'cron:' .. jid)
+      redis.call('zrem', Qless.P .. 'cron', jid)
+      redis.call('hdel', Qless.P .. 'r:' .. jid, 'cron', 'timezone', 'fired')
     end
 
   elseif name == 'cron_due' then
@@ -129,16 +129,17 @@ function recurring_factory(name)
     -- templates whose stored ticks run low (stored: how many, last: the latest or '').
     -- Entries whose template is gone or no longer cron are dropped.
     return function(limit)
-      local jids = redis.call('zrangebyscore', P .. 'cron', '-inf', NOWS, 'LIMIT', 0, limit)
+      local jids = redis.call('zrangebyscore', Qless.P .. 'cron', '-inf', Qless.NOWS, 'LIMIT', 0,
+        limit)
       local out = {}
       for i = 1, #jids do
         local jid = jids[i]
-        local f = redis.call('hmget', P .. 'r:' .. jid, 'cron', 'timezone')
+        local f = redis.call('hmget', Qless.P .. 'r:' .. jid, 'cron', 'timezone')
         if not f[1] then
-          redis.call('zrem', P .. 'cron', jid)
-          redis.call('del', P .. 'cron:' .. jid)
+          redis.call('zrem', Qless.P .. 'cron', jid)
+          redis.call('del', Qless.P .. 'cron:' .. jid)
         else
-          local tkey = P .. 'cron:' .. jid
+          local tkey = Qless.P .. 'cron:' .. jid
           local last = redis.call('zrange', tkey, -1, -1)[1]
           out[#out + 1] = jid
           out[#out + 1] = f[1]
@@ -154,12 +155,12 @@ function recurring_factory(name)
     -- recur.cron.extend(jid, cron, timezone, tick...) -> 1 if stored, 0 if the template
     -- is gone or its schedule changed since the ticks were computed.
     return function(now, jid, cron, timezone, ticks)
-      local rhash = P .. 'r:' .. jid
+      local rhash = Qless.P .. 'r:' .. jid
       local f = redis.call('hmget', rhash, 'cron', 'timezone', 'queue', 'fired')
       if f[1] ~= cron or (f[2] or 'UTC') ~= timezone then return 0 end
       local first = Qless.Recurring.store_ticks(jid, ticks, f[4])
       -- A template whose list had run dry waits for an interval; bring it forward.
-      local rkey = P .. 'q:' .. f[3] .. '-recur'
+      local rkey = Qless.P .. 'q:' .. f[3] .. '-recur'
       local score = tonumber(redis.call('zscore', rkey, jid))
       if first and score and tonumber(first) < score then
         redis.call('zadd', rkey, first, jid)
@@ -174,27 +175,27 @@ function recurring_factory(name)
     -- `interval` is only the period stock qless clients see.
     return function(now, queue, jid, klass, data, interval, offset, priority, tags, retries,
                     backlog, cron)
-      local key = P .. 'r:' .. jid
+      local key = Qless.P .. 'r:' .. jid
       local f = redis.call('hmget', key, 'queue', 'count')
       if f[1] and f[1] ~= queue then
-        redis.call('zrem', P .. 'q:' .. f[1] .. '-recur', jid)
+        redis.call('zrem', Qless.P .. 'q:' .. f[1] .. '-recur', jid)
       end
       Qless.Recurring.cron_off(jid)
       local numarg = Qless.numarg
-      redis.call('hmset', key, 'jid', jid, 'klass', klass, 'data', data,
+      redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data,
         'priority', numarg(priority), 'tags', Qless.json_list(tags), 'state', 'recur',
         'queue', queue, 'type', 'interval',
         'count', f[2] or '0', 'interval', numarg(interval), 'retries', numarg(retries),
         'backlog', numarg(backlog))
       local first = now + offset
       if cron then
-        redis.call('hmset', key, 'cron', cron.expr, 'timezone', cron.zone)
+        redis.call('hset', key, 'cron', cron.expr, 'timezone', cron.zone)
         first = tonumber(Qless.Recurring.store_ticks(jid, cron.ticks)) or first
       end
       local at = Qless.numarg(first)
-      redis.call('zadd', P .. 'q:' .. queue .. '-recur', at, jid)
+      redis.call('zadd', Qless.P .. 'q:' .. queue .. '-recur', at, jid)
       Qless.due(queue, at)
-      redis.call('zadd', P .. 'queues', 'NX', NOWS, queue)
+      redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, queue)
       return jid
     end
 
@@ -203,8 +204,8 @@ function recurring_factory(name)
     -- (recur.get.ext), also `next`: its next spawn times (at most 5; a cron template's
     -- stored ticks), and `cron` and `timezone` for a cron template.
     return function(jid, ext)
-      local f = redis.call('hmget', P .. 'r:' .. jid, 'jid', 'klass', 'state', 'queue', 'priority',
-        'interval', 'retries', 'count', 'data', 'tags', 'backlog', 'cron', 'timezone')
+      local f = redis.call('hmget', Qless.P .. 'r:' .. jid, 'jid', 'klass', 'state', 'queue',
+        'priority', 'interval', 'retries', 'count', 'data', 'tags', 'backlog', 'cron', 'timezone')
       if not f[1] then return nil end
       local tags = f[10]
       if not tags or tags == '' or tags == '[]' then tags = '{}' end
@@ -213,12 +214,12 @@ function recurring_factory(name)
       if ext then
         local upcoming = {}
         if f[12] then
-          local ticks = redis.call('zrange', P .. 'cron:' .. jid, 0, 4)
+          local ticks = redis.call('zrange', Qless.P .. 'cron:' .. jid, 0, 4)
           for i = 1, #ticks do upcoming[i] = ticks[i] end
           extra = ',"cron":' .. cjson.encode(f[12]) ..
             ',"timezone":' .. cjson.encode(f[13] or 'UTC')
         else
-          local score = tonumber(redis.call('zscore', P .. 'q:' .. (f[4] or '') .. '-recur',
+          local score = tonumber(redis.call('zscore', Qless.P .. 'q:' .. (f[4] or '') .. '-recur',
             jid))
           if score and interval > 0 then
             for i = 0, 4 do upcoming[#upcoming + 1] = Qless.num(score + i * interval) end
@@ -245,7 +246,7 @@ function recurring_factory(name)
     -- seconds) come together and make it a cron template from its first tick;
     -- `interval` makes a cron template an interval one again, next run an interval on.
     return function(now, jid, args)
-      local key = P .. 'r:' .. jid
+      local key = Qless.P .. 'r:' .. jid
       local f = redis.call('hmget', key, 'jid', 'queue', 'interval', 'cron')
       if not f[1] then
         Qless.raise('QL_NOTFOUND', 'Recur', 'No recurring job ' .. jid)
@@ -301,25 +302,25 @@ function recurring_factory(name)
           if f[4] then
             Qless.Recurring.cron_off(jid)
             at = Qless.numarg(now + n)
-            redis.call('zadd', P .. 'q:' .. queue .. '-recur', at, jid)
+            redis.call('zadd', Qless.P .. 'q:' .. queue .. '-recur', at, jid)
           else
-            at = redis.call('zincrby', P .. 'q:' .. queue .. '-recur', n - interval, jid)
+            at = redis.call('zincrby', Qless.P .. 'q:' .. queue .. '-recur', n - interval, jid)
           end
           Qless.due(queue, at)
           redis.call('hset', key, 'interval', n)
           interval = n
         elseif k == 'queue' then
           if v ~= queue then
-            local old = P .. 'q:' .. queue .. '-recur'
+            local old = Qless.P .. 'q:' .. queue .. '-recur'
             local score = redis.call('zscore', old, jid)
             redis.call('zrem', old, jid)
             if score then
-              redis.call('zadd', P .. 'q:' .. v .. '-recur', score, jid)
+              redis.call('zadd', Qless.P .. 'q:' .. v .. '-recur', score, jid)
               Qless.due(v, score)
             end
           end
           redis.call('hset', key, 'queue', v)
-          redis.call('zadd', P .. 'queues', 'NX', NOWS, v)
+          redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, v)
           queue = v
         elseif k == 'priority' or k == 'retries' or k == 'backlog' then
           redis.call('hset', key, k, tonumber(v))
@@ -329,12 +330,12 @@ function recurring_factory(name)
       end
       if cron then
         local fired = redis.call('hget', key, 'fired')
-        redis.call('del', P .. 'cron:' .. jid)
-        redis.call('hmset', key, 'cron', given.cron, 'timezone', given.timezone,
+        redis.call('del', Qless.P .. 'cron:' .. jid)
+        redis.call('hset', key, 'cron', given.cron, 'timezone', given.timezone,
           'interval', Qless.Recurring.period(given.ticks, interval))
         local first = Qless.Recurring.store_ticks(jid, given.ticks, fired)
         local at = first or Qless.numarg(now + interval)
-        redis.call('zadd', P .. 'q:' .. queue .. '-recur', at, jid)
+        redis.call('zadd', Qless.P .. 'q:' .. queue .. '-recur', at, jid)
         Qless.due(queue, at)
       end
       return 1
@@ -372,7 +373,7 @@ function recurring_factory(name)
   elseif name == 'tags' then
     -- recur.tag / recur.untag (now, jid, tag...) -> JSON array of the template's tags.
     return function(jid, tags, add)
-      local key = P .. 'r:' .. jid
+      local key = Qless.P .. 'r:' .. jid
       local f = redis.call('hmget', key, 'jid', 'tags')
       if not f[1] then
         Qless.raise('QL_NOTFOUND', add and 'Tag' or 'Untag', 'Job ' .. jid .. ' does not exist')
@@ -406,9 +407,9 @@ function recurring_factory(name)
   elseif name == 'off' then
     -- unrecur(now, jid) -> 1. Children already spawned stay.
     return function(jid)
-      local key = P .. 'r:' .. jid
+      local key = Qless.P .. 'r:' .. jid
       local queue = redis.call('hget', key, 'queue')
-      if queue then redis.call('zrem', P .. 'q:' .. queue .. '-recur', jid) end
+      if queue then redis.call('zrem', Qless.P .. 'q:' .. queue .. '-recur', jid) end
       Qless.Recurring.cron_off(jid)
       redis.call('del', key)
       return 1

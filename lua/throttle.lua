@@ -16,10 +16,10 @@ function throttle_factory(name)
     -- set(now, name, maximum, rate_jobs, rate_seconds): 0 means no such limit. Jobs
     -- waiting on it are reconsidered (a higher maximum may let some run).
     return function(now, tname, maximum, rjobs, rsec)
-      local th = P .. 'th:' .. tname
+      local th = Qless.P .. 'th:' .. tname
       redis.call('hset', th, 'maximum', Qless.numarg(maximum), 'rate-jobs', Qless.numarg(rjobs),
         'rate-seconds', Qless.numarg(rsec))
-      redis.call('sadd', P .. 'throttles', tname)
+      redis.call('sadd', Qless.P .. 'throttles', tname)
       Qless.Throttle.drain(now, tname)
       return 1
     end
@@ -28,9 +28,9 @@ function throttle_factory(name)
     -- delete(now, name) -> 1 if it had limits, else 0. Its waiting jobs go back to
     -- their queues; its holders keep running (and free nothing when they finish).
     return function(now, tname)
-      local th = P .. 'th:' .. tname
+      local th = Qless.P .. 'th:' .. tname
       local had = redis.call('del', th, th .. '-leases')
-      redis.call('srem', P .. 'throttles', tname)
+      redis.call('srem', Qless.P .. 'throttles', tname)
       Qless.Throttle.drain(now, tname)
       return had > 0 and 1 or 0
     end
@@ -39,7 +39,7 @@ function throttle_factory(name)
     -- get(now, name) -> JSON {name, maximum, rate, running, waiting}, or nil when the
     -- throttle has no limits, no holder and no waiting job.
     return function(now, tname)
-      local th = P .. 'th:' .. tname
+      local th = Qless.P .. 'th:' .. tname
       local f = redis.call('hmget', th, 'maximum', 'rate-jobs', 'rate-seconds')
       local running = redis.call('zrange', th .. '-locks', '0', '-1')
       local waiting = redis.call('zrevrange', th .. '-waiting', '0', '-1')
@@ -64,7 +64,7 @@ function throttle_factory(name)
     return function(now, tname, cache)
       local l = cache[tname]
       if l then return l end
-      local th = P .. 'th:' .. tname
+      local th = Qless.P .. 'th:' .. tname
       local f = redis.call('hmget', th, 'maximum', 'rate-jobs', 'rate-seconds')
       l = { key = th, max = tonumber(f[1]) or 0, rjobs = tonumber(f[2]) or 0,
         rsec = tonumber(f[3]) or 0 }
@@ -97,7 +97,7 @@ function throttle_factory(name)
       local parked, i = 0, 1
       while i <= #pending do
         local jid = pending[i]
-        local key = P .. 'j:' .. jid
+        local key = Qless.P .. 'j:' .. jid
         local text = redis.call('hget', key, 'throttles')
         local names = text and stored_tags(text) or {}
         local full, retry_at
@@ -121,10 +121,10 @@ function throttle_factory(name)
           for k = 1, #mine do
             local l = mine[k]
             if l.holding ~= jid then
-              redis.call('zadd', l.key .. '-locks', NOWS, jid)
+              redis.call('zadd', l.key .. '-locks', Qless.NOWS, jid)
               if l.held then l.held = l.held + 1 end
               if l.leases then
-                redis.call('zadd', l.key .. '-leases', NOWS, jid .. '@' .. NOWS)
+                redis.call('zadd', l.key .. '-leases', Qless.NOWS, jid .. '@' .. Qless.NOWS)
                 l.leases = l.leases + 1
               end
             end
@@ -133,7 +133,7 @@ function throttle_factory(name)
         else
           local score = scores[jid] or '0'
           if full then
-            redis.call('zadd', P .. 'th:' .. full .. '-waiting', score, jid)
+            redis.call('zadd', Qless.P .. 'th:' .. full .. '-waiting', score, jid)
             redis.call('zadd', qkey .. '-throttled', score, jid)
             redis.call('hset', key, 'throttled', full)
           else
@@ -163,11 +163,13 @@ function throttle_factory(name)
     return function(now, jid, throttles, queue)
       local names = Qless.stored_tags(throttles)
       for k = 1, #names do
-        local th = P .. 'th:' .. names[k]
+        local th = Qless.P .. 'th:' .. names[k]
         local freed = redis.call('zrem', th .. '-locks', jid)
         if redis.call('zrem', th .. '-waiting', jid) == 1 then
-          if queue and queue ~= '' then redis.call('zrem', P .. 'q:' .. queue .. '-throttled', jid) end
-          redis.call('hdel', P .. 'j:' .. jid, 'throttled')
+          if queue and queue ~= '' then
+            redis.call('zrem', Qless.P .. 'q:' .. queue .. '-throttled', jid)
+          end
+          redis.call('hdel', Qless.P .. 'j:' .. jid, 'throttled')
         end
         if freed == 1 then Qless.Throttle.drain(now, names[k]) end
       end
@@ -178,7 +180,7 @@ function throttle_factory(name)
     -- it has no maximum) back to the top of their queues' -work, with an
     -- `unthrottled` event on ql:log each, and announces them on ql:available.
     return function(now, tname)
-      local th = P .. 'th:' .. tname
+      local th = Qless.P .. 'th:' .. tname
       local waiting = th .. '-waiting'
       local n = redis.call('zcard', waiting)
       if n == 0 then return end
@@ -190,14 +192,14 @@ function throttle_factory(name)
       local top = redis.call('zpopmax', waiting, string.format('%d', room))
       for i = 1, #top, 2 do
         local jid = top[i]
-        local key = P .. 'j:' .. jid
+        local key = Qless.P .. 'j:' .. jid
         local q = redis.call('hget', key, 'queue')
         if q and q ~= '' then
-          local qkey = P .. 'q:' .. q
+          local qkey = Qless.P .. 'q:' .. q
           redis.call('zrem', qkey .. '-throttled', jid)
           redis.call('zadd', qkey .. '-work', top[i + 1], jid)
           redis.call('hdel', key, 'throttled')
-          redis.call(PUBLISH, P .. 'log', '{"jid":' .. cjson.encode(jid) ..
+          redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"jid":' .. cjson.encode(jid) ..
             ',"event":"unthrottled","queue":' .. cjson.encode(q) .. '}')
           Qless.available(q, 1)
         end

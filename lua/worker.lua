@@ -8,27 +8,29 @@ function worker_factory(name)
     -- workers(now, [worker]) -> JSON: one worker's jobs/stalled jids, or every worker's
     -- counts, most recently seen first. First forgets workers idle > max-worker-age.
     return function(now, worker)
-      local age = tonumber(redis.call('hget', P .. 'config', 'max-worker-age')) or 86400
+      local age = tonumber(redis.call('hget', Qless.P .. 'config', 'max-worker-age')) or 86400
       local cutoff = now - age
-      local idle = redis.call('zrangebyscore', P .. 'workers', '-inf', cutoff)
+      local idle = redis.call('zrangebyscore', Qless.P .. 'workers', '-inf', cutoff)
       if #idle > 0 then
-        for i = 1, #idle do redis.call('del', P .. 'w:' .. idle[i] .. ':jobs') end
-        redis.call('zremrangebyscore', P .. 'workers', '-inf', cutoff)
+        for i = 1, #idle do redis.call('del', Qless.P .. 'w:' .. idle[i] .. ':jobs') end
+        redis.call('zremrangebyscore', Qless.P .. 'workers', '-inf', cutoff)
       end
       local horizon = now + 8640000
       if worker then
-        local key = P .. 'w:' .. worker .. ':jobs'
-        return '{"jobs":' .. Qless.json_list(redis.call('zrevrangebyscore', key, horizon, NOWS)) ..
-          ',"stalled":' .. Qless.json_list(redis.call('zrevrangebyscore', key, NOWS, '0')) .. '}'
+        local key = Qless.P .. 'w:' .. worker .. ':jobs'
+        return '{"jobs":' .. Qless.json_list(redis.call('zrevrangebyscore', key, horizon,
+          Qless.NOWS)) ..
+          ',"stalled":' .. Qless.json_list(redis.call('zrevrangebyscore', key, Qless.NOWS,
+            '0')) .. '}'
       end
-      local names = redis.call('zrevrange', P .. 'workers', '0', '-1')
+      local names = redis.call('zrevrange', Qless.P .. 'workers', '0', '-1')
       if #names == 0 then return '{}' end
       local out = {}
       for i = 1, #names do
-        local key = P .. 'w:' .. names[i] .. ':jobs'
+        local key = Qless.P .. 'w:' .. names[i] .. ':jobs'
         out[i] = '{"name":' .. cjson.encode(names[i]) ..
-          ',"jobs":' .. redis.call('zcount', key, NOWS, horizon) ..
-          ',"stalled":' .. redis.call('zcount', key, '0', NOWS) .. '}'
+          ',"jobs":' .. redis.call('zcount', key, Qless.NOWS, horizon) ..
+          ',"stalled":' .. redis.call('zcount', key, '0', Qless.NOWS) .. '}'
       end
       return '[' .. table.concat(out, ',') .. ']'
     end
@@ -36,7 +38,7 @@ function worker_factory(name)
   elseif name == 'forget' then
     -- worker.deregister(now, worker...) -> nil. The workers' job sets are kept.
     return function(names)
-      Qless.batch('zrem', P .. 'workers', names)
+      Qless.batch('zrem', Qless.P .. 'workers', names)
       return nil
     end
   end

@@ -332,3 +332,64 @@ async fn ordinary_jids_with_hyphens_are_accepted() {
         assert_eq!(raw_job(&qless, jid).await["jid"], serde_json::json!(jid));
     }
 }
+
+/// The `expires` field, the `-locks` score and the worker's score of a job in `q`.
+fn expiry(redis: &RedisServer, jid: &str) -> (String, f64, f64) {
+    let mut conn = raw(redis);
+    let text: String = redis::cmd("HGET")
+        .arg(format!("ql:j:{jid}"))
+        .arg("expires")
+        .query(&mut conn)
+        .unwrap();
+    let lock: f64 = redis::cmd("ZSCORE")
+        .arg("ql:q:q-locks")
+        .arg(jid)
+        .query(&mut conn)
+        .unwrap();
+    let held: f64 = redis::cmd("ZSCORE")
+        .arg("ql:w:w:jobs")
+        .arg(jid)
+        .query(&mut conn)
+        .unwrap();
+    (text, lock, held)
+}
+
+#[tokio::test]
+async fn a_lock_expiry_is_written_as_now_plus_the_heartbeat() {
+    let (redis, qless) = start().await;
+    put(&qless, 1.0, "q", "a").await;
+    // Whole seconds of heartbeat after a plain decimal `now`: its integer part plus
+    // now's own fraction, the text the job object shows.
+    let popped = qless
+        .pop(1_700_000_000.123, "q", "w", 1)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(popped.expires, 1_700_000_060.123);
+    let expected = (
+        "1700000060.123".to_owned(),
+        1_700_000_060.123,
+        1_700_000_060.123,
+    );
+    assert_eq!(expiry(&redis, "a"), expected);
+    assert_eq!(
+        qless
+            .heartbeat(1_700_000_010.5, "a", "w", None)
+            .await
+            .unwrap(),
+        1_700_000_070
+    );
+    let expected = ("1700000070.5".to_owned(), 1_700_000_070.5, 1_700_000_070.5);
+    assert_eq!(expiry(&redis, "a"), expected);
+    assert_eq!(raw_job(&qless, "a").await["expires"], 1_700_000_070.5);
+    // A fractional heartbeat, or more digits than %.14g shows: the number itself.
+    qless.config_set(0.0, "heartbeat", "0.25").await.unwrap();
+    assert_eq!(qless.heartbeat(20.5, "a", "w", None).await.unwrap(), 20);
+    assert_eq!(expiry(&redis, "a"), ("20.75".to_owned(), 20.75, 20.75));
+    qless.config_set(0.0, "heartbeat", "60").await.unwrap();
+    let now = 12_345_678_901_234.5;
+    qless.heartbeat(now, "a", "w", None).await.unwrap();
+    let (text, lock, held) = expiry(&redis, "a");
+    assert_eq!(text, "12345678901294.5");
+    assert_eq!((lock, held), (now + 60.0, now + 60.0));
+}
