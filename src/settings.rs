@@ -61,11 +61,14 @@ pub struct Settings {
           value_parser = parse_namespace)]
     pub namespaces: Vec<String>,
 
-    /// Maximum number of pooled Redis connections for readiness checks and loading the
-    /// script. (Script calls share one pipelined connection of their own.)
-    #[arg(long, env = "QLESSD_POOL_SIZE", default_value_t = 16,
+    /// Deprecated and ignored (a warning says so): qlessd keeps no pool of Redis
+    /// connections any more: per namespace, script calls share one pipelined
+    /// connection, and every other command (readiness checks, loading the script)
+    /// shares a second.
+    /// Still accepted, so that existing deployments keep starting.
+    #[arg(long, env = "QLESSD_POOL_SIZE",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub pool_size: u32,
+    pub pool_size: Option<u32>,
 
     /// Most concurrent script calls sent to Redis together as one invocation. Calls
     /// that arrive while others are in flight leave as a group: each runs as if alone
@@ -75,8 +78,9 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub group_calls: u32,
 
-    /// How long a request waits for a Redis connection (a free pooled one, or a new
-    /// one for script calls) before a 503 (milliseconds).
+    /// How long opening a Redis connection may take (finding the primary,
+    /// connecting, TLS, AUTH) before the requests waiting for it get a 503
+    /// (milliseconds).
     #[arg(long, env = "QLESSD_POOL_TIMEOUT_MS", default_value_t = 2000)]
     pub pool_timeout_ms: u64,
 
