@@ -219,7 +219,18 @@ impl Qless {
     /// Readiness: Redis answers and holds the script (loading it again if Redis lost
     /// its script cache, e.g. after a restart), within [`READY_TIMEOUT`].
     pub async fn ready(&self) -> Result<(), Error> {
-        tokio::time::timeout(READY_TIMEOUT, self.check_ready())
+        let check = async {
+            match self.check_ready().await {
+                // The node is no longer the primary or the slot's owner: that dropped the
+                // connection, and the next one opens where the primary is now (after a
+                // failover or a slot move), unless the URL names that very node.
+                Err(err) if matches!(err.reason(), Some("MOVED" | "READONLY")) => {
+                    self.check_ready().await
+                }
+                other => other,
+            }
+        };
+        tokio::time::timeout(READY_TIMEOUT, check)
             .await
             .unwrap_or_else(|_| {
                 Err(Error::Unavailable(format!(
