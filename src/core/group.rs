@@ -32,7 +32,9 @@
 //! clock's `TIME` answer promptly.
 //!
 //! Redirections: an answer of `MOVED` or `READONLY` (a slot moved, a failover) drops
-//! the connection, and the next opens where the primary is now. `ASK` means the slot
+//! the connection, and the next opens where the primary is now; the invocation that
+//! heard it ran nothing, and goes once more on that new connection (those behind it
+//! on the old one fail `Unavailable`, as for any connection given up). `ASK` means the slot
 //! is moving and this invocation's keys are already on the node named: the invocation
 //! (and only it) goes there once, after `ASKING`, on a short connection of its own,
 //! while the next calls still go to the slot's owner.
@@ -444,6 +446,18 @@ impl Driver {
         self.write(vec![(sent, false)]).await;
     }
 
+    /// Sends `sent` once more on a new connection (with `SCRIPT LOAD` first), or
+    /// fails it with `err` when none opens.
+    async fn send_again(&mut self, sent: Sent, err: Error) {
+        match connect(&self.target).await {
+            Ok(link) => {
+                self.link = Some(link);
+                self.write(vec![(sent, true)]).await;
+            }
+            Err(_) => fail(sent, &err),
+        }
+    }
+
     /// Encodes and writes `items` (with `SCRIPT LOAD` first when one is a retry after
     /// NOSCRIPT), then records them as in flight.
     async fn write(&mut self, items: Vec<(Sent, bool)>) {
@@ -555,11 +569,17 @@ impl Driver {
             if matches!(value, Value::ServerError(ref err) if super::error::not_here(Some(err.code())).is_some())
             {
                 // Not the primary, or not the slot's owner (any more): nothing ran, and
-                // nothing will on this connection; the next call opens one where the
-                // primary is now.
+                // nothing will on this connection; the next one opens where the primary
+                // is now. An invocation told so goes there once more (with the script,
+                // which a promoted replica or a new owner may not hold).
+                let moved = matches!(&value, Value::ServerError(err) if matches!(err.code(), "MOVED" | "READONLY"));
                 let err = value_to_result(value).expect_err("an error reply");
-                fail(call.sent, &err);
                 self.drop_link(&err.to_string());
+                if moved && !call.retried && !matches!(call.sent, Sent::Load | Sent::Wait) {
+                    self.send_again(call.sent, err).await;
+                } else {
+                    fail(call.sent, &err);
+                }
                 return;
             }
             if matches!(call.sent, Sent::Wait) {
