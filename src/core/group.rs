@@ -905,3 +905,47 @@ fn put_batch<'a>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(text: &[u8]) -> Value {
+        resp::parse(text).unwrap().unwrap().0
+    }
+
+    fn command() -> Sent {
+        Sent::Alone {
+            request: Vec::new(),
+            reply: oneshot::channel().0,
+            kind: AloneKind::Command,
+        }
+    }
+
+    #[test]
+    fn ask_names_the_node_to_send_to_once_reached_as_the_connection_was() {
+        let node = topology::direct("redis://:pw@10.0.0.1:7000/0").unwrap();
+        let at = asked(&node, &command(), &reply(b"-ASK 3999 10.0.0.2:7001\r\n")).unwrap();
+        assert_eq!(
+            at.addr(),
+            &redis::ConnectionAddr::Tcp("10.0.0.2".into(), 7001)
+        );
+        assert_eq!(at.redis_settings().password(), Some("pw"));
+        // An empty host is the address the connection reached (cluster-announce).
+        let at = asked(&node, &command(), &reply(b"-ASK 3999 :7002\r\n")).unwrap();
+        assert_eq!(
+            at.addr(),
+            &redis::ConnectionAddr::Tcp("10.0.0.1".into(), 7002)
+        );
+        for other in [
+            &b"-MOVED 3999 10.0.0.2:7001\r\n"[..],
+            b"-ASK 3999\r\n",
+            b"-ASK 3999 10.0.0.2:port\r\n",
+            b"+OK\r\n",
+        ] {
+            assert!(asked(&node, &command(), &reply(other)).is_none());
+        }
+        let ask = reply(b"-ASK 3999 10.0.0.2:7001\r\n");
+        assert!(asked(&node, &Sent::Wait, &ask).is_none());
+    }
+}
