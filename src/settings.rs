@@ -356,6 +356,13 @@ mod tests {
     }
 
     #[test]
+    fn the_deprecated_pool_size_is_still_accepted() {
+        assert_eq!(Settings::parse_from(["qlessd"]).pool_size, None);
+        let settings = Settings::try_parse_from(["qlessd", "--pool-size", "16"]).unwrap();
+        assert_eq!(settings.pool_size, Some(16));
+    }
+
+    #[test]
     fn memory_limits_read_like_redis_sizes_or_a_share() {
         let gb = 1 << 30;
         assert_eq!(parse_memory("2gb"), Ok(MaxMemory::Bytes(2 * gb)));
