@@ -33,8 +33,9 @@ pub struct Settings {
 
     /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`;
     /// a Sentinel-managed primary as
-    /// `redis+sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]`; a
-    /// Redis Cluster as `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]`
+    /// `redis+sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]`
+    /// (`?sentinel_password=...&sentinel_username=...` when the sentinels require a
+    /// password of their own); a Redis Cluster as `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]`
     /// (needs `--namespace`). `rediss`, `rediss+sentinel`, `rediss+cluster`: TLS.
     /// Unset: qlessd starts and supervises its own `redis-server` (embedded mode).
     #[arg(long, env = "QLESSD_REDIS_URL")]
