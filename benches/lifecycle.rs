@@ -124,14 +124,13 @@ struct Target {
 }
 
 impl Target {
-    async fn start(pool_size: u32) -> Self {
+    async fn start() -> Self {
         let redis = RedisServer::start();
         let qless = Qless::connect(ConnectOptions {
             url: redis.url(),
             redis_ca_file: None,
             namespace: None,
-            pool_size,
-            checkout_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
@@ -176,8 +175,7 @@ impl Target {
             url: self.redis.url(),
             redis_ca_file: None,
             namespace: namespace.map(str::to_owned),
-            pool_size: 1,
-            checkout_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
@@ -617,7 +615,7 @@ async fn direct(options: &Options) {
         (50, false, "concurrency 50"),
     ];
     for (concurrency, awake, title) in settings {
-        let mut target = Target::start(64).await;
+        let mut target = Target::start().await;
         let _spinners = awake.then(Spinners::start);
         let mut runs: Vec<HashMap<&str, Figure>> = Vec::new();
         for _ in 0..options.runs {
@@ -732,7 +730,7 @@ async fn memory(options: &Options) {
         ),
         ("namespace, qlessd listpack (1024)", "1024", Some("bench")),
     ] {
-        let mut target = Target::start(8).await;
+        let mut target = Target::start().await;
         target
             .config_set("hash-max-listpack-value", listpack_value)
             .await;
@@ -808,7 +806,7 @@ async fn scrape(options: &Options) {
     println!(
         "\n== GET /metrics with {QUEUES} queues: {runs} scrapes that read Redis, 200 cached =="
     );
-    let mut target = Target::start(4).await;
+    let mut target = Target::start().await;
     let clock = Clock::system();
     let now = clock.now();
     for i in 0..QUEUES {
@@ -904,7 +902,7 @@ async fn sweeper(options: &Options) {
     println!(
         "\n== Redis CPU of one sweeper over an idle namespace, {QUEUES} queues, {WINDOW:?} per phase =="
     );
-    let mut target = Target::start(4).await;
+    let mut target = Target::start().await;
     let clock = Clock::system();
     let now = clock.now();
     target
@@ -1030,8 +1028,7 @@ async fn instructions() {
             url: url.clone(),
             redis_ca_file: None,
             namespace: None,
-            pool_size: 1,
-            checkout_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
             response_timeout: Duration::from_secs(60),
             external: false,
             group_calls: 1,
@@ -1247,7 +1244,7 @@ async fn gateway_instructions() {
         "\n== instructions per request inside the qlessd process (callgrind, user space), \
          {REQUESTS} requests each, 50 connections =="
     );
-    let target = Target::start(4).await;
+    let target = Target::start().await;
     // Under callgrind a phase of 4,000 requests can take minutes on a busy machine:
     // leases must outlast the pops, or later pops hand out the first jobs again and
     // the heartbeats meet jobs that were never leased.
@@ -1558,7 +1555,7 @@ impl HttpFigure {
 async fn http_run(jobs: usize) -> HashMap<&'static str, HttpFigure> {
     const CONCURRENCY: usize = 50;
     let mut figures = HashMap::new();
-    let target = Target::start(64).await;
+    let target = Target::start().await;
     let redis_pid = target.redis.pid();
     let shared = vec![target.qless.clone(); CONCURRENCY];
     let mut own = Vec::with_capacity(CONCURRENCY);
@@ -1791,7 +1788,7 @@ async fn worker_run(jobs: usize, mode: WorkerMode) -> (f64, Vec<f64>, [f64; 3]) 
     const WORKERS: usize = 50;
     const PRODUCERS: usize = 4;
     const PRODUCER_BATCH: usize = 10;
-    let mut target = Target::start(64).await;
+    let mut target = Target::start().await;
     let gateway = Gateway::start(&target).await;
     let addr = gateway.addr;
     let done = Arc::new(AtomicUsize::new(0));
@@ -2038,7 +2035,7 @@ async fn features(options: &Options) {
         "\n== gateway features: put and pop(1), {} jobs, concurrency 50, median of {} runs ==",
         options.jobs, options.runs
     );
-    let mut target = Target::start(64).await;
+    let mut target = Target::start().await;
     let clock = Clock::system();
     let mut rows: Vec<(&str, Vec<Figure>)> = vec![
         ("put, plain", vec![]),

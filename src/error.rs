@@ -56,7 +56,7 @@ pub enum ApiError {
     /// 415 `unsupported_media_type`: the body is not `application/json`.
     #[error("{0}")]
     UnsupportedMediaType(String),
-    /// 503 `unavailable` (with `Retry-After`): Redis unreachable, pool exhausted,
+    /// 503 `unavailable` (with `Retry-After`): Redis unreachable,
     /// Redis out of memory, or the request took too long.
     #[error("{0}")]
     Unavailable(String),

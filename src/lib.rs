@@ -23,9 +23,11 @@
 //! * [`error`]: [`error::ApiError`], rendered as `application/problem+json`.
 //! * [`routes`]: one module per resource; thin handlers.
 //! * [`core`]: the only code touching Redis: the Lua script (`lua/`, joined at compile
-//!   time), the connection script calls share (pipelined, group commit), the pool for
-//!   the rest, where the primary is (one server, Sentinel, or the cluster slot of the
-//!   namespace), the embedded `redis-server` supervisor, one typed function per Lua
+//!   time), one transport (a hand-written RESP connection: per namespace, one that
+//!   script calls share with group commit above it, one for the other commands, one
+//!   for the event subscription), where the primary is (one server,
+//!   Sentinel, or the cluster slot of the namespace, following `ASK` for a slot that
+//!   is moving), the embedded `redis-server` supervisor, one typed function per Lua
 //!   command.
 //! * [`model`]: request and response types (serde + utoipa).
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and

@@ -344,12 +344,17 @@ async fn serve_with(
             others.push(name.clone());
         }
     }
+    if settings.pool_size.is_some() {
+        tracing::warn!(
+            "--pool-size (QLESSD_POOL_SIZE) is deprecated and ignored: per namespace, script \
+             calls share one Redis connection and the other commands a second"
+        );
+    }
     let options = |namespace: Option<String>| ConnectOptions {
         url: url.clone(),
         redis_ca_file: settings.redis_ca_file.clone(),
         namespace,
-        pool_size: settings.pool_size,
-        checkout_timeout: Duration::from_millis(settings.pool_timeout_ms),
+        connect_timeout: Duration::from_millis(settings.pool_timeout_ms),
         response_timeout: settings.request_timeout(),
         external,
         group_calls: settings.group_calls as usize,

@@ -33,8 +33,9 @@ pub struct Settings {
 
     /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`;
     /// a Sentinel-managed primary as
-    /// `redis+sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]`; a
-    /// Redis Cluster as `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]`
+    /// `redis+sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]`
+    /// (`?sentinel_password=...&sentinel_username=...` when the sentinels require a
+    /// password of their own); a Redis Cluster as `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]`
     /// (needs `--namespace`). `rediss`, `rediss+sentinel`, `rediss+cluster`: TLS.
     /// Unset: qlessd starts and supervises its own `redis-server` (embedded mode).
     #[arg(long, env = "QLESSD_REDIS_URL")]
@@ -62,11 +63,14 @@ pub struct Settings {
           value_parser = parse_namespace)]
     pub namespaces: Vec<String>,
 
-    /// Maximum number of pooled Redis connections for readiness checks and loading the
-    /// script. (Script calls share one pipelined connection of their own.)
-    #[arg(long, env = "QLESSD_POOL_SIZE", default_value_t = 16,
+    /// Deprecated and ignored (a warning says so): qlessd keeps no pool of Redis
+    /// connections any more: per namespace, script calls share one pipelined
+    /// connection, and every other command (readiness checks, loading the script)
+    /// shares a second.
+    /// Still accepted, so that existing deployments keep starting.
+    #[arg(long, env = "QLESSD_POOL_SIZE",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub pool_size: u32,
+    pub pool_size: Option<u32>,
 
     /// Most concurrent script calls sent to Redis together as one invocation. Calls
     /// that arrive while others are in flight leave as a group: each runs as if alone
@@ -76,8 +80,9 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub group_calls: u32,
 
-    /// How long a request waits for a Redis connection (a free pooled one, or a new
-    /// one for script calls) before a 503 (milliseconds).
+    /// How long opening a Redis connection may take (finding the primary,
+    /// connecting, TLS, AUTH) before the requests waiting for it get a 503
+    /// (milliseconds).
     #[arg(long, env = "QLESSD_POOL_TIMEOUT_MS", default_value_t = 2000)]
     pub pool_timeout_ms: u64,
 
@@ -350,6 +355,13 @@ mod tests {
         assert!(settings.namespace.is_none());
         assert_eq!(settings.redis_maxmemory, MaxMemory::Share(50));
         assert!(settings.command.is_none());
+    }
+
+    #[test]
+    fn the_deprecated_pool_size_is_still_accepted() {
+        assert_eq!(Settings::parse_from(["qlessd"]).pool_size, None);
+        let settings = Settings::try_parse_from(["qlessd", "--pool-size", "16"]).unwrap();
+        assert_eq!(settings.pool_size, Some(16));
     }
 
     #[test]

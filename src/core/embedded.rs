@@ -428,12 +428,8 @@ async fn supervise(spec: Arc<ServerSpec>, mut child: Child, mut stopped: watch::
 
 /// SHUTDOWN makes Redis fsync its AOF before exiting; a kill is only the fallback.
 async fn shutdown_server(socket: &Path, child: &mut Child) {
-    if let Ok(client) = redis::Client::open(format!("unix://{}", socket.display()))
-        && let Ok(mut conn) = client.get_multiplexed_async_connection().await
-    {
-        // The connection drops as the server exits, so the reply is an error by design.
-        let _: Result<(), _> = redis::cmd("SHUTDOWN").query_async(&mut conn).await;
-    }
+    // The connection drops as the server exits, so there is no reply by design.
+    command(socket, "SHUTDOWN").await;
     if tokio::time::timeout(Duration::from_secs(10), child.wait())
         .await
         .is_err()
@@ -473,11 +469,7 @@ async fn stop_leftover(socket: &Path) {
         return;
     }
     tracing::warn!(socket = %socket.display(), "stopping a redis-server left by an earlier run");
-    if let Ok(client) = redis::Client::open(format!("unix://{}", socket.display()))
-        && let Ok(mut conn) = client.get_multiplexed_async_connection().await
-    {
-        let _: Result<(), _> = redis::cmd("SHUTDOWN").query_async(&mut conn).await;
-    }
+    command(socket, "SHUTDOWN").await;
     for _ in 0..100 {
         if !ping(socket).await {
             return;
@@ -487,20 +479,19 @@ async fn stop_leftover(socket: &Path) {
 }
 
 async fn ping(socket: &Path) -> bool {
-    let Ok(client) = redis::Client::open(format!("unix://{}", socket.display())) else {
-        return false;
-    };
+    matches!(command(socket, "PING").await, Some(reply) if !matches!(reply, redis::Value::ServerError(_)))
+}
+
+/// Sends `word` to the server at `socket` on a connection of its own: its reply, or
+/// `None` when there is none within half a second.
+async fn command(socket: &Path, word: &str) -> Option<redis::Value> {
+    const WITHIN: Duration = Duration::from_millis(500);
+    let endpoint = super::Endpoint::plain(format!("unix://{}", socket.display()));
     let attempt = async {
-        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .ok()
+        let (mut conn, _node) = super::resp::Connection::open(&endpoint, false, WITHIN).await?;
+        conn.query(&[word]).await
     };
-    matches!(
-        tokio::time::timeout(Duration::from_millis(500), attempt).await,
-        Ok(Some(_))
-    )
+    tokio::time::timeout(WITHIN, attempt).await.ok()?.ok()
 }
 
 /// Resolves the binary on PATH so a missing Redis gives one clear line.

@@ -183,17 +183,6 @@ impl From<redis::RedisError> for Error {
     }
 }
 
-impl<E: std::error::Error> From<bb8::RunError<E>> for Error {
-    fn from(err: bb8::RunError<E>) -> Self {
-        match err {
-            bb8::RunError::User(inner) => Error::Unavailable(inner.to_string()),
-            bb8::RunError::TimedOut => {
-                Error::Unavailable("timed out waiting for a Redis connection".to_owned())
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -234,6 +234,7 @@ fn into_string(bytes: Vec<u8>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::resp::Connection;
     use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
     const CONFIRM: &[u8] = b"*3\r\n$10\r\npsubscribe\r\n$4\r\nql:*\r\n:1\r\n";
@@ -263,8 +264,9 @@ mod tests {
     async fn subscribed() -> (Subscription, DuplexStream) {
         let (client, mut server) = tokio::io::duplex(4096);
         let channels = Channels::Pattern("ql:*".to_owned());
-        let opening =
-            tokio::spawn(async move { Subscription::over(Box::new(client), &[], &channels).await });
+        let opening = tokio::spawn(async move {
+            Subscription::over(Connection::over(Box::new(client)), &channels).await
+        });
         expect(&mut server, b"PSUBSCRIBE").await;
         server.write_all(CONFIRM).await.unwrap();
         (opening.await.unwrap().unwrap(), server)

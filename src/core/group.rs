@@ -1,4 +1,5 @@
-//! Script calls on a pipelined connection of their own, with group commit.
+//! Group commit, the layer above the one connection to Redis (`resp.rs`) that script
+//! calls and every other command share.
 //!
 //! A good part of Redis's time per call is not the command but the invocation around
 //! it (reading the request, finding the script, setting up Lua, writing the reply and
@@ -23,6 +24,20 @@
 //! flight is given up the same way. An invocation answered NOSCRIPT (Redis lost its
 //! scripts, after a restart say) ran nothing: the script is loaded again on the same
 //! connection and the invocation sent once more.
+//!
+//! The same driver carries the other commands (start-up checks, readiness, script
+//! loading, `TIME`, `INFO`, the sweeper's lease), on a second connection of the same
+//! kind ([`Grouper::command`]): pipelined, never grouped. Apart from the calls, they
+//! never queue behind a `WAIT` for replicas or a long batch, so readiness and the
+//! clock's `TIME` answer promptly.
+//!
+//! Redirections: an answer of `MOVED` or `READONLY` (a slot moved, a failover) drops
+//! the connection, and the next opens where the primary is now; the invocation that
+//! heard it ran nothing, and goes once more on that new connection (those behind it
+//! on the old one fail `Unavailable`, as for any connection given up). `ASK` means the slot
+//! is moving and this invocation's keys are already on the node named: the invocation
+//! (and only it) goes there once, after `ASKING`, on a short connection of its own,
+//! while the next calls still go to the slot's owner.
 
 use std::collections::VecDeque;
 use std::future::pending;
@@ -37,8 +52,8 @@ use tokio::time::Instant;
 
 use crate::metrics::METRICS;
 
-use super::resp::{self, Reader, Socket};
-use super::{Error, Script, format_now, value_to_result};
+use super::resp::{self, Connection};
+use super::{Error, Script, format_now, topology, value_to_result};
 
 /// Invocations in flight at once when grouping: one being run by Redis while the next
 /// is on its way, so Redis never idles for a round trip while calls are waiting.
@@ -68,14 +83,28 @@ struct Call {
     reply: Reply,
 }
 
-/// A ready-made invocation, sent by itself (a chunk of `Qless::call_many`). It is
-/// already a group of calls, so it neither waits for a free slot nor takes one.
+/// A ready-made request, sent by itself: an invocation that is already a group of
+/// calls (a chunk of `Qless::call_many`), or a command that is not a script call.
+/// Neither waits for a free slot nor takes one.
 struct Alone {
     request: Vec<u8>,
     reply: Reply,
+    kind: AloneKind,
 }
 
-/// The callers' side: cheap to share, one per [`super::Qless`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AloneKind {
+    /// A `batch` invocation: it may write, and is loaded again after NOSCRIPT.
+    Batch,
+    /// A plain command, answered as Redis answers it (an error reply is a value).
+    Command,
+    /// `ROLE`, answered as Redis answers it; when the node is no longer a primary the
+    /// connection is dropped (after a failover the next one finds the new primary).
+    Role,
+}
+
+/// The callers' side: cheap to share, two per [`super::Qless`] (one for script
+/// calls, one for other commands), each driving its own connection.
 pub(super) struct Grouper {
     calls: mpsc::UnboundedSender<Call>,
     alone: mpsc::UnboundedSender<Alone>,
@@ -158,9 +187,34 @@ impl Grouper {
             .iter()
             .map(|(command, args)| (*command, args.as_slice()));
         put_batch(&mut request, &self.target, &format_now(now), calls);
+        self.send_alone(request, AloneKind::Batch).await
+    }
+
+    /// Sends one command (not a script call) after those already sent, and returns
+    /// its answer as Redis gave it (an error reply is a [`Value::ServerError`]).
+    pub(super) async fn command<T: AsRef<[u8]>>(&self, words: &[T]) -> Result<Value, Error> {
+        let mut request = Vec::new();
+        resp::put_command(&mut request, words);
+        self.send_alone(request, AloneKind::Command).await
+    }
+
+    /// Asks the node its `ROLE`, as [`command`](Self::command) would; when it is not
+    /// a primary (any more), the connection is dropped as well, so that the next one
+    /// looks for the primary again.
+    pub(super) async fn role(&self) -> Result<Value, Error> {
+        let mut request = Vec::new();
+        resp::put_command(&mut request, &["ROLE"]);
+        self.send_alone(request, AloneKind::Role).await
+    }
+
+    async fn send_alone(&self, request: Vec<u8>, kind: AloneKind) -> Result<Value, Error> {
         let (reply, result) = oneshot::channel();
-        let sent = self.alone.send(Alone { request, reply }).is_ok();
-        answer(sent, result).await
+        let sent = self.alone.send(Alone {
+            request,
+            reply,
+            kind,
+        });
+        answer(sent.is_ok(), result).await
     }
 }
 
@@ -234,6 +288,7 @@ enum Sent {
     Alone {
         request: Vec<u8>,
         reply: Reply,
+        kind: AloneKind,
     },
     /// `SCRIPT LOAD`, written before invocations that met NOSCRIPT.
     Load,
@@ -253,7 +308,17 @@ impl Sent {
         match self {
             Sent::One(call) => !super::reads(call.command),
             Sent::Group(calls) => calls.iter().any(|call| !super::reads(call.command)),
-            Sent::Alone { .. } => true,
+            Sent::Alone { kind, .. } => *kind == AloneKind::Batch,
+            Sent::Load | Sent::Wait => false,
+        }
+    }
+
+    /// Whether its caller has gone, so that sending it would serve no one.
+    fn abandoned(&self) -> bool {
+        match self {
+            Sent::One(call) => call.reply.is_closed(),
+            Sent::Group(calls) => calls.iter().all(|call| call.reply.is_closed()),
+            Sent::Alone { reply, .. } => reply.is_closed(),
             Sent::Load | Sent::Wait => false,
         }
     }
@@ -261,8 +326,9 @@ impl Sent {
 
 /// An open connection and what was sent on it, in order.
 struct Link {
-    socket: Box<dyn Socket>,
-    reader: Reader,
+    conn: Connection,
+    /// The node it reached, with its credentials (an `ASK` names another next to it).
+    node: redis::ConnectionInfo,
     in_flight: VecDeque<InFlight>,
     /// How many of `in_flight` are calls or groups of calls (the rest: `Alone`
     /// invocations and script loads, which take no slot).
@@ -311,8 +377,8 @@ impl Driver {
                     }
                 }
                 alone = self.alone.recv() => {
-                    let Some(Alone { request, reply }) = alone else { return };
-                    self.send_sent(Sent::Alone { request, reply }).await;
+                    let Some(Alone { request, reply, kind }) = alone else { return };
+                    self.send_sent(Sent::Alone { request, reply, kind }).await;
                     if in_flight == 0 {
                         deadline.as_mut().reset(Instant::now() + self.target.response_timeout);
                     }
@@ -358,16 +424,15 @@ impl Driver {
                 }
             }
         };
-        if let Sent::One(call) = &sent
-            && call.reply.is_closed()
-        {
-            return;
-        }
         self.send_sent(sent).await;
     }
 
-    /// Sends `sent` (opening a connection first when there is none).
+    /// Sends `sent` (opening a connection first when there is none), unless its
+    /// caller has gone.
     async fn send_sent(&mut self, sent: Sent) {
+        if sent.abandoned() {
+            return;
+        }
         if self.link.is_none() {
             match connect(&self.target).await {
                 Ok(link) => self.link = Some(link),
@@ -379,6 +444,18 @@ impl Driver {
             }
         }
         self.write(vec![(sent, false)]).await;
+    }
+
+    /// Sends `sent` once more on a new connection (with `SCRIPT LOAD` first), or
+    /// fails it with `err` when none opens.
+    async fn send_again(&mut self, sent: Sent, err: Error) {
+        match connect(&self.target).await {
+            Ok(link) => {
+                self.link = Some(link);
+                self.write(vec![(sent, true)]).await;
+            }
+            Err(_) => fail(sent, &err),
+        }
     }
 
     /// Encodes and writes `items` (with `SCRIPT LOAD` first when one is a retry after
@@ -438,7 +515,7 @@ impl Driver {
         // A write completes at once unless Redis stopped reading (hung, or a huge
         // batch against a full socket buffer): then it is bounded like an answer.
         let timeout = self.target.response_timeout;
-        match tokio::time::timeout(timeout, link.socket.write_all(&self.out)).await {
+        match tokio::time::timeout(timeout, link.conn.socket.write_all(&self.out)).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => self.drop_link(&format!("writing to Redis failed: {err}")),
             Err(_) => self.drop_link(&format!(
@@ -455,7 +532,7 @@ impl Driver {
             return;
         };
         loop {
-            let value = match link.reader.parsed() {
+            let value = match link.conn.reader.parsed() {
                 Ok(Some(value)) => value,
                 Ok(None) => break,
                 Err(err) => {
@@ -470,14 +547,39 @@ impl Driver {
             if call.sent.takes_slot() {
                 link.slots_taken -= 1;
             }
+            if let Some(node) = asked(&link.node, &call.sent, &value) {
+                // What follows it on this connection (its WAIT) is left unanswered.
+                tokio::spawn(redirect(self.target.clone(), node, call.sent));
+                continue;
+            }
+            if matches!(
+                call.sent,
+                Sent::Alone {
+                    kind: AloneKind::Role,
+                    ..
+                }
+            ) && !matches!(value, Value::ServerError(_))
+                && !resp::is_primary(&value)
+            {
+                let err = Error::Unavailable("READONLY the Redis node is not a primary".to_owned());
+                fail(call.sent, &err);
+                self.drop_link(&err.to_string());
+                return;
+            }
             if matches!(value, Value::ServerError(ref err) if super::error::not_here(Some(err.code())).is_some())
             {
                 // Not the primary, or not the slot's owner (any more): nothing ran, and
-                // nothing will on this connection; the next call opens one where the
-                // primary is now.
+                // nothing will on this connection; the next one opens where the primary
+                // is now. An invocation told so goes there once more (with the script,
+                // which a promoted replica or a new owner may not hold).
+                let moved = matches!(&value, Value::ServerError(err) if matches!(err.code(), "MOVED" | "READONLY"));
                 let err = value_to_result(value).expect_err("an error reply");
-                fail(call.sent, &err);
                 self.drop_link(&err.to_string());
+                if moved && !call.retried && !matches!(call.sent, Sent::Load | Sent::Wait) {
+                    self.send_again(call.sent, err).await;
+                } else {
+                    fail(call.sent, &err);
+                }
                 return;
             }
             if matches!(call.sent, Sent::Wait) {
@@ -528,35 +630,110 @@ impl Driver {
 
 /// Opens a connection for script calls (authenticated, on the URL's database).
 async fn connect(target: &Target) -> io::Result<Link> {
-    let (mut socket, setup) = resp::open(&target.endpoint, true, target.connect_timeout).await?;
-    let mut reader = Reader::new();
-    tokio::time::timeout(
-        target.connect_timeout,
-        resp::handshake(&mut socket, &mut reader, &setup),
-    )
-    .await
-    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer to AUTH/SELECT"))??;
-    if target.endpoint.checks_role() {
-        tokio::time::timeout(
-            target.connect_timeout,
-            resp::check_primary(&mut socket, &mut reader),
-        )
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer to ROLE"))??;
-    }
+    let (conn, node) = Connection::open(&target.endpoint, true, target.connect_timeout).await?;
     Ok(Link {
-        socket,
-        reader,
+        conn,
+        node,
         in_flight: VecDeque::new(),
         slots_taken: 0,
         acknowledging: None,
     })
 }
 
+/// The node to send `sent` to when `value`, its answer on the connection to `node`,
+/// is `ASK <slot> <host>:<port>`.
+fn asked(
+    node: &redis::ConnectionInfo,
+    sent: &Sent,
+    value: &Value,
+) -> Option<redis::ConnectionInfo> {
+    let Value::ServerError(err) = value else {
+        return None;
+    };
+    if err.kind() != Some(ServerErrorKind::Ask) || matches!(sent, Sent::Load | Sent::Wait) {
+        return None;
+    }
+    let (_slot, address) = err.details()?.trim().split_once(' ')?;
+    let (host, port) = address.rsplit_once(':')?;
+    topology::node_at(node, host, port.parse().ok()?).ok()
+}
+
+/// Sends `sent`, answered `ASK`, to `node`: `ASKING` then the request, once, on a
+/// connection of its own, so that the calls behind it are not held up. Scripts are loaded per node, so NOSCRIPT there loads it and sends the
+/// request once more; with `--min-replicas-ack`, the `WAIT` goes there too.
+async fn redirect(target: Arc<Target>, node: redis::ConnectionInfo, sent: Sent) {
+    let mut request = Vec::new();
+    encode(&mut request, &target, &sent);
+    let wait = target.replicas.count > 0 && sent.may_write();
+    let exchange = async {
+        let mut conn = Connection::to_node(&target.endpoint, &node, true).await?;
+        let mut reply = asking(&mut conn, &request).await?;
+        if matches!(&reply, Value::ServerError(err) if err.kind() == Some(ServerErrorKind::NoScript))
+            && !matches!(
+                sent,
+                Sent::Alone {
+                    kind: AloneKind::Command | AloneKind::Role,
+                    ..
+                }
+            )
+        {
+            conn.query(&["SCRIPT", "LOAD", target.script.source()])
+                .await?;
+            reply = asking(&mut conn, &request).await?;
+        }
+        let ack = if wait {
+            let replicas = target.replicas;
+            let count = replicas.count.to_string();
+            let timeout = replicas.timeout.as_millis().to_string();
+            Some(conn.query(&["WAIT", &count, &timeout]).await?)
+        } else {
+            None
+        };
+        io::Result::Ok((reply, ack))
+    };
+    let timeout = target.connect_timeout + target.response_timeout;
+    match resp::bounded(timeout, "no answer from the node an ASK named", exchange).await {
+        Ok((reply, ack)) => {
+            let acked = match &ack {
+                Some(ack) => acknowledged(&target.replicas, &reply, ack),
+                None => Ok(()),
+            };
+            let call = InFlight {
+                sent,
+                at: Instant::now(),
+                // Nothing goes a third time.
+                retried: true,
+            };
+            match acked {
+                Ok(()) => deliver(call, reply, &mut Vec::new()),
+                Err(err) => fail(call.sent, &err),
+            }
+        }
+        Err(err) => fail(
+            sent,
+            &Error::Unavailable(format!(
+                "ASK: the slot is moving, and the node it named failed: {err}"
+            )),
+        ),
+    }
+}
+
+/// Sends `ASKING` and `request` together; the answer to `request`.
+async fn asking(conn: &mut Connection, request: &[u8]) -> io::Result<Value> {
+    let mut out = Vec::with_capacity(request.len() + 20);
+    resp::put_command(&mut out, &["ASKING"]);
+    out.extend_from_slice(request);
+    conn.socket.write_all(&out).await?;
+    if let Value::ServerError(err) = conn.reader.next_value(&mut conn.socket).await? {
+        return Err(io::Error::other(format!("ASKING: {err}")));
+    }
+    conn.reader.next_value(&mut conn.socket).await
+}
+
 /// Resolves when more bytes were read on the connection (never without one).
 async fn readable(link: Option<&mut Link>) -> io::Result<()> {
     match link {
-        Some(link) => link.reader.fill(&mut link.socket).await,
+        Some(link) => link.conn.fill().await,
         None => pending().await,
     }
 }
@@ -584,12 +761,24 @@ fn deliver(call: InFlight, value: Value, resend: &mut Vec<(Sent, bool)>) {
             }
         }
         Sent::Wait => {}
-        sent if no_script && !call.retried => resend.push((sent, true)),
+        sent @ (Sent::One(_)
+        | Sent::Group(_)
+        | Sent::Alone {
+            kind: AloneKind::Batch,
+            ..
+        }) if no_script && !call.retried => resend.push((sent, true)),
         Sent::One(one) => {
             let _ = one.reply.send(value_to_result(value));
         }
-        Sent::Alone { reply, .. } => {
+        Sent::Alone {
+            reply,
+            kind: AloneKind::Batch,
+            ..
+        } => {
             let _ = reply.send(value_to_result(value));
+        }
+        Sent::Alone { reply, .. } => {
+            let _ = reply.send(Ok(value));
         }
         Sent::Group(calls) => match value {
             Value::Array(replies) if replies.len() == calls.len() => {
@@ -714,5 +903,49 @@ fn put_batch<'a>(
         for arg in args {
             resp::put_bulk(out, arg.as_bytes());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(text: &[u8]) -> Value {
+        resp::parse(text).unwrap().unwrap().0
+    }
+
+    fn command() -> Sent {
+        Sent::Alone {
+            request: Vec::new(),
+            reply: oneshot::channel().0,
+            kind: AloneKind::Command,
+        }
+    }
+
+    #[test]
+    fn ask_names_the_node_to_send_to_once_reached_as_the_connection_was() {
+        let node = topology::direct("redis://:pw@10.0.0.1:7000/0").unwrap();
+        let at = asked(&node, &command(), &reply(b"-ASK 3999 10.0.0.2:7001\r\n")).unwrap();
+        assert_eq!(
+            at.addr(),
+            &redis::ConnectionAddr::Tcp("10.0.0.2".into(), 7001)
+        );
+        assert_eq!(at.redis_settings().password(), Some("pw"));
+        // An empty host is the address the connection reached (cluster-announce).
+        let at = asked(&node, &command(), &reply(b"-ASK 3999 :7002\r\n")).unwrap();
+        assert_eq!(
+            at.addr(),
+            &redis::ConnectionAddr::Tcp("10.0.0.1".into(), 7002)
+        );
+        for other in [
+            &b"-MOVED 3999 10.0.0.2:7001\r\n"[..],
+            b"-ASK 3999\r\n",
+            b"-ASK 3999 10.0.0.2:port\r\n",
+            b"+OK\r\n",
+        ] {
+            assert!(asked(&node, &command(), &reply(other)).is_none());
+        }
+        let ask = reply(b"-ASK 3999 10.0.0.2:7001\r\n");
+        assert!(asked(&node, &Sent::Wait, &ask).is_none());
     }
 }

@@ -12,10 +12,9 @@ pub struct Memory {
 }
 
 impl Qless {
-    /// `INFO memory` on a pooled connection (not the script's).
+    /// `INFO memory`, after the script calls already sent.
     pub async fn memory(&self) -> Result<Memory, Error> {
-        let mut conn = self.inner.transport.pool.get().await?;
-        let reply = conn.query(redis::cmd("INFO").arg("memory")).await?;
+        let reply = self.command(&["INFO", "memory"]).await?;
         let text: String = redis::from_redis_value(reply).map_err(Error::reply)?;
         let mut memory = Memory::default();
         for line in text.lines() {

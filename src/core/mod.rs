@@ -1,10 +1,12 @@
-//! The only code that talks to Redis: the compiled-in qless script, the connection
-//! pool, the embedded `redis-server` supervisor, the event subscription, and
-//! [`Qless`], whose methods are one typed function per Lua command (same names as the
-//! commands) and whose concurrent calls share a connection and invocations
-//! (`group.rs`, over the hand-written RESP of `resp.rs`). Every connection opens to
-//! wherever the primary is now (`topology.rs`: one server, a Sentinel-managed primary,
-//! or the cluster primary of the namespace's slot).
+//! The only code that talks to Redis: the compiled-in qless script, the embedded
+//! `redis-server` supervisor, the event subscription, and [`Qless`], whose methods
+//! are one typed function per Lua command (same names as the commands). One transport
+//! carries everything: the hand-written RESP connection of `resp.rs`. Per namespace,
+//! script calls share one, with group commit as a layer above it (`group.rs`); the
+//! other commands (start-up checks, readiness, script loading, `TIME`, `INFO`) share
+//! a second, driven by the same code; the event subscription has a third. Every connection opens
+//! to wherever the primary is now (`topology.rs`: one server, a Sentinel-managed
+//! primary, or the cluster primary of the namespace's slot).
 
 mod config;
 pub mod embedded;
@@ -13,7 +15,6 @@ pub mod events;
 mod group;
 pub mod info;
 pub mod jobs;
-pub mod pool;
 pub mod queues;
 pub mod recurring;
 mod reply;
@@ -48,7 +49,7 @@ const MIN_REDIS_VERSION: (u32, u32) = (7, 0);
 /// How long start-up waits for Redis to answer before giving up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a readiness check waits for Redis, whatever the pool's timeout: a probe
+/// How long a readiness check waits for Redis, whatever the connect timeout: a probe
 /// must hear "not ready" quickly (load balancers time out in a second or two).
 const READY_TIMEOUT: Duration = Duration::from_millis(150);
 
@@ -66,11 +67,9 @@ pub struct ConnectOptions {
     pub redis_ca_file: Option<std::path::PathBuf>,
     /// `None`: the plain `ql:` prefix. `Some(ns)`: keys under `ql:{ns}:`.
     pub namespace: Option<String>,
-    /// Maximum pooled connections (readiness checks, script loading).
-    pub pool_size: u32,
-    /// How long a call waits for a free pooled connection, or for a new connection
-    /// for script calls to open.
-    pub checkout_timeout: Duration,
+    /// How long opening a connection to Redis may take (finding the primary,
+    /// connecting, TLS, `AUTH`); the calls waiting for it fail after that.
+    pub connect_timeout: Duration,
     /// How long a call waits for Redis's answer (a call Redis ran but answered later
     /// is reported as unavailable, so this is generous: the request deadline).
     pub response_timeout: Duration,
@@ -110,28 +109,24 @@ pub struct Qless {
 }
 
 struct Inner {
-    /// Script calls: a connection of their own, shared by concurrent calls.
+    /// The connection script calls share.
     calls: group::Grouper,
-    /// Everything else: start-up checks, readiness, loading the script.
-    transport: Transport,
-    endpoint: Endpoint,
-}
-
-/// The pooled redis-rs connections, the script and the namespace key.
-struct Transport {
-    pool: pool::Pool,
+    /// The connection the other commands share (so that they never wait behind a
+    /// `WAIT` for replicas or a long batch).
+    commands: group::Grouper,
     script: Script,
     /// The same script declared `no-writes`, for reads while Redis is out of memory.
     read_only: Script,
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
     namespace_key: Option<String>,
+    endpoint: Endpoint,
 }
 
 impl std::fmt::Debug for Qless {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Qless")
-            .field("sha", &self.inner.transport.script.sha())
-            .field("namespace_key", &self.inner.transport.namespace_key)
+            .field("sha", &self.inner.script.sha())
+            .field("namespace_key", &self.inner.namespace_key)
             .finish()
     }
 }
@@ -143,53 +138,38 @@ impl Qless {
         let ca_file = options.redis_ca_file.as_deref();
         let namespace_key = options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}"));
         let endpoint = Endpoint::new(&options.url, ca_file, namespace_key.as_deref())?;
-        let pool = pool::build(
-            endpoint.clone(),
-            options.pool_size,
-            options.checkout_timeout,
-            options.response_timeout,
-        );
-        let transport = Transport {
-            pool,
-            script: Script::qless(),
-            read_only: Script::qless_read_only(),
-            namespace_key,
+        let script = Script::qless();
+        let target = || group::Target {
+            endpoint: endpoint.clone(),
+            script: script.clone(),
+            namespace_key: namespace_key.clone(),
+            namespace: options.namespace.clone().unwrap_or_default(),
+            connect_timeout: options.connect_timeout,
+            response_timeout: options.response_timeout,
+            replicas: options.replicas,
         };
+        let qless = Qless {
+            inner: std::sync::Arc::new(Inner {
+                calls: group::Grouper::start(target(), options.group_calls),
+                commands: group::Grouper::start(target(), 1),
+                script,
+                read_only: Script::qless_read_only(),
+                namespace_key,
+                endpoint,
+            }),
+        };
+        // On the connection for commands, which then stays open for readiness checks
+        // (bounded tightly: they need not open one).
         let checks = async {
-            // A connection of its own rather than a pooled one: the pool retries a
-            // failing connect until its timeout and reports only that it timed out,
-            // where this reports why (a wrong password, an untrusted certificate).
-            let mut conn = transport.pool.dedicated_connection().await?;
-            let info = conn.query(redis::cmd("INFO").arg("server")).await?;
+            let info = qless.command(&["INFO", "server"]).await?;
             check_version(&redis::from_redis_value::<String>(info).unwrap_or_default())?;
             if options.external {
-                warn_about_eviction(&mut conn).await;
+                qless.warn_about_eviction().await;
             }
-            transport.load(&mut conn).await?;
-            // Readiness checks are bounded tightly (READY_TIMEOUT): the first one must
-            // find a pooled connection open rather than open one (a TLS handshake).
-            drop(transport.pool.get().await?);
-            Ok(())
+            qless.load(&qless.inner.script).await
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, checks).await {
-            Ok(Ok(())) => {
-                let target = group::Target {
-                    endpoint: endpoint.clone(),
-                    script: transport.script.clone(),
-                    namespace_key: transport.namespace_key.clone(),
-                    namespace: options.namespace.clone().unwrap_or_default(),
-                    connect_timeout: options.checkout_timeout,
-                    response_timeout: options.response_timeout,
-                    replicas: options.replicas,
-                };
-                Ok(Qless {
-                    inner: std::sync::Arc::new(Inner {
-                        calls: group::Grouper::start(target, options.group_calls),
-                        transport,
-                        endpoint,
-                    }),
-                })
-            }
+            Ok(Ok(())) => Ok(qless),
             Ok(Err(Error::Unavailable(why))) | Ok(Err(Error::Redis(why))) => Err(Error::Startup(
                 format!("cannot use Redis at {}: {why}", redacted(&options.url)),
             )),
@@ -204,7 +184,7 @@ impl Qless {
 
     /// The script this handle runs.
     pub fn script(&self) -> &Script {
-        &self.inner.transport.script
+        &self.inner.script
     }
 
     /// The Redis URL, password included: never log it (see [`redacted`]).
@@ -212,14 +192,14 @@ impl Qless {
         self.inner.endpoint.url()
     }
 
-    /// How to reach Redis (for connections outside the pool, such as subscriptions).
+    /// How to reach Redis (for connections of their own, such as subscriptions).
     pub fn endpoint(&self) -> &Endpoint {
         &self.inner.endpoint
     }
 
     /// The prefix of every key and channel: `ql:` or `ql:{ns}:`.
     pub fn prefix(&self) -> String {
-        match &self.inner.transport.namespace_key {
+        match &self.inner.namespace_key {
             Some(key) => format!("{key}:"),
             None => "ql:".to_owned(),
         }
@@ -227,7 +207,7 @@ impl Qless {
 
     /// The namespace routing key, if any.
     pub fn namespace_key(&self) -> Option<&str> {
-        self.inner.transport.namespace_key.as_deref()
+        self.inner.namespace_key.as_deref()
     }
 
     /// The namespace's name (`""` for the plain `ql:` prefix): the `namespace` label of
@@ -239,7 +219,18 @@ impl Qless {
     /// Readiness: Redis answers and holds the script (loading it again if Redis lost
     /// its script cache, e.g. after a restart), within [`READY_TIMEOUT`].
     pub async fn ready(&self) -> Result<(), Error> {
-        tokio::time::timeout(READY_TIMEOUT, self.check_ready())
+        let check = async {
+            match self.check_ready().await {
+                // The node is no longer the primary or the slot's owner: that dropped the
+                // connection, and the next one opens where the primary is now (after a
+                // failover or a slot move), unless the URL names that very node.
+                Err(err) if matches!(err.reason(), Some("MOVED" | "READONLY")) => {
+                    self.check_ready().await
+                }
+                other => other,
+            }
+        };
+        tokio::time::timeout(READY_TIMEOUT, check)
             .await
             .unwrap_or_else(|_| {
                 Err(Error::Unavailable(format!(
@@ -252,8 +243,7 @@ impl Qless {
     /// Redis's clock (`TIME`): seconds and microseconds since the Unix epoch. Every
     /// gateway on one Redis takes `now` from it (`clock.rs`).
     pub async fn time(&self) -> Result<(i64, i64), Error> {
-        let mut conn = self.inner.transport.pool.get().await?;
-        let reply = conn.query(&redis::cmd("TIME")).await?;
+        let reply = self.command(&["TIME"]).await?;
         let (seconds, micros): (String, String) =
             redis::from_redis_value(reply).map_err(Error::reply)?;
         let number = |text: &str| {
@@ -271,16 +261,10 @@ impl Qless {
             if held == false then redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
             if held == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end \
             return 0";
-        let mut conn = self.inner.transport.pool.get().await?;
-        let reply = conn
-            .query(
-                redis::cmd("EVAL")
-                    .arg(HOLD)
-                    .arg(1)
-                    .arg(format!("{}{name}", self.prefix()))
-                    .arg(holder)
-                    .arg(ttl.as_millis().max(1) as u64),
-            )
+        let key = format!("{}{name}", self.prefix());
+        let ttl = ttl.as_millis().max(1).to_string();
+        let reply = self
+            .command(&["EVAL", HOLD, "1", &key, holder, &ttl])
             .await?;
         let held: i64 = redis::from_redis_value(reply).map_err(Error::reply)?;
         Ok(held == 1)
@@ -291,45 +275,90 @@ impl Qless {
     pub async fn release_lease(&self, name: &str, holder: &str) -> Result<(), Error> {
         const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
             redis.call('del', KEYS[1]) end return 0";
-        let mut conn = self.inner.transport.pool.get().await?;
-        conn.query(
-            redis::cmd("EVAL")
-                .arg(RELEASE)
-                .arg(1)
-                .arg(format!("{}{name}", self.prefix()))
-                .arg(holder),
-        )
-        .await?;
+        let key = format!("{}{name}", self.prefix());
+        self.command(&["EVAL", RELEASE, "1", &key, holder]).await?;
         Ok(())
     }
 
     async fn check_ready(&self) -> Result<(), Error> {
-        let transport = &self.inner.transport;
-        let mut conn = transport.pool.get().await?;
         // A replica answers reads, and a cluster node that lost the namespace's slot
         // answers keyless commands: neither can serve. Probes hear the reason word.
-        let role = conn.query(&redis::cmd("ROLE")).await?;
-        if !matches!(&role, Value::Array(items) if matches!(items.first(), Some(Value::BulkString(role)) if role == b"master"))
-        {
-            return Err(Error::Unavailable(
-                "READONLY the Redis node is not a primary".to_owned(),
-            ));
+        // (A node that is no longer a primary also loses the connection, so that the
+        // next one looks for the primary again.)
+        self.inner.commands.role().await.and_then(value_to_result)?;
+        if let Some(key) = &self.inner.namespace_key {
+            self.command(&["EXISTS", key]).await?;
         }
-        if let Some(key) = &transport.namespace_key {
-            conn.query(redis::cmd("EXISTS").arg(key)).await?;
-        }
-        let exists = conn
-            .query(
-                redis::cmd("SCRIPT")
-                    .arg("EXISTS")
-                    .arg(transport.script.sha()),
-            )
+        let exists = self
+            .command(&["SCRIPT", "EXISTS", self.inner.script.sha()])
             .await?;
         let loaded: Vec<i64> = redis::from_redis_value(exists).map_err(Error::reply)?;
         if loaded.first() == Some(&1) {
             Ok(())
         } else {
-            transport.load(&mut conn).await
+            self.load(&self.inner.script).await
+        }
+    }
+
+    /// Sends one command that is not a script call, on the connection such commands
+    /// share; an error reply is an `Err`.
+    async fn command(&self, words: &[&str]) -> Result<Value, Error> {
+        self.inner
+            .commands
+            .command(words)
+            .await
+            .and_then(value_to_result)
+    }
+
+    /// `SCRIPT LOAD`, checking the SHA Redis gives it.
+    async fn load(&self, script: &Script) -> Result<(), Error> {
+        let reply = self.command(&["SCRIPT", "LOAD", script.source()]).await?;
+        let sha: String = redis::from_redis_value(reply).map_err(Error::reply)?;
+        if sha != script.sha() {
+            return Err(Error::reply(format!(
+                "SCRIPT LOAD returned {sha}, expected {}",
+                script.sha()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs one command as the `no-writes` script (loading that script when Redis does
+    /// not have it).
+    async fn read_only(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
+        let now = format_now(now);
+        let mut words = vec!["EVALSHA", self.inner.read_only.sha()];
+        match &self.inner.namespace_key {
+            Some(key) => words.extend(["1", key.as_str()]),
+            None => words.push("0"),
+        }
+        words.extend([command, now.as_str()]);
+        words.extend(args.iter().map(String::as_str));
+        match self.inner.commands.command(&words).await? {
+            Value::ServerError(err) if err.kind() == Some(ServerErrorKind::NoScript) => {
+                self.load(&self.inner.read_only).await?;
+                self.command(&words).await
+            }
+            other => value_to_result(other),
+        }
+    }
+
+    /// Jobs are data that must never vanish: any eviction policy other than
+    /// `noeviction` lets Redis delete job keys silently under memory pressure.
+    async fn warn_about_eviction(&self) {
+        let reply = self.command(&["CONFIG", "GET", "maxmemory-policy"]).await;
+        let policy = reply
+            .ok()
+            .and_then(|value| redis::from_redis_value::<Vec<String>>(value).ok())
+            .and_then(|pair| pair.get(1).cloned());
+        match policy.as_deref() {
+            Some("noeviction") => {}
+            Some(policy) => tracing::warn!(
+                policy,
+                "Redis maxmemory-policy is {policy:?}: under memory pressure Redis may evict \
+                 job keys and lose jobs silently; set it to noeviction"
+            ),
+            None => tracing::info!("could not read Redis maxmemory-policy (CONFIG disabled?)"),
         }
     }
 
@@ -378,13 +407,11 @@ impl Qless {
         // then. Only if that one needs to write after all is the answer "out of memory".
         let args = args.into_vec();
         match self.inner.calls.call(command, now, args.clone()).await {
-            Err(err) if err.is_out_of_memory() => {
-                match self.inner.transport.read_only(command, now, &args).await {
-                    Ok(value) => Ok(value),
-                    Err(script @ Error::Script { .. }) => Err(script),
-                    Err(_) => Err(err),
-                }
-            }
+            Err(err) if err.is_out_of_memory() => match self.read_only(command, now, &args).await {
+                Ok(value) => Ok(value),
+                Err(script @ Error::Script { .. }) => Err(script),
+                Err(_) => Err(err),
+            },
             other => other,
         }
     }
@@ -483,51 +510,13 @@ fn reads(command: &str) -> bool {
     )
 }
 
-impl Transport {
-    async fn load(&self, conn: &mut pool::Connection) -> Result<(), Error> {
-        load_script(conn, &self.script).await
-    }
-
-    /// Runs one command as the `no-writes` script, on a pooled connection (loading
-    /// that script when Redis does not have it).
-    async fn read_only(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
-        let mut conn = self.pool.get().await?;
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.read_only.sha());
-        match &self.namespace_key {
-            Some(key) => cmd.arg(1).arg(key),
-            None => cmd.arg(0),
-        };
-        cmd.arg(command).arg(format_now(now)).arg(args);
-        match conn.query(&cmd).await {
-            Err(err) if err.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
-                load_script(&mut conn, &self.read_only).await?;
-                Ok(conn.query(&cmd).await?)
-            }
-            other => Ok(other?),
-        }
-    }
-}
-
-/// `SCRIPT LOAD`, checking the SHA Redis gives it.
-async fn load_script(conn: &mut pool::Connection, script: &Script) -> Result<(), Error> {
-    let reply = conn
-        .query(redis::cmd("SCRIPT").arg("LOAD").arg(script.source()))
-        .await?;
-    let sha: String = redis::from_redis_value(reply).map_err(Error::reply)?;
-    if sha != script.sha() {
-        return Err(Error::reply(format!(
-            "SCRIPT LOAD returned {sha}, expected {}",
-            script.sha()
-        )));
-    }
-    Ok(())
-}
-
 /// `url` as it may be shown (logs, errors): the password replaced by `***`, whether
 /// in the user information (`redis://:***@host:6379/0`, `rediss://user:***@host`) or
-/// in a query parameter (`unix:///run/redis.sock?pass=***`).
+/// in the query (`unix:///run/redis.sock?pass=***`, `?sentinel_password=***`). Only
+/// the values of query parameters known to hold no secret are shown, so that a
+/// misspelt `sentinel_pasword=...` is hidden too.
 pub fn redacted(url: &str) -> String {
+    const SHOWN_PARAMETERS: &[&str] = &["db", "user", "protocol", "sentinel_username"];
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (scheme, rest),
         None => return "<not a URL>".to_owned(),
@@ -546,12 +535,7 @@ pub fn redacted(url: &str) -> String {
             let query: Vec<String> = query
                 .split('&')
                 .map(|pair| match pair.split_once('=') {
-                    Some((key, _))
-                        if key.eq_ignore_ascii_case("pass")
-                            || key.eq_ignore_ascii_case("password") =>
-                    {
-                        format!("{key}=***")
-                    }
+                    Some((key, _)) if !SHOWN_PARAMETERS.contains(&key) => format!("{key}=***"),
                     _ => pair.to_owned(),
                 })
                 .collect();
@@ -611,27 +595,6 @@ fn check_version(info: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Jobs are data that must never vanish: any eviction policy other than
-/// `noeviction` lets Redis delete job keys silently under memory pressure.
-async fn warn_about_eviction(conn: &mut pool::Connection) {
-    let reply = conn
-        .query(redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"))
-        .await;
-    let policy = reply
-        .ok()
-        .and_then(|value| redis::from_redis_value::<Vec<String>>(value).ok())
-        .and_then(|pair| pair.get(1).cloned());
-    match policy.as_deref() {
-        Some("noeviction") => {}
-        Some(policy) => tracing::warn!(
-            policy,
-            "Redis maxmemory-policy is {policy:?}: under memory pressure Redis may evict \
-             job keys and lose jobs silently; set it to noeviction"
-        ),
-        None => tracing::info!("could not read Redis maxmemory-policy (CONFIG disabled?)"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,6 +637,14 @@ mod tests {
             (
                 "redis+unix:///r.sock?password=s3cret",
                 "redis+unix:///r.sock?password=***",
+            ),
+            (
+                "redis+sentinel://:s3cret@a:1,b:2/m/0?sentinel_username=u&sentinel_password=s3cret",
+                "redis+sentinel://:***@a:1,b:2/m/0?sentinel_username=u&sentinel_password=***",
+            ),
+            (
+                "redis+sentinel://a:1/m?sentinel_pasword=s3cret",
+                "redis+sentinel://a:1/m?sentinel_pasword=***",
             ),
             ("s3cret", "<not a URL>"),
         ];

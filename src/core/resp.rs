@@ -1,19 +1,22 @@
-//! RESP2 by hand for qlessd's two busy connections: the script calls of `group.rs`
-//! and the event subscription of `subscription.rs`. Commands are encoded straight
+//! The one transport to Redis: RESP2 by hand over a [`Connection`], the only kind of
+//! connection qlessd opens. Per namespace, script calls ride on one with group commit
+//! as a layer above it (`group.rs`), the other commands (start-up checks, readiness,
+//! script loading, `TIME`, `INFO`) on a second driven by the same code, and the event
+//! subscription on a third (`subscription.rs`). Commands are encoded straight
 //! into the outgoing buffer and replies parsed straight into redis-rs [`Value`]s, so
 //! the rest of `core` decodes them as it would redis-rs's own; redis-rs's general
 //! connection (a driver task, a parser built from combinators) cost the gateway more
 //! instructions per request than its whole script-call logic. Addresses and
-//! credentials still come from redis-rs's URL parsing; [`open`] is the one place a
-//! socket is opened (TCP, TLS or Unix). Everything else (start-up
-//! checks, readiness, script loading) uses the redis-rs pool.
+//! credentials still come from redis-rs's URL parsing, and Sentinel's answer from
+//! redis-rs's sentinel client; [`Connection::to_node`] is the one place a socket is
+//! opened (TCP, TLS or Unix).
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{ConnectionAddr, Value};
+use redis::{ConnectionAddr, ConnectionInfo, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::Error;
@@ -27,14 +30,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
 /// Where Redis is and how to reach it: its [`Topology`] (one server, a Sentinel-managed
 /// primary, or the cluster primary of the namespace's slot), and for TLS the client
 /// settings, built once (the system's roots are read from disk). Every connection
-/// (script calls, the pool, the event subscription) opens through one of these.
+/// (script calls and commands, the event subscription) opens through one of these.
 #[derive(Clone)]
 pub struct Endpoint {
     url: String,
     topology: Arc<Topology>,
     tls: Option<Arc<rustls::ClientConfig>>,
-    /// The `--redis-ca-file` certificates (PEM), for the redis crate's TLS.
-    ca_pem: Option<Arc<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -92,7 +93,6 @@ impl Endpoint {
             url: url.to_owned(),
             topology: Arc::new(topology),
             tls,
-            ca_pem: ca_pem.map(Arc::new),
         })
     }
 
@@ -104,7 +104,6 @@ impl Endpoint {
             topology: Arc::new(Topology::Direct(url.clone())),
             url,
             tls: None,
-            ca_pem: None,
         }
     }
 
@@ -113,9 +112,38 @@ impl Endpoint {
         &self.url
     }
 
-    /// Where the primary is now (asking the sentinels or the cluster, if need be).
-    pub(super) async fn primary(&self) -> io::Result<redis::ConnectionInfo> {
-        self.topology.primary().await
+    /// Where the primary is now (asking the sentinels or the cluster, if need be),
+    /// with the credentials and database to use on it.
+    pub(super) async fn primary(&self) -> io::Result<ConnectionInfo> {
+        match &*self.topology {
+            Topology::Direct(url) => topology::direct(url),
+            Topology::Sentinel(client) => topology::elected(client).await,
+            Topology::Cluster { seeds, key } => {
+                let mut last = None;
+                for seed in seeds {
+                    match self.slot_owner(seed, key).await {
+                        Ok(info) => return Ok(info),
+                        Err(err) => last = Some(err),
+                    }
+                }
+                Err(last.unwrap_or_else(|| io::Error::other("no cluster seed")))
+            }
+        }
+    }
+
+    /// Asks the cluster node `seed` which primary owns the slot of `key`.
+    async fn slot_owner(&self, seed: &ConnectionInfo, key: &str) -> io::Result<ConnectionInfo> {
+        // A seed that is down or slow must not hold up the others.
+        bounded(SEED_TIMEOUT, "no answer from a cluster seed", async {
+            let mut conn = Connection::to_node(self, seed, false).await?;
+            let slot = match conn.query(&["CLUSTER", "KEYSLOT", key]).await? {
+                Value::Int(slot) => slot,
+                other => return Err(protocol(format!("CLUSTER KEYSLOT answered {other:?}"))),
+            };
+            let ranges = conn.query(&["CLUSTER", "SLOTS"]).await?;
+            topology::slot_owner(seed, slot, ranges)
+        })
+        .await
     }
 
     /// Whether connections check that their node is a primary (Sentinel, Cluster).
@@ -127,12 +155,10 @@ impl Endpoint {
     pub fn is_cluster(&self) -> bool {
         self.topology.is_cluster()
     }
-
-    /// A redis crate client for `info` (a primary this endpoint found).
-    pub(super) fn client(&self, info: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
-        topology::client(info, self.ca_pem.as_deref().map(Vec::as_slice))
-    }
 }
+
+/// How long a cluster seed may take to say where a slot is.
+const SEED_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// TLS client settings trusting `ca_file`'s certificates, or the system's roots.
 fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
@@ -176,18 +202,59 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
         .with_no_client_auth())
 }
 
-/// Opens a socket to the Redis `endpoint` names within `timeout` and returns it with
-/// the commands that must go first on it: AUTH when the URL has a password, and SELECT
-/// when `select_db` and the URL names a database other than 0 (pub/sub ignores
-/// databases, script calls do not).
-pub async fn open(
-    endpoint: &Endpoint,
-    select_db: bool,
-    timeout: Duration,
-) -> io::Result<(Box<dyn Socket>, Vec<Vec<String>>)> {
-    let connect = async {
-        let info = endpoint.primary().await?;
-        let socket: Box<dyn Socket> = match info.addr() {
+/// One connection to Redis, the only kind qlessd opens: the script calls' (with group
+/// commit above it, `group.rs`), the other commands' (start-up checks, readiness,
+/// script loading, `TIME`, `INFO`), the event subscription's (`subscription.rs`), and
+/// short ones (a cluster seed asked where a
+/// slot is, the node an `ASK` names, the embedded server told to stop).
+pub struct Connection {
+    pub(super) socket: Box<dyn Socket>,
+    pub(super) reader: Reader,
+}
+
+impl Connection {
+    /// A connection over `socket`, already open and set up (an in-memory pipe in
+    /// tests).
+    pub fn over(socket: Box<dyn Socket>) -> Self {
+        Connection {
+            socket,
+            reader: Reader::new(),
+        }
+    }
+
+    /// Opens a connection to wherever `endpoint`'s primary is now, within `timeout`:
+    /// authenticated as the URL says, on its database when `select_db` (pub/sub
+    /// ignores databases, script calls do not), and for Sentinel and Cluster checked
+    /// to be a primary. Returns the node it reached too, with its credentials (an
+    /// `ASK` names another node of the same cluster).
+    pub async fn open(
+        endpoint: &Endpoint,
+        select_db: bool,
+        timeout: Duration,
+    ) -> io::Result<(Self, ConnectionInfo)> {
+        bounded(timeout, "no connection to Redis", async {
+            // Boxed: finding a cluster primary opens a connection of its own, and the
+            // nested futures would otherwise make every caller's future deeper than
+            // the compiler lays out by default.
+            let node = Box::pin(endpoint.primary()).await?;
+            let mut conn = Self::to_node(endpoint, &node, select_db).await?;
+            if endpoint.checks_role() {
+                conn.check_primary().await?;
+            }
+            Ok((conn, node))
+        })
+        .await
+    }
+
+    /// Opens a connection to `node` (an address and its credentials), TLS as
+    /// `endpoint` says, authenticated and on the node's database when `select_db`.
+    /// Unbounded: callers bound it.
+    pub(super) async fn to_node(
+        endpoint: &Endpoint,
+        node: &ConnectionInfo,
+        select_db: bool,
+    ) -> io::Result<Self> {
+        let socket: Box<dyn Socket> = match node.addr() {
             ConnectionAddr::Tcp(host, port) => Box::new(tcp(host, *port).await?),
             ConnectionAddr::TcpTls { host, port, .. } => {
                 let config = endpoint.tls.clone().ok_or_else(|| {
@@ -204,68 +271,81 @@ pub async fn open(
             ConnectionAddr::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
             _ => return Err(io::Error::other("unsupported Redis address")),
         };
-        Ok((socket, info))
-    };
-    let (socket, info) = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+        let mut conn = Connection::over(socket);
+        let settings = node.redis_settings();
+        if let Some(password) = settings.password() {
+            let mut auth = vec!["AUTH"];
+            auth.extend(settings.username());
+            auth.push(password);
+            conn.expect_ok(&auth).await?;
+        }
+        if select_db && settings.db() != 0 {
+            conn.expect_ok(&["SELECT", &settings.db().to_string()])
+                .await?;
+        }
+        Ok(conn)
+    }
+
+    /// Sends one command and reads its answer; an error reply is a value.
+    pub async fn query<T: AsRef<[u8]>>(&mut self, words: &[T]) -> io::Result<Value> {
+        let mut request = Vec::new();
+        put_command(&mut request, words);
+        self.socket.write_all(&request).await?;
+        self.reader.next_value(&mut self.socket).await
+    }
+
+    /// Sends one command, failing on an error reply (naming only the command: `AUTH`
+    /// carries a password).
+    async fn expect_ok(&mut self, words: &[&str]) -> io::Result<Value> {
+        match self.query(words).await? {
+            Value::ServerError(err) => Err(io::Error::other(format!("{}: {err}", words[0]))),
+            value => Ok(value),
+        }
+    }
+
+    /// Asks the node its `ROLE` and fails unless it is a primary: a Sentinel or
+    /// cluster connection must never write to a replica (the sentinels may still name
+    /// a demoted primary for a moment after a failover).
+    pub(super) async fn check_primary(&mut self) -> io::Result<()> {
+        if is_primary(&self.expect_ok(&["ROLE"]).await?) {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "READONLY: the node is not the primary (yet); looking again",
+            ))
+        }
+    }
+
+    /// Reads more bytes after those not parsed yet. Cancel-safe.
+    pub(super) async fn fill(&mut self) -> io::Result<()> {
+        self.reader.fill(&mut self.socket).await
+    }
+}
+
+/// Whether `role` (a `ROLE` reply) is a primary's.
+pub(super) fn is_primary(role: &Value) -> bool {
+    matches!(role, Value::Array(items) if matches!(items.first(), Some(Value::BulkString(role)) if role == b"master"))
+}
+
+/// `work`, given up with a timeout error saying `what` after `timeout`.
+pub(super) async fn bounded<T>(
+    timeout: Duration,
+    what: &str,
+    work: impl Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    tokio::time::timeout(timeout, work).await.map_err(|_| {
         io::Error::new(
             io::ErrorKind::TimedOut,
-            format!("no connection to Redis within {}s", timeout.as_secs_f64()),
+            format!("{what} within {}s", timeout.as_secs_f64()),
         )
-    })??;
-    let settings = info.redis_settings();
-    let mut setup = Vec::new();
-    if let Some(password) = settings.password() {
-        let mut auth = vec!["AUTH".to_owned()];
-        auth.extend(settings.username().map(str::to_owned));
-        auth.push(password.to_owned());
-        setup.push(auth);
-    }
-    if select_db && settings.db() != 0 {
-        setup.push(vec!["SELECT".to_owned(), settings.db().to_string()]);
-    }
-    Ok((socket, setup))
+    })?
 }
 
 async fn tcp(host: &str, port: u16) -> io::Result<tokio::net::TcpStream> {
     let stream = tokio::net::TcpStream::connect((host, port)).await?;
     stream.set_nodelay(true)?;
     Ok(stream)
-}
-
-/// Sends each of `commands` and reads its answer, failing on the first error reply.
-pub async fn handshake(
-    socket: &mut Box<dyn Socket>,
-    reader: &mut Reader,
-    commands: &[Vec<String>],
-) -> io::Result<()> {
-    for command in commands {
-        let mut request = Vec::new();
-        put_command(&mut request, command);
-        socket.write_all(&request).await?;
-        if let Value::ServerError(err) = reader.next_value(socket).await? {
-            return Err(io::Error::other(format!("{}: {err}", command[0])));
-        }
-    }
-    Ok(())
-}
-
-/// Asks the node its `ROLE` and fails unless it is a primary: a Sentinel or cluster
-/// connection must never write to a replica (the sentinels may still name a demoted
-/// primary for a moment after a failover).
-pub async fn check_primary(socket: &mut Box<dyn Socket>, reader: &mut Reader) -> io::Result<()> {
-    let mut request = Vec::new();
-    put_command(&mut request, &["ROLE"]);
-    socket.write_all(&request).await?;
-    match reader.next_value(socket).await? {
-        Value::Array(items) if matches!(items.first(), Some(Value::BulkString(role)) if role == b"master") => {
-            Ok(())
-        }
-        Value::ServerError(err) => Err(io::Error::other(format!("ROLE: {err}"))),
-        _ => Err(io::Error::new(
-            io::ErrorKind::NotConnected,
-            "READONLY: the node is not the primary (yet); looking again",
-        )),
-    }
 }
 
 /// Appends a command of plain words.

@@ -3,7 +3,8 @@
 //! connection parses one message per put, pop or completion; redis-rs's general
 //! reply parser and pub/sub machinery cost several times more CPU per message than
 //! the whole rest of the bridge. Pattern messages, nearly all that arrives, are read
-//! in place; anything else goes through the general parser of `resp.rs`.
+//! in place; anything else goes through the general parser of `resp.rs`, whose
+//! [`Connection`] this rides on (a subscribed connection can carry nothing else).
 
 use std::io;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::io::AsyncWriteExt;
 
-use super::resp::{self, Endpoint, Reader, Socket, protocol};
+use super::resp::{self, Connection, Endpoint, protocol};
 
 /// How long opening the subscription may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,8 +28,7 @@ pub struct Message {
 
 /// A connection subscribed to the script's channels.
 pub struct Subscription {
-    socket: Box<dyn Socket>,
-    reader: Reader,
+    conn: Connection,
 }
 
 /// What a subscription listens to.
@@ -46,26 +46,13 @@ impl Subscription {
     /// Connects to the Redis at `endpoint` (its primary), authenticates as its URL
     /// says and subscribes to `channels`. Returns once Redis has confirmed it.
     pub async fn open(endpoint: &Endpoint, channels: &Channels) -> io::Result<Self> {
-        let (mut socket, setup) = resp::open(endpoint, false, CONNECT_TIMEOUT).await?;
-        if endpoint.checks_role() {
-            let mut reader = Reader::new();
-            resp::handshake(&mut socket, &mut reader, &setup).await?;
-            resp::check_primary(&mut socket, &mut reader).await?;
-            return Self::over(socket, &[], channels).await;
-        }
-        Self::over(socket, &setup, channels).await
+        let (conn, _node) = Connection::open(endpoint, false, CONNECT_TIMEOUT).await?;
+        Self::over(conn, channels).await
     }
 
-    /// Subscribes to `channels` over a connected `socket`, first sending the `setup`
-    /// commands (AUTH, or nothing).
-    pub async fn over(
-        mut socket: Box<dyn Socket>,
-        setup: &[Vec<String>],
-        channels: &Channels,
-    ) -> io::Result<Self> {
-        let mut reader = Reader::new();
-        resp::handshake(&mut socket, &mut reader, setup).await?;
-        let mut subscription = Subscription { socket, reader };
+    /// Subscribes to `channels` over `conn`, open and authenticated.
+    pub async fn over(conn: Connection, channels: &Channels) -> io::Result<Self> {
+        let mut subscription = Subscription { conn };
         let (command, confirm, names): (&str, &[u8], Vec<&str>) = match channels {
             Channels::Pattern(pattern) => ("PSUBSCRIBE", b"psubscribe", vec![pattern]),
             Channels::Sharded(names) => (
@@ -79,11 +66,8 @@ impl Subscription {
         subscription.send(&words).await?;
         // One confirmation per channel.
         for _ in &names {
-            match subscription
-                .reader
-                .next_value(&mut subscription.socket)
-                .await?
-            {
+            let conn = &mut subscription.conn;
+            match conn.reader.next_value(&mut conn.socket).await? {
                 Value::Array(items) if matches!(items.first(), Some(Value::BulkString(kind)) if kind == confirm) =>
                     {}
                 Value::ServerError(err) => {
@@ -100,7 +84,7 @@ impl Subscription {
     /// Cancel-safe: bytes already read stay buffered for the next call.
     pub async fn next(&mut self) -> io::Result<Option<Message>> {
         loop {
-            let data = self.reader.pending();
+            let data = self.conn.reader.pending();
             // Nearly every frame is a message (a pattern one under `ql:`, a shard one
             // under a namespace): read those without building the general value tree
             // (four allocations and a copy per message).
@@ -115,10 +99,10 @@ impl Subscription {
                     .transpose()?
             };
             if let Some((message, used)) = parsed {
-                self.reader.consume(used);
+                self.conn.reader.consume(used);
                 return Ok(message);
             }
-            self.reader.fill(&mut self.socket).await?;
+            self.conn.fill().await?;
         }
     }
 
@@ -131,7 +115,7 @@ impl Subscription {
     async fn send(&mut self, words: &[&str]) -> io::Result<()> {
         let mut request = Vec::new();
         resp::put_command(&mut request, words);
-        self.socket.write_all(&request).await
+        self.conn.socket.write_all(&request).await
     }
 }
 
@@ -285,8 +269,7 @@ mod tests {
         use tokio::io::AsyncWriteExt;
         let (client, mut server) = tokio::io::duplex(64);
         let mut subscription = Subscription {
-            socket: Box::new(client),
-            reader: Reader::new(),
+            conn: Connection::over(Box::new(client)),
         };
         let confirm = b"*3\r\n$10\r\npsubscribe\r\n$4\r\nql:*\r\n:1\r\n";
         let mut stream = confirm.to_vec();

@@ -1,22 +1,26 @@
 //! Where the Redis that serves a namespace is right now. A plain URL names one server;
 //! a Sentinel URL names a primary that the sentinels elect (and re-elect after a
 //! failover); a Cluster URL names seed nodes, and the namespace's hash tag picks the
-//! slot, whose primary serves it. Every connection (script calls, the pool, the
-//! event subscription) asks [`Topology::primary`] where to connect each time it
-//! opens, so after a failover or a slot move the next connection lands on the new
-//! primary without a restart; a connection told "not here" (`READONLY`, `MOVED`, ...)
-//! is dropped by its owner, which is what makes it open anew.
+//! slot, whose primary serves it. Every connection (script calls and commands, the
+//! event subscription) asks where the primary is each time it opens
+//! (`resp::Endpoint::primary`), so after a failover or a slot move the next
+//! connection lands on the new primary without a restart; a connection told "not
+//! here" (`READONLY`, `MOVED`, ...) is dropped by its owner, which is what makes it
+//! open anew. (`ASK`, a slot half-way through moving, is followed for the one call
+//! instead: `group.rs`.)
 //!
-//! URL forms (the credentials and the database are the data nodes', not the
-//! sentinels'):
+//! URL forms (the credentials and the database are the data nodes'):
 //!
 //! * `redis+sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]`, and
-//!   `rediss+sentinel://...` for TLS to the sentinels and the nodes alike;
+//!   `rediss+sentinel://...` for TLS to the sentinels and the nodes alike; sentinels
+//!   that require a password of their own (`requirepass` in their configuration) get
+//!   it from the query, `?sentinel_password=...` (and `&sentinel_username=...` for an
+//!   ACL user), percent-encoded like any URL query;
 //! * `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]`, and `rediss+cluster://`.
 //!
 //! The sentinel side is the redis crate's (`SENTINEL MASTERS`, then `ROLE` on the
 //! primary it names); the cluster side asks a seed for the slot's owner
-//! (`CLUSTER KEYSLOT`, `CLUSTER SLOTS`).
+//! (`CLUSTER KEYSLOT`, `CLUSTER SLOTS`), over the connection of `resp.rs`.
 
 use std::io;
 
@@ -35,7 +39,6 @@ pub(super) enum Topology {
     Cluster {
         seeds: Vec<ConnectionInfo>,
         key: String,
-        ca_pem: Option<Vec<u8>>,
     },
 }
 
@@ -57,11 +60,14 @@ struct Multi<'a> {
     user_info: &'a str,
     hosts: Vec<&'a str>,
     path: &'a str,
+    /// After `?`, as written (percent-encoded).
+    query: &'a str,
 }
 
 fn split_multi(url: &str) -> Option<Multi<'_>> {
     let (scheme, rest) = url.split_once("://")?;
     let scheme = scheme.split_once('+')?.0;
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     let (user_info, hosts) = match authority.rsplit_once('@') {
         Some((user_info, hosts)) => (&authority[..user_info.len() + 1], hosts),
@@ -73,6 +79,7 @@ fn split_multi(url: &str) -> Option<Multi<'_>> {
         user_info,
         hosts,
         path,
+        query,
     })
 }
 
@@ -113,6 +120,22 @@ impl Topology {
             return Err(invalid(&"no HOST:PORT given"));
         }
         let tls = multi.scheme == "rediss";
+        let query: Vec<(String, String)> =
+            serde_urlencoded::from_str(multi.query).map_err(|err| invalid(&err))?;
+        let mut sentinel_username = None;
+        let mut sentinel_password = None;
+        for (key, value) in query {
+            match (kind, key.as_str()) {
+                ("sentinel", "sentinel_username") => sentinel_username = Some(value),
+                ("sentinel", "sentinel_password") => sentinel_password = Some(value),
+                _ => {
+                    return Err(invalid(&format!(
+                        "unknown parameter {key:?} (a Sentinel URL takes sentinel_username \
+                         and sentinel_password)"
+                    )));
+                }
+            }
+        }
         let node = |host: &str, db: &str| -> Result<ConnectionInfo, Error> {
             format!("{}://{}{host}/{db}", multi.scheme, multi.user_info)
                 .into_connection_info()
@@ -147,6 +170,12 @@ impl Topology {
                 }
                 if let Some(password) = settings.password() {
                     builder = builder.set_client_to_redis_password(password);
+                }
+                if let Some(user) = sentinel_username {
+                    builder = builder.set_client_to_sentinel_username(user);
+                }
+                if let Some(password) = sentinel_password {
+                    builder = builder.set_client_to_sentinel_password(password);
                 }
                 if tls {
                     builder = builder
@@ -187,7 +216,6 @@ impl Topology {
                 Ok(Topology::Cluster {
                     seeds,
                     key: key.to_owned(),
-                    ca_pem: ca_pem.map(<[u8]>::to_vec),
                 })
             }
             other => Err(invalid(&format!(
@@ -206,40 +234,29 @@ impl Topology {
     pub(super) fn is_cluster(&self) -> bool {
         matches!(self, Topology::Cluster { .. })
     }
+}
 
-    /// Where the primary is now, with the credentials and database to use on it.
-    pub(super) async fn primary(&self) -> io::Result<ConnectionInfo> {
-        match self {
-            Topology::Direct(url) => url
-                .as_str()
-                .into_connection_info()
-                .map_err(io::Error::other),
-            Topology::Sentinel(client) => {
-                let client = client
-                    .lock()
-                    .await
-                    .async_get_client()
-                    .await
-                    .map_err(|err| {
-                        io::Error::new(
-                            io::ErrorKind::NotConnected,
-                            format!("no primary from the sentinels: {err}"),
-                        )
-                    })?;
-                Ok(client.get_connection_info().clone())
-            }
-            Topology::Cluster { seeds, key, ca_pem } => {
-                let mut last = None;
-                for seed in seeds {
-                    match slot_owner(seed, key, ca_pem.as_deref()).await {
-                        Ok(info) => return Ok(info),
-                        Err(err) => last = Some(err),
-                    }
-                }
-                Err(last.unwrap_or_else(|| io::Error::other("no cluster seed")))
-            }
-        }
-    }
+/// The one server a plain URL names.
+pub(super) fn direct(url: &str) -> io::Result<ConnectionInfo> {
+    url.into_connection_info().map_err(io::Error::other)
+}
+
+/// The primary the sentinels name now, with the credentials and database to use on it.
+pub(super) async fn elected(
+    client: &tokio::sync::Mutex<SentinelClient>,
+) -> io::Result<ConnectionInfo> {
+    let client = client
+        .lock()
+        .await
+        .async_get_client()
+        .await
+        .map_err(|err| {
+            io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("no primary from the sentinels: {err}"),
+            )
+        })?;
+    Ok(client.get_connection_info().clone())
 }
 
 /// `host` with `:port` added when it has none.
@@ -254,50 +271,18 @@ fn with_port(host: &str, port: u16) -> String {
     }
 }
 
-/// Opens a client for `info`, trusting `ca_pem` for TLS when given.
-pub(super) fn client(
-    info: ConnectionInfo,
-    ca_pem: Option<&[u8]>,
-) -> redis::RedisResult<redis::Client> {
-    match ca_pem {
-        Some(pem) if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) => {
-            redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.to_vec()),
-                },
-            )
-        }
-        _ => redis::Client::open(info),
-    }
-}
-
-/// Asks the cluster node `seed` which primary owns the slot of `key`.
-async fn slot_owner(
+/// The primary that serves `slot` by `ranges` (a `CLUSTER SLOTS` reply from `seed`),
+/// with `seed`'s credentials.
+pub(super) fn slot_owner(
     seed: &ConnectionInfo,
-    key: &str,
-    ca_pem: Option<&[u8]>,
+    slot: i64,
+    ranges: redis::Value,
 ) -> io::Result<ConnectionInfo> {
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(std::time::Duration::from_secs(1)))
-        .set_response_timeout(Some(std::time::Duration::from_secs(1)));
-    let mut conn = client(seed.clone(), ca_pem)
-        .map_err(io::Error::other)?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .map_err(io::Error::other)?;
-    let slot: i64 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .map_err(io::Error::other)?;
-    let ranges: Vec<redis::Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query_async(&mut conn)
-        .await
-        .map_err(io::Error::other)?;
+    let redis::Value::Array(ranges) = ranges else {
+        return Err(io::Error::other(format!(
+            "CLUSTER SLOTS answered {ranges:?}"
+        )));
+    };
     for range in ranges {
         let redis::Value::Array(fields) = range else {
             continue;
@@ -320,29 +305,35 @@ async fn slot_owner(
         let Some(redis::Value::Int(port)) = primary.get(1) else {
             break;
         };
-        // An empty host means "the address you reached me at" (cluster-announce).
-        let host = if host.is_empty() || host == "?" {
-            match seed.addr() {
-                ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
-                _ => host,
-            }
-        } else {
-            host
-        };
-        let addr = match seed.addr() {
-            ConnectionAddr::TcpTls { .. } => format!("rediss://{host}:{port}")
-                .into_connection_info()
-                .map_err(io::Error::other)?
-                .addr()
-                .clone(),
-            _ => ConnectionAddr::Tcp(host, *port as u16),
-        };
-        return Ok(seed.clone().set_addr(addr));
+        return node_at(seed, &host, *port as u16);
     }
     Err(io::Error::new(
         io::ErrorKind::NotConnected,
         format!("CLUSTERDOWN: no primary serves slot {slot}"),
     ))
+}
+
+/// The node at `host:port` of the cluster that `seed` is in, reached as `seed` is
+/// (credentials, TLS). An empty host means "the address you reached me at"
+/// (cluster-announce), as Redis writes it in `CLUSTER SLOTS` and in redirections.
+pub(super) fn node_at(seed: &ConnectionInfo, host: &str, port: u16) -> io::Result<ConnectionInfo> {
+    let host = if host.is_empty() || host == "?" {
+        match seed.addr() {
+            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
+            _ => host.to_owned(),
+        }
+    } else {
+        host.to_owned()
+    };
+    let addr = match seed.addr() {
+        ConnectionAddr::TcpTls { .. } => format!("rediss://{host}:{port}")
+            .into_connection_info()
+            .map_err(io::Error::other)?
+            .addr()
+            .clone(),
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    Ok(seed.clone().set_addr(addr))
 }
 
 #[cfg(test)]
@@ -357,7 +348,12 @@ mod tests {
             ("rediss", "u:p@", vec!["a:1", "b:2"], "mymaster/3")
         );
         let multi = split_multi("redis+cluster://a:1,b:2").unwrap();
-        assert_eq!((multi.user_info, multi.path), ("", ""));
+        assert_eq!((multi.user_info, multi.path, multi.query), ("", "", ""));
+        let multi = split_multi("redis+sentinel://a:1/m/2?sentinel_password=p%40ss").unwrap();
+        assert_eq!(
+            (multi.hosts, multi.path, multi.query),
+            (vec!["a:1"], "m/2", "sentinel_password=p%40ss")
+        );
         assert!(is_multi("redis+sentinel://a/m"));
         assert!(!is_multi("redis+unix:///tmp/r.sock"));
         assert!(!is_multi("redis://a"));
@@ -374,5 +370,19 @@ mod tests {
         assert!(!err.to_string().contains("s3cret"), "{err}");
         assert!(Topology::parse("redis+sentinel://h:1,h:2/m/2", None, None).is_ok());
         assert!(Topology::parse("redis+cluster://h:1", None, Some("ql:{a}")).is_ok());
+    }
+
+    #[test]
+    fn sentinels_take_their_own_credentials_from_the_query_and_nothing_else() {
+        let url = "redis+sentinel://:node@h:1,h:2/m?sentinel_username=s&sentinel_password=p%26w";
+        assert!(Topology::parse(url, None, None).is_ok());
+        for url in [
+            "redis+sentinel://h:1/m?sentinel_pasword=s3cret",
+            "redis+cluster://h:1?sentinel_password=s3cret",
+        ] {
+            let err = Topology::parse(url, None, Some("ql:{a}")).unwrap_err();
+            assert!(err.to_string().contains("unknown parameter"), "{err}");
+            assert!(!err.to_string().contains("s3cret"), "{err}");
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Redis over TLS (`rediss://`): script calls, the event subscription and the pool,
-//! against a `redis-server` serving TLS with a certificate from a CA made here.
+//! Redis over TLS (`rediss://`): script calls, the other commands (readiness) and the
+//! event subscription, against a `redis-server` serving TLS with a certificate from a
+//! CA made here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -148,8 +149,7 @@ fn options(url: String, ca: Option<PathBuf>) -> ConnectOptions {
         url,
         redis_ca_file: ca,
         namespace: None,
-        pool_size: 2,
-        checkout_timeout: Duration::from_secs(5),
+        connect_timeout: Duration::from_secs(5),
         response_timeout: Duration::from_secs(30),
         external: false,
         group_calls: qlessd::core::BATCH_CALLS,
@@ -186,7 +186,7 @@ async fn jobs_and_events_travel_over_a_tls_redis_with_our_own_ca() {
     assert_eq!(
         app.get("/readyz").await.status.as_u16(),
         200,
-        "the pool over TLS"
+        "readiness over TLS"
     );
     let put = app
         .post(

@@ -1,6 +1,7 @@
 //! Redis topologies on loopback for the tests that need more than one server: a
-//! primary with a replica watched by three sentinels, and a cluster of three
-//! primaries with a replica each. Every node is a `redis-server` on a free port with
+//! primary with a replica watched by three sentinels (which may require a password
+//! of their own), and a cluster of three primaries with a replica each, whose slots
+//! can be moved between primaries. Every node is a `redis-server` on a free port with
 //! its own temp dir, killed when its guard drops; every wait polls a condition under
 //! a deadline.
 
@@ -39,6 +40,8 @@ pub struct Node {
     child: Option<Child>,
     args: Vec<String>,
     dir: TempDir,
+    /// What clients must `AUTH` with (`requirepass`), if anything.
+    password: Option<String>,
 }
 
 impl Node {
@@ -54,14 +57,16 @@ impl Node {
             child: None,
             args: extra.iter().map(|arg| arg.to_string()).collect(),
             dir,
+            password: None,
         };
         node.restart();
         node
     }
 
     /// Starts a sentinel watching `master` (at `primary_port`), with a generated
-    /// config file (sentinels rewrite it) and short failure timings.
-    pub fn sentinel(master: &str, primary_port: u16) -> Node {
+    /// config file (sentinels rewrite it) and short failure timings; clients (and the
+    /// other sentinels) must give it `password`, when there is one.
+    pub fn sentinel(master: &str, primary_port: u16, password: Option<&str>) -> Node {
         let dir = tempfile::Builder::new()
             .prefix("qlessd-sentinel-")
             .tempdir()
@@ -73,10 +78,13 @@ impl Node {
             format!(
                 "port {port}\nbind 127.0.0.1\ndir {dir}\n\
                  sentinel monitor {master} 127.0.0.1 {primary_port} 2\n\
-                 sentinel down-after-milliseconds {master} 400\n\
+                 sentinel down-after-milliseconds {master} 1000\n\
                  sentinel failover-timeout {master} 2000\n\
-                 sentinel parallel-syncs {master} 1\n",
-                dir = dir.path().display()
+                 sentinel parallel-syncs {master} 1\n{requirepass}",
+                dir = dir.path().display(),
+                requirepass = password
+                    .map(|password| format!("requirepass {password}\n"))
+                    .unwrap_or_default(),
             ),
         )
         .unwrap();
@@ -85,6 +93,7 @@ impl Node {
             child: None,
             args: vec![config.display().to_string(), "--sentinel".to_owned()],
             dir,
+            password: password.map(str::to_owned),
         };
         node.restart();
         node
@@ -110,9 +119,8 @@ impl Node {
             .spawn()
             .expect("redis-server must be installed to run the tests");
         self.child = Some(child);
-        let port = self.port;
         wait_until("a node answers PING", Duration::from_secs(10), || {
-            redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            redis::Client::open(self.url())
                 .and_then(|client| client.get_connection())
                 .and_then(|mut conn| redis::cmd("PING").query::<String>(&mut conn))
                 .is_ok()
@@ -128,7 +136,10 @@ impl Node {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     pub fn address(&self) -> String {
@@ -167,6 +178,8 @@ pub struct SentinelSet {
     pub primary: Node,
     pub replica: Node,
     pub sentinels: Vec<Node>,
+    /// The sentinels' own password (`requirepass`), if they have one.
+    sentinel_password: Option<String>,
 }
 
 pub const MASTER: &str = "qless";
@@ -175,15 +188,21 @@ impl SentinelSet {
     /// Starts the five processes and waits until every sentinel knows the replica and
     /// the other two sentinels (so that they can agree on a failover).
     pub fn start() -> SentinelSet {
+        SentinelSet::start_with(None)
+    }
+
+    /// [`SentinelSet::start`], with sentinels that require `sentinel_password`.
+    pub fn start_with(sentinel_password: Option<&str>) -> SentinelSet {
         let primary = Node::start(&[]);
         let replica = Node::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
         let sentinels: Vec<Node> = (0..3)
-            .map(|_| Node::sentinel(MASTER, primary.port))
+            .map(|_| Node::sentinel(MASTER, primary.port, sentinel_password))
             .collect();
         let set = SentinelSet {
             primary,
             replica,
             sentinels,
+            sentinel_password: sentinel_password.map(str::to_owned),
         };
         wait_until("the replica is in sync", FORMING, || {
             set.replica.connection().is_ok_and(|mut conn| {
@@ -218,10 +237,14 @@ impl SentinelSet {
         set
     }
 
-    /// The `redis+sentinel://` URL of the set.
+    /// The `redis+sentinel://` URL of the set (with the sentinels' password).
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self.sentinels.iter().map(Node::address).collect();
-        format!("redis+sentinel://{}/{MASTER}", hosts.join(","))
+        let url = format!("redis+sentinel://{}/{MASTER}", hosts.join(","));
+        match &self.sentinel_password {
+            Some(password) => format!("{url}?sentinel_password={password}"),
+            None => url,
+        }
     }
 
     /// The port the sentinels name as the primary now.
@@ -309,5 +332,85 @@ impl Cluster {
                         .is_ok()
                 })
         })
+    }
+
+    /// Begins moving `slot` from the primary `from` to the primary `to`, as
+    /// `redis-cli --cluster reshard` does: `to` importing, `from` migrating, then every
+    /// key of the slot moved in one `MIGRATE`. Until [`Cluster::finish_move`], `from`
+    /// answers `ASK` for them and `to` serves them only after `ASKING`.
+    pub fn start_move(&self, slot: u16, from: usize, to: usize) {
+        let (source, target) = (&self.nodes[from], &self.nodes[to]);
+        let mut source_conn = source.connection().unwrap();
+        let mut target_conn = target.connection().unwrap();
+        let setslot = |conn: &mut redis::Connection, state: &str, id: &str| {
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(state)
+                .arg(id)
+                .query::<()>(conn)
+                .unwrap_or_else(|err| panic!("CLUSTER SETSLOT {state}: {err}"));
+        };
+        setslot(&mut target_conn, "IMPORTING", &source.id());
+        setslot(&mut source_conn, "MIGRATING", &target.id());
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100_000)
+            .query(&mut source_conn)
+            .unwrap();
+        if keys.is_empty() {
+            return;
+        }
+        redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(target.port)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("REPLACE")
+            .arg("KEYS")
+            .arg(&keys)
+            .query::<()>(&mut source_conn)
+            .unwrap_or_else(|err| panic!("MIGRATE: {err}"));
+    }
+
+    /// Ends the move [`Cluster::start_move`] began: `to` owns `slot` now, as every
+    /// primary is told (`to` first, then `from`, then the others; replicas learn it
+    /// by gossip).
+    pub fn finish_move(&self, slot: u16, from: usize, to: usize) {
+        let owner = self.nodes[to].id();
+        let others = (0..self.nodes.len()).filter(|&at| {
+            at != to && at != from && self.nodes[at].role().as_deref() == Some("master")
+        });
+        let order: Vec<usize> = [to, from].into_iter().chain(others).collect();
+        for at in order {
+            let mut conn = self.nodes[at].connection().unwrap();
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(&owner)
+                .query::<()>(&mut conn)
+                .unwrap_or_else(|err| panic!("CLUSTER SETSLOT NODE: {err}"));
+        }
+    }
+}
+
+impl Node {
+    /// The node's cluster id (`CLUSTER MYID`).
+    pub fn id(&self) -> String {
+        let mut conn = self.connection().unwrap();
+        redis::cmd("CLUSTER").arg("MYID").query(&mut conn).unwrap()
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot(&self, key: &str) -> u16 {
+        let mut conn = self.connection().unwrap();
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .unwrap()
     }
 }
