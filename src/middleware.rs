@@ -297,7 +297,7 @@ where
         let took = started.elapsed();
         let status = response.status().as_u16();
         crate::metrics::METRICS.request(method_label(method), route, status, took);
-        if let Some(trace) = this.trace.take() {
+        if let Some(trace) = this.trace {
             telemetry::end_request(trace, status, took, token.as_ref());
         }
         if response.status().is_server_error() {

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -169,15 +169,23 @@ impl TraceParent {
     }
 }
 
-impl std::fmt::Display for TraceParent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl TraceParent {
+    /// The header's text (version 00), made directly: `to_string` would go through
+    /// the formatting machinery, and a put makes one per request.
+    pub fn to_header(&self) -> String {
         let mut text = String::with_capacity(55);
         text.push_str("00-");
         push_hex(&mut text, &self.trace);
         text.push('-');
         push_hex(&mut text, &self.span);
         text.push_str(if self.sampled { "-01" } else { "-00" });
-        f.write_str(&text)
+        text
+    }
+}
+
+impl std::fmt::Display for TraceParent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_header())
     }
 }
 
@@ -257,6 +265,70 @@ fn unix_nanos() -> u64 {
         .map_or(0, |since| since.as_nanos() as u64)
 }
 
+/// A short text kept inline (request ids, jids, queue and worker names are short), a
+/// longer one on the heap: no allocation per span in the usual case, and nothing for
+/// the exporter's thread to free. Only ever made from a `&str`, so its bytes are UTF-8.
+#[derive(Clone)]
+enum Text {
+    Inline { len: u8, bytes: [u8; 46] },
+    Heap(Box<[u8]>),
+}
+
+impl Text {
+    fn new(text: &str) -> Text {
+        Text::from_ascii(text.as_bytes())
+    }
+
+    /// From bytes that are UTF-8 (ASCII, or a `&str`'s).
+    fn from_ascii(from: &[u8]) -> Text {
+        let mut bytes = [0; 46];
+        match bytes.get_mut(..from.len()) {
+            Some(inline) => {
+                inline.copy_from_slice(from);
+                Text::Inline {
+                    len: from.len() as u8,
+                    bytes,
+                }
+            }
+            None => Text::Heap(from.into()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Text::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Text::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        String::from_utf8_lossy(self.as_bytes()).fmt(f)
+    }
+}
+
+/// A span's links: usually none or one (a pop leasing one job), kept inline.
+#[derive(Debug, Default)]
+struct Links {
+    first: Option<TraceParent>,
+    more: Vec<TraceParent>,
+}
+
+impl Links {
+    fn push(&mut self, link: TraceParent) {
+        if self.first.is_none() {
+            self.first = Some(link);
+        } else {
+            self.more.push(link);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &TraceParent> {
+        self.first.iter().chain(&self.more)
+    }
+}
+
 /// What a span is about: its name and attributes follow from it.
 #[derive(Debug)]
 enum What {
@@ -264,7 +336,7 @@ enum What {
     Request {
         method: &'static str,
         route: &'static str,
-        request_id: HeaderValue,
+        request_id: Text,
         /// The response's status (0: no response, the client went away).
         status: u16,
         token: Option<Arc<str>>,
@@ -272,14 +344,14 @@ enum What {
     /// A script call, named by its command: a client span.
     Call {
         command: &'static str,
-        queue: Option<Box<str>>,
-        jid: Option<Box<str>>,
+        queue: Option<Text>,
+        jid: Option<Text>,
     },
     /// A job leased by a pop, in the job's own trace: a consumer span.
     Leased {
-        jid: Box<str>,
-        queue: Box<str>,
-        worker: Box<str>,
+        jid: Text,
+        queue: Text,
+        worker: Text,
     },
 }
 
@@ -295,7 +367,7 @@ struct Record {
     end: u64,
     error: bool,
     what: What,
-    links: Vec<TraceParent>,
+    links: Links,
 }
 
 /// A span being recorded, exported when it ends (by [`Span::end`] or when dropped: a
@@ -327,7 +399,7 @@ impl Span {
             end: 0,
             error: false,
             what: what(),
-            links: Vec::new(),
+            links: Links::default(),
         });
         Span { context, record }
     }
@@ -349,12 +421,15 @@ impl Span {
         self.export();
     }
 
+    /// Encodes the span for the exporter, in place (a record is a few hundred bytes,
+    /// not worth moving), and marks it exported.
     fn export(&mut self) {
-        if let Some(mut record) = self.record.take() {
+        if let Some(record) = &mut self.record {
             if record.end == 0 {
                 record.end = unix_nanos().max(record.start);
             }
             otlp::push(record);
+            self.record = None;
         }
     }
 }
@@ -377,12 +452,14 @@ impl Drop for Entered<'_> {
     fn drop(&mut self) {
         CURRENT.set(self.outer);
         LINKS.with_borrow_mut(|links| {
-            if !links.is_empty()
-                && let Some(record) = &mut self.span.record
-            {
-                record.links.append(links);
+            if !links.is_empty() {
+                if let Some(record) = &mut self.span.record {
+                    for link in links.iter() {
+                        record.links.push(*link);
+                    }
+                }
+                links.clear();
             }
-            links.clear();
         });
     }
 }
@@ -395,10 +472,21 @@ pub fn request_span(
     id: &HeaderValue,
     headers: &HeaderMap,
 ) -> Span {
-    Span::start(TraceParent::from_headers(headers), true, || What::Request {
+    static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+    // By a ready-made name: looking a header up by `&str` parses the name first.
+    let parent = headers
+        .get(&TRACEPARENT)
+        .and_then(|value| TraceParent::parse(value.to_str().ok()?));
+    Span::start(parent, true, || What::Request {
         method,
         route,
-        request_id: id.clone(),
+        // A request id is usually visible ASCII (ours are UUIDs); one that is not
+        // UTF-8 cannot be a string attribute.
+        request_id: if id.as_bytes().is_ascii() {
+            Text::from_ascii(id.as_bytes())
+        } else {
+            Text::new("-")
+        },
         status: 0,
         token: None,
     })
@@ -406,7 +494,7 @@ pub fn request_span(
 
 /// Ends a request's span with its answer (a 5xx marks the span as an error), `took`
 /// after it started, and the name of the token it was let through with.
-pub fn end_request(mut span: Span, status: u16, took: Duration, token: Option<&Arc<str>>) {
+pub fn end_request(span: &mut Span, status: u16, took: Duration, token: Option<&Arc<str>>) {
     if let Some(record) = &mut span.record {
         record.end = record.start + took.as_nanos() as u64;
         record.error = status >= 500;
@@ -420,24 +508,24 @@ pub fn end_request(mut span: Span, status: u16, took: Duration, token: Option<&A
             *name = token.cloned();
         }
     }
-    span.end();
+    span.export();
 }
 
 /// The span of one script call (a client span), a child of the current request's.
 pub fn call_span(command: &'static str, queue: Option<&str>, jid: Option<&str>) -> Span {
     Span::start(current(), false, || What::Call {
         command,
-        queue: queue.map(Into::into),
-        jid: jid.map(Into::into),
+        queue: queue.map(Text::new),
+        jid: jid.map(Text::new),
     })
 }
 
 /// Ends a script call's span, marked as an error if the call failed.
-pub fn end_call(mut span: Span, failed: bool) {
+pub fn end_call(span: &mut Span, failed: bool) {
     if let Some(record) = &mut span.record {
         record.error = failed;
     }
-    span.end();
+    span.export();
 }
 
 /// A span in a popped job's trace (its parent: the span that put the job), linked to
@@ -445,9 +533,9 @@ pub fn end_call(mut span: Span, failed: bool) {
 /// whom it was leased.
 pub fn leased(job: &TraceParent, jid: &str, queue: &str, worker: &str) {
     let mut span = Span::start(Some(*job), true, || What::Leased {
-        jid: jid.into(),
-        queue: queue.into(),
-        worker: worker.into(),
+        jid: Text::new(jid),
+        queue: Text::new(queue),
+        worker: Text::new(worker),
     });
     if let Some(record) = &mut span.record {
         record.end = record.start;

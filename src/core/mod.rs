@@ -350,9 +350,9 @@ impl Qless {
             // span is made here: a child of the request's.
             let args = args.into_vec();
             let (queue, jid) = call_subject(command, &args);
-            let span = crate::telemetry::call_span(command, queue, jid);
+            let mut span = crate::telemetry::call_span(command, queue, jid);
             let outcome = self.call_untraced(command, now, args).await;
-            crate::telemetry::end_call(span, outcome.is_err());
+            crate::telemetry::end_call(&mut span, outcome.is_err());
             return outcome;
         }
         self.call_untraced(command, now, args).await

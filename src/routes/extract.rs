@@ -180,6 +180,6 @@ impl<S: Send + Sync> FromRequestParts<S> for JobTrace {
         use crate::telemetry::{self, TraceParent};
         let own = telemetry::current();
         let trace = own.or_else(|| TraceParent::from_headers(&parts.headers));
-        Ok(JobTrace(trace.map(|trace| trace.to_string())))
+        Ok(JobTrace(trace.map(|trace| trace.to_header())))
     }
 }

@@ -31,7 +31,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::{Notify, oneshot};
 
-use super::{Record, SERVICE_NAME, TraceParent, What};
+use super::{Record, SERVICE_NAME, What};
 
 /// How spans are batched (the `OTEL_BSP_*` variables).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,27 +67,62 @@ impl Batching {
     }
 }
 
-/// The spans waiting for the exporter.
-static BUFFER: Mutex<Vec<Record>> = Mutex::new(Vec::new());
+/// Ended spans, already encoded (as `ScopeSpans.spans` fields), waiting for the
+/// exporter.
+#[derive(Debug)]
+struct Pending {
+    bytes: Vec<u8>,
+    spans: usize,
+    /// Where each full batch ends in `bytes`.
+    batches: Vec<usize>,
+}
+
+impl Pending {
+    const fn new() -> Pending {
+        Pending {
+            bytes: Vec::new(),
+            spans: 0,
+            batches: Vec::new(),
+        }
+    }
+
+    fn with_capacity(bytes: usize) -> Pending {
+        Pending {
+            bytes: Vec::with_capacity(bytes),
+            spans: 0,
+            batches: Vec::new(),
+        }
+    }
+}
+
+static PENDING: Mutex<Pending> = Mutex::new(Pending::new());
 /// Wakes the exporter when a batch is full.
 static FULL: Notify = Notify::const_new();
-/// Most spans [`BUFFER`] holds (0 until the exporter starts: nothing is kept).
+/// Most spans [`PENDING`] holds (0 until the exporter starts: nothing is kept).
 static MAX_QUEUE: AtomicUsize = AtomicUsize::new(0);
 /// Spans in a full batch.
 static MAX_BATCH: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// Hands an ended span to the exporter, or drops it if the buffer is full.
-pub(super) fn push(record: Record) {
-    let mut buffer = BUFFER.lock().unwrap_or_else(PoisonError::into_inner);
-    if buffer.len() >= MAX_QUEUE.load(Ordering::Relaxed) {
-        drop(buffer);
+/// Hands an ended span to the exporter, or drops it if the buffer is full. The span is
+/// encoded here, on the request's thread, straight into the buffer: keeping records
+/// for the exporter to encode cost more (moving each into and out of a queue, and
+/// dropping it on another thread) than the encoding itself.
+pub(super) fn push(record: &Record) {
+    let mut pending = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
+    if pending.spans >= MAX_QUEUE.load(Ordering::Relaxed) {
+        drop(pending);
         crate::metrics::METRICS.span_dropped();
         return;
     }
-    buffer.push(record);
-    let full = buffer.len() == MAX_BATCH.load(Ordering::Relaxed);
-    drop(buffer);
-    if full {
+    span(&mut pending.bytes, record);
+    pending.spans += 1;
+    if pending
+        .spans
+        .is_multiple_of(MAX_BATCH.load(Ordering::Relaxed))
+    {
+        let end = pending.bytes.len();
+        pending.batches.push(end);
+        drop(pending);
         FULL.notify_one();
     }
 }
@@ -135,23 +170,56 @@ impl Exporter {
 /// is full, and when told to stop.
 async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::Receiver<()>) {
     let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let mut taken = Vec::with_capacity(batching.max_batch);
-    let mut encoder = Encoder::default();
     let mut failing = false;
+    let mut capacity = 0;
     loop {
         let stopping = tokio::select! {
             _ = tokio::time::sleep(batching.delay) => false,
             _ = FULL.notified() => false,
             _ = &mut stopped => true,
         };
-        // Everything buffered, swapped for the (empty) vector the last round used, so
-        // neither side reallocates in the steady state.
-        std::mem::swap(
-            &mut *BUFFER.lock().unwrap_or_else(PoisonError::into_inner),
-            &mut taken,
-        );
-        for batch in taken.chunks(batching.max_batch) {
-            let body = encoder.request(batch);
+        // Everything buffered, replaced by a buffer as large as the last round's (so
+        // it seldom grows) while the taken one is sent as it is: copying a batch
+        // (to put the request's header before it, or to keep its buffer) cost as
+        // much as encoding it.
+        let taken = {
+            let mut pending = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
+            if pending.spans == 0 {
+                None
+            } else {
+                capacity = capacity.max(pending.bytes.len());
+                Some(std::mem::replace(
+                    &mut *pending,
+                    Pending::with_capacity(capacity),
+                ))
+            }
+        };
+        let Some(taken) = taken else {
+            if stopping {
+                return;
+            }
+            continue;
+        };
+        let ends: Vec<usize> = taken
+            .batches
+            .iter()
+            .copied()
+            .chain([taken.bytes.len()])
+            .collect();
+        let spans = axum::body::Bytes::from(taken.bytes);
+        let mut start = 0;
+        for end in ends {
+            let batch = spans.slice(start..end);
+            start = end;
+            if batch.is_empty() {
+                continue;
+            }
+            let body = Body::from_stream(futures_util::stream::iter([
+                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(request_start(
+                    batch.len(),
+                ))),
+                Ok(batch),
+            ]));
             let outcome = tokio::time::timeout(batching.timeout, post(&client, &uri, body)).await;
             let outcome = outcome.unwrap_or_else(|_| Err("timed out".to_owned()));
             // One line when the collector stops answering and one when it is back,
@@ -159,7 +227,7 @@ async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::
             match outcome {
                 Err(err) if !failing => {
                     failing = true;
-                    tracing::warn!(error = %err, spans = batch.len(), "cannot export spans");
+                    tracing::warn!(error = %err, "cannot export spans");
                 }
                 Ok(()) if failing => {
                     failing = false;
@@ -168,7 +236,6 @@ async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::
                 _ => {}
             }
         }
-        taken.clear();
         if stopping {
             return;
         }
@@ -179,11 +246,11 @@ async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::
 async fn post(
     client: &Client<HttpConnector, Body>,
     uri: &axum::http::Uri,
-    body: Vec<u8>,
+    body: Body,
 ) -> Result<(), String> {
     let request = axum::http::Request::post(uri.clone())
         .header("content-type", "application/x-protobuf")
-        .body(Body::from(body))
+        .body(body)
         .map_err(|err| err.to_string())?;
     let response = client
         .request(request)
@@ -199,94 +266,256 @@ async fn post(
     }
 }
 
-/// Protobuf wire types.
-const VARINT: u8 = 0;
-const FIXED64: u8 = 1;
-const LEN: u8 = 2;
-const FIXED32: u8 = 5;
-
 /// `Span.SpanKind` values.
-const KIND_SERVER: u64 = 2;
-const KIND_CLIENT: u64 = 3;
-const KIND_CONSUMER: u64 = 5;
-/// `Status.StatusCode.STATUS_CODE_ERROR`.
-const STATUS_ERROR: u64 = 2;
+const KIND_SERVER: u8 = 2;
+const KIND_CLIENT: u8 = 3;
+const KIND_CONSUMER: u8 = 5;
 /// `SpanFlags`: the W3C sampled flag, then whether the parent is known to be remote
 /// (`HAS_IS_REMOTE`) and is (`IS_REMOTE`).
 const FLAG_SAMPLED: u32 = 0x1;
 const FLAG_HAS_IS_REMOTE: u32 = 0x100;
 const FLAG_IS_REMOTE: u32 = 0x200;
 
-/// Writes export requests, reusing its buffers from one batch to the next.
-#[derive(Debug, Default)]
-struct Encoder {
-    /// The spans of the batch, each a `ScopeSpans.spans` field.
-    spans: Vec<u8>,
-    /// One span's fields, while they are written (a message's length comes first).
-    span: Vec<u8>,
+/// Tags (field number << 3 | wire type) of the fields written. Wire types: 0 varint,
+/// 1 fixed64, 2 length-delimited, 5 fixed32.
+mod tag {
+    /// `Span`: trace_id = 1, span_id = 2, parent_span_id = 4, name = 5, kind = 6,
+    /// start_time_unix_nano = 7, end_time_unix_nano = 8, attributes = 9, links = 13,
+    /// status = 15, flags = 16 (two bytes: 16 << 3 | 5 is past 127).
+    pub const TRACE_ID: u8 = 1 << 3 | 2;
+    pub const SPAN_ID: u8 = 2 << 3 | 2;
+    pub const PARENT_SPAN_ID: u8 = 4 << 3 | 2;
+    pub const NAME: u8 = 5 << 3 | 2;
+    pub const KIND: u8 = 6 << 3;
+    pub const START: u8 = 7 << 3 | 1;
+    pub const END: u8 = 8 << 3 | 1;
+    pub const ATTRIBUTE: u8 = 9 << 3 | 2;
+    pub const LINK: u8 = 13 << 3 | 2;
+    pub const STATUS: u8 = 15 << 3 | 2;
+    pub const FLAGS: [u8; 2] = [(16 << 3 | 5) | 0x80, 1];
+    /// `Link`: trace_id = 1, span_id = 2, flags = 6.
+    pub const LINK_FLAGS: u8 = 6 << 3 | 5;
+    /// `KeyValue.value` = 2; `AnyValue`: string_value = 1, int_value = 3.
+    pub const VALUE: u8 = 2 << 3 | 2;
+    pub const STRING: u8 = 1 << 3 | 2;
+    pub const INT: u8 = 3 << 3;
+    /// `ExportTraceServiceRequest.resource_spans` = 1, `ResourceSpans`: resource = 1,
+    /// scope_spans = 2; `ScopeSpans`: scope = 1, spans = 2; `Resource.attributes` = 1;
+    /// `InstrumentationScope`: name = 1, version = 2; `Status.code` = 3.
+    pub const FIELD_1: u8 = 1 << 3 | 2;
+    pub const FIELD_2: u8 = 2 << 3 | 2;
+    pub const STATUS_CODE: u8 = 3 << 3;
 }
 
-impl Encoder {
-    /// The `ExportTraceServiceRequest` of `batch`: one resource (`service.name`), one
-    /// instrumentation scope, the spans.
-    fn request(&mut self, batch: &[Record]) -> Vec<u8> {
-        self.spans.clear();
-        for record in batch {
-            self.span.clear();
-            span(&mut self.span, record);
-            message(&mut self.spans, 2, &self.span);
+/// A script call's two constant attributes, `db.system.name = "redis"` and
+/// `db.operation.name = "EVALSHA"`, as written (a test checks them).
+const CALL_ATTRIBUTES: &[u8] =
+    b"\x4a\x19\x0a\x0edb.system.name\x12\x07\x0a\x05redis\x4a\x1e\x0a\x11db.operation.name\x12\x09\x0a\x07EVALSHA";
+
+/// `Status { code: STATUS_CODE_ERROR }`, as a span's status field.
+const STATUS_ERROR: [u8; 4] = [tag::STATUS, 2, tag::STATUS_CODE, 2];
+
+/// Attribute keys as written: `KeyValue.key` (field 1), its length, the key. Written
+/// out rather than built per span (a test checks each against its key).
+mod key {
+    pub const METHOD: &[u8] = b"\x0a\x13http.request.method";
+    pub const ROUTE: &[u8] = b"\x0a\x0ahttp.route";
+    pub const STATUS: &[u8] = b"\x0a\x19http.response.status_code";
+    pub const REQUEST_ID: &[u8] = b"\x0a\x0arequest_id";
+    pub const TOKEN: &[u8] = b"\x0a\x0bqless.token";
+    // Only in `CALL_ATTRIBUTES`, which a test builds from these.
+    #[cfg(test)]
+    pub const DB_SYSTEM: &[u8] = b"\x0a\x0edb.system.name";
+    #[cfg(test)]
+    pub const DB_OPERATION: &[u8] = b"\x0a\x11db.operation.name";
+    pub const COMMAND: &[u8] = b"\x0a\x0dqless.command";
+    pub const QUEUE: &[u8] = b"\x0a\x0bqless.queue";
+    pub const JID: &[u8] = b"\x0a\x09qless.jid";
+    pub const WORKER: &[u8] = b"\x0a\x0cqless.worker";
+    pub const SERVICE_NAME: &[u8] = b"\x0a\x0cservice.name";
+}
+
+/// The start of an `ExportTraceServiceRequest` whose encoded spans, `spans` bytes of
+/// them, follow: one resource (`service.name`), one instrumentation scope.
+fn request_start(spans: usize) -> Vec<u8> {
+    let mut resource = Vec::with_capacity(32);
+    attribute(
+        &mut resource,
+        tag::FIELD_1,
+        key::SERVICE_NAME,
+        SERVICE_NAME.as_bytes(),
+    );
+    let mut scope = Vec::with_capacity(32);
+    field(&mut scope, tag::FIELD_1, SERVICE_NAME.as_bytes());
+    field(
+        &mut scope,
+        tag::FIELD_2,
+        env!("CARGO_PKG_VERSION").as_bytes(),
+    );
+    let scope_spans_len = field_len(scope.len()) + spans;
+    let resource_spans_len = field_len(resource.len()) + field_len(scope_spans_len);
+    let mut out = Vec::with_capacity(64);
+    header(&mut out, tag::FIELD_1, resource_spans_len);
+    field(&mut out, tag::FIELD_1, &resource);
+    header(&mut out, tag::FIELD_2, scope_spans_len);
+    field(&mut out, tag::FIELD_1, &scope);
+    out
+}
+
+/// Writes into a slice made long enough beforehand: a byte costs a store and a bounds
+/// check, not a capacity check (and a possible reallocation) as with `Vec::push`.
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn byte(&mut self, byte: u8) {
+        self.buf[self.at] = byte;
+        self.at += 1;
+    }
+
+    /// A fixed number of bytes (copied without a call to `memcpy`).
+    fn array<const N: usize>(&mut self, bytes: &[u8; N]) {
+        self.buf[self.at..self.at + N].copy_from_slice(bytes);
+        self.at += N;
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+
+    fn varint(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.byte(value as u8 | 0x80);
+            value >>= 7;
         }
-        // Resource { attributes = 1 }
-        let mut resource = Vec::with_capacity(32);
-        key_value(&mut resource, 1, "service.name", SERVICE_NAME);
-        let mut scope = Vec::with_capacity(32);
-        string(&mut scope, 1, SERVICE_NAME);
-        string(&mut scope, 2, env!("CARGO_PKG_VERSION"));
-        // ScopeSpans { scope = 1, spans = 2 }
-        let scope_spans_len = field_len(1, scope.len()) + self.spans.len();
-        // ResourceSpans { resource = 1, scope_spans = 2 }
-        let resource_spans_len = field_len(1, resource.len()) + field_len(2, scope_spans_len);
-        let mut out = Vec::with_capacity(field_len(1, resource_spans_len));
-        header(&mut out, 1, resource_spans_len);
-        message(&mut out, 1, &resource);
-        header(&mut out, 2, scope_spans_len);
-        message(&mut out, 1, &scope);
-        out.extend_from_slice(&self.spans);
-        out
+        self.byte(value as u8);
+    }
+
+    /// The tag and length of a length-delimited field whose contents follow.
+    fn header(&mut self, tag: u8, len: usize) {
+        if len < 128 {
+            self.array(&[tag, len as u8]);
+        } else {
+            self.byte(tag);
+            self.varint(len as u64);
+        }
+    }
+
+    fn field(&mut self, tag: u8, contents: &[u8]) {
+        self.header(tag, contents.len());
+        self.bytes(contents);
+    }
+
+    /// A `Span.attributes` field: `KeyValue { key, AnyValue { string_value } }`.
+    fn attribute(&mut self, key: &[u8], value: &[u8]) {
+        let any = field_len(value.len());
+        self.header(tag::ATTRIBUTE, key.len() + field_len(any));
+        self.bytes(key);
+        self.header(tag::VALUE, any);
+        self.field(tag::STRING, value);
+    }
+
+    /// A `Span.attributes` field: `KeyValue { key, AnyValue { int_value } }`.
+    fn int_attribute(&mut self, key: &[u8], value: u64) {
+        let any = 1 + varint_len(value);
+        self.header(tag::ATTRIBUTE, key.len() + 2 + any);
+        self.bytes(key);
+        self.array(&[tag::VALUE, any as u8, tag::INT]);
+        self.varint(value);
     }
 }
 
-/// Writes the fields of one `Span`.
+/// Appends one `ScopeSpans.spans` field to `out`: the span's fields in one pass, behind
+/// its length, filled in afterwards.
 fn span(out: &mut Vec<u8>, record: &Record) {
+    // The variable parts, written at most twice each (a route is in the name and an
+    // attribute), bound the span's length; the rest takes fewer than 512 bytes.
+    let variable = match &record.what {
+        What::Request {
+            method,
+            route,
+            request_id,
+            token,
+            ..
+        } => {
+            method.len()
+                + route.len()
+                + request_id.as_bytes().len()
+                + token.as_ref().map_or(0, |token| token.len())
+        }
+        What::Call {
+            command,
+            queue,
+            jid,
+        } => {
+            command.len()
+                + queue.as_ref().map_or(0, |queue| queue.as_bytes().len())
+                + jid.as_ref().map_or(0, |jid| jid.as_bytes().len())
+        }
+        What::Leased { jid, queue, worker } => {
+            jid.as_bytes().len() + queue.as_bytes().len() + worker.as_bytes().len()
+        }
+    };
+    let bound = 512 + 2 * variable + 40 * record.links.iter().count();
+    // The length goes first, in as many bytes as the bound's would take.
+    let width = varint_len(bound as u64);
+    let start = out.len();
+    out.resize(start + 1 + width + bound, 0);
+    let mut cursor = Cursor {
+        buf: &mut out[start..],
+        at: 1 + width,
+    };
+    write_span(&mut cursor, record);
+    let len = cursor.at - 1 - width;
+    // When shorter than its bound's width, the span moves back to fit.
+    let len_width = varint_len(len as u64);
+    if len_width < width {
+        cursor
+            .buf
+            .copy_within(1 + width..1 + width + len, 1 + len_width);
+    }
+    cursor.at = 0;
+    cursor.byte(tag::FIELD_2);
+    cursor.varint(len as u64);
+    out.truncate(start + 1 + len_width + len);
+}
+
+/// Writes the fields of one `Span`.
+fn write_span(out: &mut Cursor<'_>, record: &Record) {
     let context = &record.context;
-    bytes(out, 1, &context.trace);
-    bytes(out, 2, &context.span);
+    out.array(&[tag::TRACE_ID, 16]);
+    out.array(&context.trace);
+    out.array(&[tag::SPAN_ID, 8]);
+    out.array(&context.span);
     if record.parent != [0; 8] {
-        bytes(out, 4, &record.parent);
+        out.array(&[tag::PARENT_SPAN_ID, 8]);
+        out.array(&record.parent);
     }
     let kind = match &record.what {
         What::Request { method, route, .. } => {
             // "<method> <route>", without building it first.
-            header(out, 5, method.len() + 1 + route.len());
-            out.extend_from_slice(method.as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(route.as_bytes());
+            out.header(tag::NAME, method.len() + 1 + route.len());
+            out.bytes(method.as_bytes());
+            out.byte(b' ');
+            out.bytes(route.as_bytes());
             KIND_SERVER
         }
         What::Call { command, .. } => {
-            string(out, 5, command);
+            out.field(tag::NAME, command.as_bytes());
             KIND_CLIENT
         }
         What::Leased { .. } => {
-            string(out, 5, "qless leased");
+            out.field(tag::NAME, b"qless leased");
             KIND_CONSUMER
         }
     };
-    varint_field(out, 6, kind);
-    tag(out, 7, FIXED64);
-    out.extend_from_slice(&record.start.to_le_bytes());
-    tag(out, 8, FIXED64);
-    out.extend_from_slice(&record.end.to_le_bytes());
+    out.array(&[tag::KIND, kind, tag::START]);
+    out.array(&record.start.to_le_bytes());
+    out.byte(tag::END);
+    out.array(&record.end.to_le_bytes());
     match &record.what {
         What::Request {
             method,
@@ -295,20 +524,14 @@ fn span(out: &mut Vec<u8>, record: &Record) {
             status,
             token,
         } => {
-            string_attribute(out, "http.request.method", method);
-            string_attribute(out, "http.route", route);
+            out.attribute(key::METHOD, method.as_bytes());
+            out.attribute(key::ROUTE, route.as_bytes());
             if *status != 0 {
-                int_attribute(out, "http.response.status_code", i64::from(*status));
+                out.int_attribute(key::STATUS, u64::from(*status));
             }
-            string_attribute(
-                out,
-                "request_id",
-                // Header values are visible ASCII or opaque bytes; a string attribute
-                // must be UTF-8.
-                std::str::from_utf8(request_id.as_bytes()).unwrap_or("-"),
-            );
+            out.attribute(key::REQUEST_ID, request_id.as_bytes());
             if let Some(token) = token {
-                string_attribute(out, "qless.token", token);
+                out.attribute(key::TOKEN, token.as_bytes());
             }
         }
         What::Call {
@@ -316,76 +539,56 @@ fn span(out: &mut Vec<u8>, record: &Record) {
             queue,
             jid,
         } => {
-            string_attribute(out, "db.system.name", "redis");
-            string_attribute(out, "db.operation.name", "EVALSHA");
-            string_attribute(out, "qless.command", command);
+            out.bytes(CALL_ATTRIBUTES);
+            out.attribute(key::COMMAND, command.as_bytes());
             if let Some(queue) = queue {
-                string_attribute(out, "qless.queue", queue);
+                out.attribute(key::QUEUE, queue.as_bytes());
             }
             if let Some(jid) = jid {
-                string_attribute(out, "qless.jid", jid);
+                out.attribute(key::JID, jid.as_bytes());
             }
         }
         What::Leased { jid, queue, worker } => {
-            string_attribute(out, "qless.jid", jid);
-            string_attribute(out, "qless.queue", queue);
-            string_attribute(out, "qless.worker", worker);
+            out.attribute(key::JID, jid.as_bytes());
+            out.attribute(key::QUEUE, queue.as_bytes());
+            out.attribute(key::WORKER, worker.as_bytes());
         }
     }
-    for link in &record.links {
-        link_field(out, link);
+    for link in record.links.iter() {
+        // Link { trace_id = 1, span_id = 2, flags = 6 }: 18 + 10 + 5 bytes.
+        out.array(&[tag::LINK, 33, tag::TRACE_ID, 16]);
+        out.array(&link.trace);
+        out.array(&[tag::SPAN_ID, 8]);
+        out.array(&link.span);
+        out.byte(tag::LINK_FLAGS);
+        let flags = u32::from(link.sampled) | FLAG_HAS_IS_REMOTE | FLAG_IS_REMOTE;
+        out.array(&flags.to_le_bytes());
     }
     if record.error {
-        // Status { code = 3 }
-        header(out, 15, 2);
-        varint_field(out, 3, STATUS_ERROR);
+        out.array(&STATUS_ERROR);
     }
     let mut flags = FLAG_SAMPLED | FLAG_HAS_IS_REMOTE;
     if record.remote_parent {
         flags |= FLAG_IS_REMOTE;
     }
-    tag(out, 16, FIXED32);
-    out.extend_from_slice(&flags.to_le_bytes());
+    out.array(&tag::FLAGS);
+    out.array(&flags.to_le_bytes());
 }
 
-/// Writes a `Span.links` field: `Link { trace_id = 1, span_id = 2, flags = 6 }`.
-fn link_field(out: &mut Vec<u8>, link: &TraceParent) {
-    let len = field_len(1, 16) + field_len(2, 8) + 5;
-    header(out, 13, len);
-    bytes(out, 1, &link.trace);
-    bytes(out, 2, &link.span);
-    tag(out, 6, FIXED32);
-    let flags = u32::from(link.sampled) | FLAG_HAS_IS_REMOTE | FLAG_IS_REMOTE;
-    out.extend_from_slice(&flags.to_le_bytes());
+/// Writes an attribute, a `KeyValue` as the field tagged `as_field` (`Span.attributes`,
+/// `Resource.attributes`): the written `key` (see [`key`]) and
+/// `value = 2: AnyValue { string_value = 1 }`.
+fn attribute(out: &mut Vec<u8>, as_field: u8, key: &[u8], value: &[u8]) {
+    let any = field_len(value.len());
+    header(out, as_field, key.len() + field_len(any));
+    out.extend_from_slice(key);
+    header(out, tag::VALUE, any);
+    field(out, tag::STRING, value);
 }
 
-/// Writes a `Span.attributes` field holding
-/// `KeyValue { key = 1, value = 2: AnyValue { string_value = 1 } }`.
-fn string_attribute(out: &mut Vec<u8>, key: &str, value: &str) {
-    key_value(out, 9, key, value);
-}
-
-/// Writes field `number` holding a `KeyValue` with a string value.
-fn key_value(out: &mut Vec<u8>, number: u32, key: &str, value: &str) {
-    let any = field_len(1, value.len());
-    header(out, number, field_len(1, key.len()) + field_len(2, any));
-    string(out, 1, key);
-    header(out, 2, any);
-    string(out, 1, value);
-}
-
-/// Writes a `Span.attributes` field holding `KeyValue { key, AnyValue { int_value = 3 } }`.
-fn int_attribute(out: &mut Vec<u8>, key: &str, value: i64) {
-    let any = 1 + varint_len(value as u64);
-    header(out, 9, field_len(1, key.len()) + field_len(2, any));
-    string(out, 1, key);
-    header(out, 2, any);
-    varint_field(out, 3, value as u64);
-}
-
-/// The bytes a length-delimited field `number` of `len` bytes takes.
-fn field_len(number: u32, len: usize) -> usize {
-    varint_len(u64::from(number) << 3) + varint_len(len as u64) + len
+/// The bytes a length-delimited field (of a number below 16) of `len` bytes takes.
+fn field_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
 }
 
 fn varint_len(value: u64) -> usize {
@@ -401,32 +604,20 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn tag(out: &mut Vec<u8>, number: u32, wire: u8) {
-    varint(out, u64::from(number) << 3 | u64::from(wire));
-}
-
 /// The tag and length of a length-delimited field whose contents follow.
-fn header(out: &mut Vec<u8>, number: u32, len: usize) {
-    tag(out, number, LEN);
-    varint(out, len as u64);
+fn header(out: &mut Vec<u8>, tag: u8, len: usize) {
+    if len < 128 {
+        out.extend_from_slice(&[tag, len as u8]);
+    } else {
+        out.push(tag);
+        varint(out, len as u64);
+    }
 }
 
-fn message(out: &mut Vec<u8>, number: u32, contents: &[u8]) {
-    header(out, number, contents.len());
+/// A length-delimited field: tag, length, contents.
+fn field(out: &mut Vec<u8>, tag: u8, contents: &[u8]) {
+    header(out, tag, contents.len());
     out.extend_from_slice(contents);
-}
-
-fn bytes(out: &mut Vec<u8>, number: u32, value: &[u8]) {
-    message(out, number, value);
-}
-
-fn string(out: &mut Vec<u8>, number: u32, value: &str) {
-    message(out, number, value.as_bytes());
-}
-
-fn varint_field(out: &mut Vec<u8>, number: u32, value: u64) {
-    tag(out, number, VARINT);
-    varint(out, value);
 }
 
 #[cfg(test)]
@@ -437,6 +628,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
+    use crate::telemetry::{Links, Text, TraceParent};
 
     fn context(trace: u8, span: u8) -> TraceParent {
         TraceParent {
@@ -474,11 +666,16 @@ mod tests {
                 what: What::Request {
                     method: "POST",
                     route: long_route,
-                    request_id: axum::http::HeaderValue::from_static("req-1"),
+                    request_id: Text::new("req-1"),
                     status: 503,
                     token: Some("ci".into()),
                 },
-                links: vec![context(4, 5), context(6, 7)],
+                links: {
+                    let mut links = Links::default();
+                    links.push(context(4, 5));
+                    links.push(context(6, 7));
+                    links
+                },
             },
             Record {
                 context: context(1, 8),
@@ -489,10 +686,11 @@ mod tests {
                 error: false,
                 what: What::Call {
                     command: "put",
-                    queue: Some("mail".into()),
-                    jid: Some("j".repeat(300).into()),
+                    queue: Some(Text::new("mail")),
+                    // Long enough that its length takes three bytes.
+                    jid: Some(Text::new(&"j".repeat(20_000))),
                 },
-                links: Vec::new(),
+                links: Links::default(),
             },
             Record {
                 context: context(9, 10),
@@ -502,14 +700,34 @@ mod tests {
                 end: 7,
                 error: false,
                 what: What::Leased {
-                    jid: "j1".into(),
-                    queue: "mail".into(),
-                    worker: "w1".into(),
+                    jid: Text::new("j1"),
+                    queue: Text::new("mail"),
+                    worker: Text::new("w1"),
                 },
-                links: Vec::new(),
+                links: Links::default(),
+            },
+            // Short enough that its length takes one byte.
+            Record {
+                context: context(11, 12),
+                parent: [0; 8],
+                remote_parent: false,
+                start: 8,
+                end: 8,
+                error: false,
+                what: What::Leased {
+                    jid: Text::new(""),
+                    queue: Text::new(""),
+                    worker: Text::new(""),
+                },
+                links: Links::default(),
             },
         ];
-        let bytes = Encoder::default().request(&batch);
+        let mut spans = Vec::new();
+        for record in &batch {
+            span(&mut spans, record);
+        }
+        let mut bytes = request_start(spans.len());
+        bytes.extend_from_slice(&spans);
         let decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).expect("protobuf");
         assert_eq!(decoded.resource_spans.len(), 1);
         let resource = &decoded.resource_spans[0];
@@ -521,9 +739,14 @@ mod tests {
         );
         let scope = &resource.scope_spans[0];
         assert_eq!(scope.scope.as_ref().unwrap().name, "qlessd");
-        let [request, call, leased] = scope.spans.as_slice() else {
-            panic!("three spans: {scope:?}");
+        let [request, call, leased, short] = scope.spans.as_slice() else {
+            panic!("four spans: {scope:?}");
         };
+        assert_eq!(short.span_id, vec![12; 8]);
+        assert_eq!(
+            attributes(short)[0],
+            ("qless.jid".to_owned(), String::new())
+        );
 
         assert_eq!(request.trace_id, vec![1; 16]);
         assert_eq!(request.span_id, vec![2; 8]);
@@ -556,7 +779,7 @@ mod tests {
         assert_eq!(call.flags, 0x101);
         let call_attributes = attributes(call);
         assert!(call_attributes.contains(&("qless.queue".into(), "mail".into())));
-        assert!(call_attributes.contains(&("qless.jid".into(), "j".repeat(300))));
+        assert!(call_attributes.contains(&("qless.jid".into(), "j".repeat(20_000))));
 
         assert_eq!(leased.name, "qless leased");
         assert_eq!(leased.kind, SpanKind::Consumer as i32);
@@ -565,6 +788,35 @@ mod tests {
             attributes(leased)[2],
             ("qless.worker".to_owned(), "w1".to_owned())
         );
+    }
+
+    #[test]
+    fn written_keys_are_field_one_with_their_length() {
+        for key in [
+            key::METHOD,
+            key::ROUTE,
+            key::STATUS,
+            key::REQUEST_ID,
+            key::TOKEN,
+            key::DB_SYSTEM,
+            key::DB_OPERATION,
+            key::COMMAND,
+            key::QUEUE,
+            key::JID,
+            key::WORKER,
+            key::SERVICE_NAME,
+        ] {
+            assert_eq!(key[0], 0x0a, "{key:?}");
+            assert_eq!(usize::from(key[1]), key.len() - 2, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn the_constant_call_attributes_are_written_as_any_other() {
+        let mut written = Vec::new();
+        attribute(&mut written, tag::ATTRIBUTE, key::DB_SYSTEM, b"redis");
+        attribute(&mut written, tag::ATTRIBUTE, key::DB_OPERATION, b"EVALSHA");
+        assert_eq!(written, CALL_ATTRIBUTES);
     }
 
     #[test]
