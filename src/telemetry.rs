@@ -7,8 +7,8 @@
 //! doubled the gateway's instructions per request (+105% on `GET /healthz`, +142% on a
 //! heartbeat; `docs/benchmarks.md`). qlessd makes only a few kinds of span, so each is
 //! a small fixed [`Span`] (ids, times, `&'static str` names, the few values it
-//! carries), handed when it ends to a bounded buffer that a background task encodes
-//! and posts (`otlp.rs`). The ids come from a per-thread generator seeded from the
+//! carries), encoded when it ends into a bounded buffer that a background task posts
+//! (`otlp.rs`). The ids come from a per-thread generator seeded from the
 //! operating system. Without an endpoint a request pays one relaxed atomic load
 //! ([`tracing_on`]) for all of this.
 //!
