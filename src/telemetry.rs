@@ -18,7 +18,8 @@
 //!
 //! Sampling follows the parent: a request continuing a `traceparent` whose sampled
 //! flag is clear is not exported (nor are its calls), yet it still gets ids of its own,
-//! which it passes on. Every other request is exported.
+//! which it passes on. A new trace is exported as `--otlp-sample-ratio` says (by
+//! default, every one).
 //!
 //! A job carries its trace as a W3C `traceparent` (see [`TraceParent`]): the request
 //! that puts it continues the caller's trace, the job stores the put's span, and the
@@ -30,7 +31,7 @@ mod otlp;
 use std::cell::{Cell, RefCell};
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -45,6 +46,26 @@ const SERVICE_NAME: &str = "qlessd";
 
 /// Whether spans are exported (set once, at start-up, by [`init`]).
 static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// A new trace is sampled when the low 64 bits of its id are below this (`u64::MAX`:
+/// every trace), as OpenTelemetry's `TraceIdRatioBased` sampler decides.
+static SAMPLED_BELOW: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The [`SAMPLED_BELOW`] of a ratio from 0 to 1.
+fn sampled_below(ratio: f64) -> u64 {
+    // Saturating: a ratio of 1 is `u64::MAX`, every trace.
+    (ratio * 2f64.powi(64)) as u64
+}
+
+/// Whether a new trace is exported (`--otlp-sample-ratio`).
+fn sample_new(trace: &[u8; 16]) -> bool {
+    sampled(trace, SAMPLED_BELOW.load(Ordering::Relaxed))
+}
+
+fn sampled(trace: &[u8; 16], below: u64) -> bool {
+    let low = u64::from_be_bytes(trace[8..].try_into().expect("8 bytes"));
+    below == u64::MAX || low < below
+}
 
 /// Whether spans are being exported: the request path makes them only then.
 #[inline]
@@ -66,7 +87,11 @@ impl Tracing {
 /// Installs the global subscriber (the log) and, with `otlp_endpoint`, starts the span
 /// exporter. Call once per process, inside the Tokio runtime (the exporter's batches
 /// are sent by a task of it).
-pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<Tracing>, String> {
+pub fn init(
+    format: LogFormat,
+    otlp_endpoint: Option<&str>,
+    sample_ratio: f64,
+) -> Result<Option<Tracing>, String> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour codes help a person at a terminal and litter a file, a pipe or a
     // container's log with escape sequences (and `NO_COLOR` asks for none at all).
@@ -87,6 +112,7 @@ pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<Tra
     };
     let url = traces_url(endpoint);
     let exporter = otlp::Exporter::start(&url, otlp::Batching::from_env())?;
+    SAMPLED_BELOW.store(sampled_below(sample_ratio), Ordering::Relaxed);
     TRACING.store(true, Ordering::Relaxed);
     tracing::info!(endpoint = %url, "exporting spans over OTLP/HTTP");
     Ok(Some(Tracing(exporter)))
@@ -384,7 +410,10 @@ impl Span {
     fn start(parent: Option<TraceParent>, remote: bool, what: impl FnOnce() -> What) -> Span {
         let (trace, parent_id, sampled) = match parent {
             Some(parent) => (parent.trace, parent.span, parent.sampled),
-            None => (new_trace_id(), [0; 8], true),
+            None => {
+                let trace = new_trace_id();
+                (trace, [0; 8], sample_new(&trace))
+            }
         };
         let context = TraceParent {
             trace,
@@ -594,6 +623,24 @@ mod tests {
             traces_url("http://c:4318/v1/traces"),
             "http://c:4318/v1/traces"
         );
+    }
+
+    #[test]
+    fn a_sample_ratio_decides_by_the_trace_ids_low_half() {
+        let trace = |low: u64| {
+            let mut id = [7; 16];
+            id[8..].copy_from_slice(&low.to_be_bytes());
+            id
+        };
+        assert_eq!(sampled_below(1.0), u64::MAX);
+        assert_eq!(sampled_below(0.0), 0);
+        assert_eq!(sampled_below(0.5), 1 << 63);
+        // Every trace with a ratio of 1, even the one whose low half is all ones.
+        assert!(sampled(&trace(u64::MAX), sampled_below(1.0)));
+        assert!(!sampled(&trace(0), sampled_below(0.0)));
+        let half = sampled_below(0.5);
+        assert!(sampled(&trace(half - 1), half));
+        assert!(!sampled(&trace(half), half));
     }
 
     #[test]
