@@ -32,7 +32,11 @@ async fn main() -> std::process::ExitCode {
             }
             Err(message) => Err(message),
         },
-        None => match telemetry::init(settings.log_format, settings.otlp_endpoint.as_deref()) {
+        None => match telemetry::init(
+            settings.log_format,
+            settings.otlp_endpoint.as_deref(),
+            settings.otlp_sample_ratio,
+        ) {
             Ok(tracing) => {
                 let outcome = server::run(settings).await;
                 if let Some(tracing) = tracing {

@@ -93,6 +93,7 @@ pub struct Metrics {
     sweep_errors: Counter,
     sweep_seconds: Histogram,
     redis_restarts: Counter,
+    spans_dropped: Counter,
     /// Jobs popped through this gateway and not yet completed: jid to queue and
     /// pop time, for the run time at completion. Bounded: when full, new pops are
     /// not timed.
@@ -183,6 +184,12 @@ impl Metrics {
             "Times the embedded redis-server exited and was started again",
             redis_restarts.clone(),
         );
+        let spans_dropped = Counter::default();
+        registry.register(
+            "qless_spans_dropped",
+            "Spans not exported because the export buffer was full (with --otlp-endpoint)",
+            spans_dropped.clone(),
+        );
         Metrics {
             registry,
             jobs,
@@ -197,6 +204,7 @@ impl Metrics {
             sweep_errors,
             sweep_seconds,
             redis_restarts,
+            spans_dropped,
             leased: Default::default(),
         }
     }
@@ -300,6 +308,11 @@ impl Metrics {
     /// Counts a restart of the embedded Redis.
     pub fn redis_restarted(&self) {
         self.redis_restarts.inc();
+    }
+
+    /// Counts a span dropped because the export buffer was full.
+    pub fn span_dropped(&self) {
+        self.spans_dropped.inc();
     }
 
     /// An event stream opened; it counts until the guard is dropped.

@@ -1,7 +1,7 @@
 //! What every request goes through, in one layer: a request id (the client's
 //! `x-request-id`, or a fresh one) echoed on the response, a deadline answered with a
 //! 503 problem, a panic in a handler answered with a 500 problem, a debug-level span
-//! with the method, path and id (or, with `--otlp-endpoint`, the request's
+//! with the method, path and id (and, with `--otlp-endpoint`, the request's
 //! OpenTelemetry span), the access log line and metrics of every request, a log line
 //! for every 5xx answer, the browser checks of `browser.rs` and the token check of
 //! `auth.rs` (both answered before the router sees the request).
@@ -122,23 +122,22 @@ where
             .unwrap_or_else(new_request_id);
         let matched = auth::route_of(request.method(), request.uri().path());
         let route = matched.route;
-        let span = if telemetry::tracing_on() {
+        let trace = telemetry::tracing_on().then(|| {
             telemetry::request_span(
                 method_label(request.method()),
                 route,
-                id.to_str().unwrap_or("-"),
+                &id,
                 request.headers(),
             )
-        } else {
-            // Disabled at the default `info` filter, where it costs a flag check;
-            // `RUST_LOG=qlessd=debug` gives every log line its request's id.
-            tracing::debug_span!(
-                "request",
-                method = %request.method(),
-                uri = %request.uri(),
-                id = id.to_str().unwrap_or("-"),
-            )
-        };
+        });
+        // Disabled at the default `info` filter, where it costs a flag check;
+        // `RUST_LOG=qlessd=debug` gives every log line its request's id.
+        let span = tracing::debug_span!(
+            "request",
+            method = %request.method(),
+            uri = %request.uri(),
+            id = id.to_str().unwrap_or("-"),
+        );
         let mut what = Requested {
             method: request.method().clone(),
             uri: request.uri().clone(),
@@ -175,6 +174,7 @@ where
                 },
                 id,
                 span,
+                trace,
                 what,
             };
         }
@@ -195,6 +195,7 @@ where
             state,
             id,
             span,
+            trace,
             what,
         }
     }
@@ -240,6 +241,9 @@ pin_project_lite::pin_project! {
         state: State<F>,
         id: HeaderValue,
         span: Span,
+        // The request's OpenTelemetry span (with `--otlp-endpoint`), current while the
+        // handler is polled so its script calls are children of it.
+        trace: Option<telemetry::Span>,
         what: Requested,
     }
 }
@@ -267,6 +271,7 @@ where
             StateProjection::Done { response } => response.take().expect("polled after completion"),
             StateProjection::Running { future, deadline } => {
                 let _entered = this.span.enter();
+                let _traced = this.trace.as_mut().map(telemetry::Span::enter);
                 match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
                     Ok(Poll::Ready(Ok(response))) => response,
                     Ok(Poll::Pending) => {
@@ -292,11 +297,8 @@ where
         let took = started.elapsed();
         let status = response.status().as_u16();
         crate::metrics::METRICS.request(method_label(method), route, status, took);
-        if telemetry::tracing_on() {
-            telemetry::record_status(this.span, status);
-            if let Some(token) = token {
-                this.span.record("qless.token", &**token);
-            }
+        if let Some(trace) = this.trace {
+            telemetry::end_request(trace, status, took, token.as_ref());
         }
         if response.status().is_server_error() {
             tracing::warn!(

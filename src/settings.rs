@@ -176,6 +176,13 @@ pub struct Settings {
     #[arg(long, env = "QLESSD_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
 
+    /// The share of traces whose spans are exported (0 to 1), decided where a trace
+    /// starts, from its id: a request continuing a caller's `traceparent` follows the
+    /// caller's sampled flag instead. With `--otlp-endpoint`.
+    #[arg(long, env = "QLESSD_OTLP_SAMPLE_RATIO", default_value = "1",
+          value_parser = parse_ratio)]
+    pub otlp_sample_ratio: f64,
+
     /// Print the Lua script the server loads into Redis, then exit.
     #[arg(long)]
     pub print_lua: bool,
@@ -297,6 +304,13 @@ fn parse_memory(raw: &str) -> Result<MaxMemory, String> {
 
 /// A CORS origin is compared byte for byte with browsers' `Origin` header, which is
 /// `scheme://host[:port]` with no path: anything else would never match.
+fn parse_ratio(raw: &str) -> Result<f64, String> {
+    match raw.trim().parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
+        _ => Err(format!("a ratio is a number from 0 to 1, not {raw:?}")),
+    }
+}
+
 fn parse_origin(raw: &str) -> Result<String, String> {
     let origin = raw.trim().trim_end_matches('/');
     let valid = ["http://", "https://"].iter().any(|scheme| {

@@ -2,41 +2,70 @@
 //! `info`), and, with `--otlp-endpoint`, OpenTelemetry spans exported over OTLP/HTTP
 //! (protobuf): one per request and a child per script call.
 //!
-//! Spans for OpenTelemetry use the target [`SPANS`], which only the exporting layer
-//! listens to (the log never formats them), and are made only while [`tracing_on`]:
-//! without an endpoint a request pays one relaxed atomic load for all of this.
+//! The spans are not `tracing` spans: a request made two of those through
+//! `tracing-opentelemetry` and the OpenTelemetry SDK's batch processor, which more than
+//! doubled the gateway's instructions per request (+105% on `GET /healthz`, +142% on a
+//! heartbeat; `docs/benchmarks.md`). qlessd makes only a few kinds of span, so each is
+//! a small fixed [`Span`] (ids, times, `&'static str` names, the few values it
+//! carries), encoded when it ends into a bounded buffer that a background task posts
+//! (`otlp.rs`). The ids come from a per-thread generator seeded from the
+//! operating system. Without an endpoint a request pays one relaxed atomic load
+//! ([`tracing_on`]) for all of this.
+//!
+//! The request's span is the current one while its handler runs (a thread-local set
+//! around each poll of the request's future, as `tracing` does for its spans), so the
+//! script calls it makes are its children wherever in `core` they are made.
+//!
+//! Sampling follows the parent: a request continuing a `traceparent` whose sampled
+//! flag is clear is not exported (nor are its calls), yet it still gets ids of its own,
+//! which it passes on. A new trace is exported as `--otlp-sample-ratio` says (by
+//! default, every one).
 //!
 //! A job carries its trace as a W3C `traceparent` (see [`TraceParent`]): the request
 //! that puts it continues the caller's trace, the job stores the put's span, and the
 //! requests that pop it, and a worker's requests naming its `traceparent`, continue
 //! that trace, so a job's whole life reads as one trace.
 
-use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
+mod otlp;
 
-use axum::http::HeaderMap;
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider as _,
-};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::trace::SdkTracerProvider;
-use tracing::Span;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::filter::{LevelFilter, Targets};
+use std::cell::{Cell, RefCell};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::settings::LogFormat;
 
-/// The target of every span meant for OpenTelemetry.
-pub const SPANS: &str = "qlessd::otel";
-
 /// The service name spans are exported under.
 const SERVICE_NAME: &str = "qlessd";
 
 /// Whether spans are exported (set once, at start-up, by [`init`]).
 static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// A new trace is sampled when the low 64 bits of its id are below this (`u64::MAX`:
+/// every trace), as OpenTelemetry's `TraceIdRatioBased` sampler decides.
+static SAMPLED_BELOW: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The [`SAMPLED_BELOW`] of a ratio from 0 to 1.
+fn sampled_below(ratio: f64) -> u64 {
+    // Saturating: a ratio of 1 is `u64::MAX`, every trace.
+    (ratio * 2f64.powi(64)) as u64
+}
+
+/// Whether a new trace is exported (`--otlp-sample-ratio`).
+fn sample_new(trace: &[u8; 16]) -> bool {
+    sampled(trace, SAMPLED_BELOW.load(Ordering::Relaxed))
+}
+
+fn sampled(trace: &[u8; 16], below: u64) -> bool {
+    let low = u64::from_be_bytes(trace[8..].try_into().expect("8 bytes"));
+    below == u64::MAX || low < below
+}
 
 /// Whether spans are being exported: the request path makes them only then.
 #[inline]
@@ -46,27 +75,24 @@ pub fn tracing_on() -> bool {
 
 /// The exporter, kept by `main` to flush the spans still buffered on the way out.
 #[derive(Debug)]
-pub struct Tracing(SdkTracerProvider);
+pub struct Tracing(otlp::Exporter);
 
 impl Tracing {
-    /// Exports the spans still buffered (within the exporter's timeout) and stops.
+    /// Exports the spans still buffered (within the export timeout) and stops.
     pub async fn shutdown(self) {
-        let provider = self.0;
-        // The batch processor's task runs on this runtime: its shutdown blocks until
-        // that task answers, so it must wait on a thread of its own.
-        let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        self.0.shutdown().await;
     }
 }
 
-/// Installs the global subscriber: the log, and with `otlp_endpoint` the exporting
-/// layer. Call once per process, inside the Tokio runtime (the exporter's batches are
-/// sent by a task of it).
-pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<Tracing>, String> {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info"))
-        // The spans for OpenTelemetry are not log material (and formatting them would
-        // cost every request).
-        .add_directive(format!("{SPANS}=off").parse().expect("a valid directive"));
+/// Installs the global subscriber (the log) and, with `otlp_endpoint`, starts the span
+/// exporter. Call once per process, inside the Tokio runtime (the exporter's batches
+/// are sent by a task of it).
+pub fn init(
+    format: LogFormat,
+    otlp_endpoint: Option<&str>,
+    sample_ratio: f64,
+) -> Result<Option<Tracing>, String> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour codes help a person at a terminal and litter a file, a pipe or a
     // container's log with escape sequences (and `NO_COLOR` asks for none at all).
     let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -81,18 +107,16 @@ pub fn init(format: LogFormat, otlp_endpoint: Option<&str>) -> Result<Option<Tra
             .with_filter(filter)
             .boxed(),
     };
+    tracing_subscriber::registry().with(log).init();
     let Some(endpoint) = otlp_endpoint else {
-        tracing_subscriber::registry().with(log).init();
         return Ok(None);
     };
-    let provider = provider(endpoint)?;
-    let spans = tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer(SERVICE_NAME))
-        .with_filter(Targets::new().with_target(SPANS, LevelFilter::INFO));
-    tracing_subscriber::registry().with(log).with(spans).init();
+    let url = traces_url(endpoint);
+    let exporter = otlp::Exporter::start(&url, otlp::Batching::from_env())?;
+    SAMPLED_BELOW.store(sampled_below(sample_ratio), Ordering::Relaxed);
     TRACING.store(true, Ordering::Relaxed);
-    tracing::info!(endpoint = %traces_url(endpoint), "exporting spans over OTLP/HTTP");
-    Ok(Some(Tracing(provider)))
+    tracing::info!(endpoint = %url, "exporting spans over OTLP/HTTP");
+    Ok(Some(Tracing(exporter)))
 }
 
 /// The URL spans are posted to: the endpoint's `/v1/traces`, as OTLP/HTTP's base URL
@@ -106,51 +130,19 @@ fn traces_url(endpoint: &str) -> String {
     }
 }
 
-/// An OTLP/HTTP protobuf exporter to `endpoint` (over hyper, plain HTTP: a collector
-/// beside the gateway), batched by a task of this runtime.
-fn provider(endpoint: &str) -> Result<SdkTracerProvider, String> {
-    let url = traces_url(endpoint);
-    url.parse::<axum::http::Uri>()
-        .ok()
-        .filter(|uri| uri.scheme_str() == Some("http") && uri.host().is_some())
-        .ok_or_else(|| {
-            format!("--otlp-endpoint must be an http:// URL (a collector's OTLP/HTTP port): {endpoint:?}")
-        })?;
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_http_client(
-            opentelemetry_http::hyper::HyperClient::with_default_connector(
-                std::time::Duration::from_secs(10),
-                None,
-            ),
-        )
-        .with_endpoint(url)
-        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-        .build()
-        .map_err(|err| format!("cannot export spans: {err}"))?;
-    let processor =
-        opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
-            exporter,
-            opentelemetry_sdk::runtime::Tokio,
-        )
-        .build();
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(SERVICE_NAME)
-        .build();
-    Ok(SdkTracerProvider::builder()
-        .with_span_processor(processor)
-        .with_resource(resource)
-        .build())
-}
-
 /// A W3C Trace Context `traceparent` (`00-<trace id>-<parent id>-<flags>`), checked
-/// when parsed: lowercase hex, ids not all zeros, a known layout.
+/// when parsed: lowercase hex, ids not all zeros, a known layout. It is also the
+/// context of a span of ours: its trace, its own id, whether it is exported.
 ///
 /// A malformed header is ignored, as the W3C recommendation asks of a receiver (a new
 /// trace starts), rather than refused: a tracing mistake in a producer must not stop
 /// its jobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceParent(SpanContext);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent {
+    trace: [u8; 16],
+    span: [u8; 8],
+    sampled: bool,
+}
 
 impl TraceParent {
     /// The header's value as the request carries it; `None` when absent or malformed.
@@ -175,128 +167,416 @@ impl TraceParent {
         if bytes[2] != b'-' || bytes[35] != b'-' || bytes[52] != b'-' {
             return None;
         }
-        let (trace, span, flags) = (&text[3..35], &text[36..52], &text[53..55]);
-        if !lower_hex(trace.as_bytes())
-            || !lower_hex(span.as_bytes())
-            || !lower_hex(flags.as_bytes())
-        {
+        let (trace, span, flags) = (&bytes[3..35], &bytes[36..52], &bytes[53..55]);
+        if !lower_hex(trace) || !lower_hex(span) || !lower_hex(flags) {
             return None;
         }
-        let trace = TraceId::from_hex(trace).ok()?;
-        let span = SpanId::from_hex(span).ok()?;
-        let flags = u8::from_str_radix(flags, 16).ok()?;
-        if trace == TraceId::INVALID || span == SpanId::INVALID {
+        let mut parsed = TraceParent {
+            trace: [0; 16],
+            span: [0; 8],
+            sampled: unhex(flags[1]) & 1 == 1,
+        };
+        for (byte, pair) in parsed.trace.iter_mut().zip(trace.chunks_exact(2)) {
+            *byte = unhex(pair[0]) << 4 | unhex(pair[1]);
+        }
+        for (byte, pair) in parsed.span.iter_mut().zip(span.chunks_exact(2)) {
+            *byte = unhex(pair[0]) << 4 | unhex(pair[1]);
+        }
+        if parsed.trace == [0; 16] || parsed.span == [0; 8] {
             return None;
         }
-        Some(TraceParent(SpanContext::new(
-            trace,
-            span,
-            TraceFlags::new(flags) & TraceFlags::SAMPLED,
-            true,
-            TraceState::default(),
-        )))
-    }
-
-    /// The `traceparent` of `span`, when it is being exported.
-    pub fn of_span(span: &Span) -> Option<TraceParent> {
-        let context = span.context();
-        let span_context = context.span().span_context().clone();
-        span_context.is_valid().then_some(TraceParent(span_context))
+        Some(parsed)
     }
 
     /// The trace id, as 32 hex digits.
     pub fn trace_id(&self) -> String {
-        self.0.trace_id().to_string()
+        let mut text = String::with_capacity(32);
+        push_hex(&mut text, &self.trace);
+        text
     }
+}
 
-    /// Makes `span` continue this trace (its parent, as a remote span).
-    pub fn adopt(&self, span: &Span) {
-        let parent = opentelemetry::Context::new().with_remote_span_context(self.0.clone());
-        let _ = span.set_parent(parent);
-    }
-
-    /// Links `span` to this trace (a pop leasing jobs of several traces).
-    pub fn link(&self, span: &Span) {
-        span.add_link(self.0.clone());
+impl TraceParent {
+    /// The header's text (version 00), made directly: `to_string` would go through
+    /// the formatting machinery, and a put makes one per request.
+    pub fn to_header(&self) -> String {
+        let mut text = String::with_capacity(55);
+        text.push_str("00-");
+        push_hex(&mut text, &self.trace);
+        text.push('-');
+        push_hex(&mut text, &self.span);
+        text.push_str(if self.sampled { "-01" } else { "-00" });
+        text
     }
 }
 
 impl std::fmt::Display for TraceParent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "00-{}-{}-{:02x}",
-            self.0.trace_id(),
-            self.0.span_id(),
-            self.0.trace_flags().to_u8()
-        )
+        f.write_str(&self.to_header())
     }
 }
 
-/// The span of one request, for OpenTelemetry (disabled unless [`tracing_on`]): named
-/// by its method and route template, continuing the caller's `traceparent` if any.
-pub fn request_span(method: &str, route: &'static str, id: &str, headers: &HeaderMap) -> Span {
-    let span = tracing::info_span!(
-        target: SPANS,
-        "request",
-        otel.name = %format_args!("{method} {route}"),
-        otel.kind = "server",
-        otel.status_code = tracing::field::Empty,
-        http.request.method = method,
-        http.route = route,
-        http.response.status_code = tracing::field::Empty,
-        request_id = id,
-        qless.token = tracing::field::Empty,
-    );
-    if let Some(parent) = TraceParent::from_headers(headers) {
-        parent.adopt(&span);
-    }
-    span
-}
-
-/// Records a request span's answer (a 5xx marks the span as an error).
-pub fn record_status(span: &Span, status: u16) {
-    span.record("http.response.status_code", status);
-    if status >= 500 {
-        span.record("otel.status_code", "ERROR");
+/// The value of one lowercase hex digit (checked by the caller).
+fn unhex(digit: u8) -> u8 {
+    match digit {
+        b'0'..=b'9' => digit - b'0',
+        _ => digit - b'a' + 10,
     }
 }
 
-/// The span of one script call (a child of its request's), for OpenTelemetry.
+fn push_hex(text: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        text.push(DIGITS[usize::from(byte >> 4)] as char);
+        text.push(DIGITS[usize::from(byte & 15)] as char);
+    }
+}
+
+thread_local! {
+    /// The span of the request whose handler this thread is polling, if any.
+    static CURRENT: Cell<Option<TraceParent>> = const { Cell::new(None) };
+    /// Links for the current request's span, added while its handler runs (a pop
+    /// links the traces of the jobs it leased).
+    static LINKS: RefCell<Vec<TraceParent>> = const { RefCell::new(Vec::new()) };
+    /// The state of this thread's id generator (0: not seeded yet).
+    static RANDOM: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The current request's span context, when spans are exported and a request is being
+/// handled on this thread.
+pub fn current() -> Option<TraceParent> {
+    CURRENT.get()
+}
+
+/// 64 random bits: wyrand, per thread, seeded once from the operating system. Span
+/// ids need to be unique, not secret, and a system call per id would cost more than
+/// the rest of the span.
+fn random() -> u64 {
+    let mut state = RANDOM.get();
+    if state == 0 {
+        state = getrandom::u64().unwrap_or_else(|_| {
+            // No entropy source: the clock and the thread still tell threads and
+            // processes apart.
+            let on_this_stack = 0u8;
+            let thread = std::ptr::addr_of!(on_this_stack) as u64;
+            unix_nanos() ^ thread.rotate_left(32) ^ u64::from(std::process::id())
+        }) | 1;
+    }
+    state = state.wrapping_add(0xa076_1d64_78bd_642f);
+    RANDOM.set(state);
+    let mixed = u128::from(state) * u128::from(state ^ 0xe703_7ed1_a0b4_28db);
+    (mixed >> 64) as u64 ^ mixed as u64
+}
+
+/// A span id: 8 random bytes, never all zeros.
+fn new_span_id() -> [u8; 8] {
+    loop {
+        let id = random();
+        if id != 0 {
+            return id.to_be_bytes();
+        }
+    }
+}
+
+/// A trace id: 16 random bytes, never all zeros.
+fn new_trace_id() -> [u8; 16] {
+    let high = u128::from(random()) << 64;
+    let id = high | u128::from(random()) | u128::from(high == 0);
+    id.to_be_bytes()
+}
+
+/// Nanoseconds since the Unix epoch, as OTLP wants span times.
+fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
+}
+
+/// A short text kept inline (request ids, jids, queue and worker names are short), a
+/// longer one on the heap: no allocation per span in the usual case, and nothing for
+/// the exporter's thread to free. Only ever made from a `&str`, so its bytes are UTF-8.
+#[derive(Clone)]
+enum Text {
+    Inline { len: u8, bytes: [u8; 46] },
+    Heap(Box<[u8]>),
+}
+
+impl Text {
+    fn new(text: &str) -> Text {
+        Text::from_ascii(text.as_bytes())
+    }
+
+    /// From bytes that are UTF-8 (ASCII, or a `&str`'s).
+    fn from_ascii(from: &[u8]) -> Text {
+        let mut bytes = [0; 46];
+        match bytes.get_mut(..from.len()) {
+            Some(inline) => {
+                inline.copy_from_slice(from);
+                Text::Inline {
+                    len: from.len() as u8,
+                    bytes,
+                }
+            }
+            None => Text::Heap(from.into()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Text::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Text::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        String::from_utf8_lossy(self.as_bytes()).fmt(f)
+    }
+}
+
+/// A span's links: usually none or one (a pop leasing one job), kept inline.
+#[derive(Debug, Default)]
+struct Links {
+    first: Option<TraceParent>,
+    more: Vec<TraceParent>,
+}
+
+impl Links {
+    fn push(&mut self, link: TraceParent) {
+        if self.first.is_none() {
+            self.first = Some(link);
+        } else {
+            self.more.push(link);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &TraceParent> {
+        self.first.iter().chain(&self.more)
+    }
+}
+
+/// What a span is about: its name and attributes follow from it.
+#[derive(Debug)]
+enum What {
+    /// A request: `<method> <route>`, a server span.
+    Request {
+        method: &'static str,
+        route: &'static str,
+        request_id: Text,
+        /// The response's status (0: no response, the client went away).
+        status: u16,
+        token: Option<Arc<str>>,
+    },
+    /// A script call, named by its command: a client span.
+    Call {
+        command: &'static str,
+        queue: Option<Text>,
+        jid: Option<Text>,
+    },
+    /// A job leased by a pop, in the job's own trace: a consumer span.
+    Leased {
+        jid: Text,
+        queue: Text,
+        worker: Text,
+    },
+}
+
+/// What is exported of a span, once it ends.
+#[derive(Debug)]
+struct Record {
+    context: TraceParent,
+    /// The parent's span id (all zeros: a root span).
+    parent: [u8; 8],
+    /// Whether the parent is another process's (a `traceparent` we were sent).
+    remote_parent: bool,
+    start: u64,
+    end: u64,
+    error: bool,
+    what: What,
+    links: Links,
+}
+
+/// A span being recorded, exported when it ends (by [`Span::end`] or when dropped: a
+/// request abandoned by its client still leaves its span). One that is not sampled
+/// has a context to pass on and records nothing.
+#[derive(Debug)]
+pub struct Span {
+    context: TraceParent,
+    record: Option<Record>,
+}
+
+impl Span {
+    /// Starts a span, a child of `parent` (a new trace without one) if that is sampled.
+    fn start(parent: Option<TraceParent>, remote: bool, what: impl FnOnce() -> What) -> Span {
+        let (trace, parent_id, sampled) = match parent {
+            Some(parent) => (parent.trace, parent.span, parent.sampled),
+            None => {
+                let trace = new_trace_id();
+                (trace, [0; 8], sample_new(&trace))
+            }
+        };
+        let context = TraceParent {
+            trace,
+            span: new_span_id(),
+            sampled,
+        };
+        let record = sampled.then(|| Record {
+            context,
+            parent: parent_id,
+            remote_parent: remote && parent.is_some(),
+            start: unix_nanos(),
+            end: 0,
+            error: false,
+            what: what(),
+            links: Links::default(),
+        });
+        Span { context, record }
+    }
+
+    /// The span's context, as a `traceparent` to hand on.
+    pub fn context(&self) -> TraceParent {
+        self.context
+    }
+
+    /// Makes this the current span until the guard is dropped (around each poll of the
+    /// request's future): script calls made meanwhile are its children.
+    pub fn enter(&mut self) -> Entered<'_> {
+        let outer = CURRENT.replace(Some(self.context));
+        Entered { span: self, outer }
+    }
+
+    /// Ends the span now and hands it to the exporter.
+    pub fn end(mut self) {
+        self.export();
+    }
+
+    /// Encodes the span for the exporter, in place (a record is a few hundred bytes,
+    /// not worth moving), and marks it exported.
+    fn export(&mut self) {
+        if let Some(record) = &mut self.record {
+            if record.end == 0 {
+                record.end = unix_nanos().max(record.start);
+            }
+            otlp::push(record);
+            self.record = None;
+        }
+    }
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        self.export();
+    }
+}
+
+/// The guard of [`Span::enter`]: puts the outer current span back, and keeps the links
+/// added meanwhile.
+#[derive(Debug)]
+pub struct Entered<'a> {
+    span: &'a mut Span,
+    outer: Option<TraceParent>,
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        CURRENT.set(self.outer);
+        LINKS.with_borrow_mut(|links| {
+            if !links.is_empty() {
+                if let Some(record) = &mut self.span.record {
+                    for link in links.iter() {
+                        record.links.push(*link);
+                    }
+                }
+                links.clear();
+            }
+        });
+    }
+}
+
+/// The span of one request (a server span): named by its method and route template,
+/// continuing the caller's `traceparent` if any.
+pub fn request_span(
+    method: &'static str,
+    route: &'static str,
+    id: &HeaderValue,
+    headers: &HeaderMap,
+) -> Span {
+    static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+    // By a ready-made name: looking a header up by `&str` parses the name first.
+    let parent = headers
+        .get(&TRACEPARENT)
+        .and_then(|value| TraceParent::parse(value.to_str().ok()?));
+    Span::start(parent, true, || What::Request {
+        method,
+        route,
+        // A request id is usually visible ASCII (ours are UUIDs); one that is not
+        // UTF-8 cannot be a string attribute.
+        request_id: if id.as_bytes().is_ascii() {
+            Text::from_ascii(id.as_bytes())
+        } else {
+            Text::new("-")
+        },
+        status: 0,
+        token: None,
+    })
+}
+
+/// Ends a request's span with its answer (a 5xx marks the span as an error), `took`
+/// after it started, and the name of the token it was let through with.
+pub fn end_request(span: &mut Span, status: u16, took: Duration, token: Option<&Arc<str>>) {
+    if let Some(record) = &mut span.record {
+        record.end = record.start + took.as_nanos() as u64;
+        record.error = status >= 500;
+        if let What::Request {
+            status: answered,
+            token: name,
+            ..
+        } = &mut record.what
+        {
+            *answered = status;
+            *name = token.cloned();
+        }
+    }
+    span.export();
+}
+
+/// The span of one script call (a client span), a child of the current request's.
 pub fn call_span(command: &'static str, queue: Option<&str>, jid: Option<&str>) -> Span {
-    tracing::info_span!(
-        target: SPANS,
-        "script",
-        otel.name = command,
-        otel.kind = "client",
-        otel.status_code = tracing::field::Empty,
-        db.system.name = "redis",
-        db.operation.name = "EVALSHA",
-        qless.command = command,
-        qless.queue = queue,
-        qless.jid = jid,
-    )
+    Span::start(current(), false, || What::Call {
+        command,
+        queue: queue.map(Text::new),
+        jid: jid.map(Text::new),
+    })
+}
+
+/// Ends a script call's span, marked as an error if the call failed.
+pub fn end_call(span: &mut Span, failed: bool) {
+    if let Some(record) = &mut span.record {
+        record.error = failed;
+    }
+    span.export();
 }
 
 /// A span in a popped job's trace (its parent: the span that put the job), linked to
-/// the pop request's span: the job's trace shows when and by whom it was leased.
+/// the pop request's span, which is linked back: the job's trace shows when and by
+/// whom it was leased.
 pub fn leased(job: &TraceParent, jid: &str, queue: &str, worker: &str) {
-    let request = Span::current();
-    let span = tracing::info_span!(
-        target: SPANS,
-        parent: None,
-        "leased",
-        otel.name = "qless leased",
-        otel.kind = "consumer",
-        qless.jid = jid,
-        qless.queue = queue,
-        qless.worker = worker,
-    );
-    job.adopt(&span);
-    if let Some(pop) = TraceParent::of_span(&request) {
-        pop.link(&span);
+    let mut span = Span::start(Some(*job), true, || What::Leased {
+        jid: Text::new(jid),
+        queue: Text::new(queue),
+        worker: Text::new(worker),
+    });
+    if let Some(record) = &mut span.record {
+        record.end = record.start;
     }
-    job.link(&request);
+    if let Some(pop) = current() {
+        if let Some(record) = &mut span.record {
+            record.links.push(pop);
+        }
+        LINKS.with_borrow_mut(|links| links.push(*job));
+    }
+    span.end();
 }
 
 #[cfg(test)]
@@ -312,6 +592,14 @@ mod tests {
         // A later version is read by its version-00 prefix.
         let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra";
         assert_eq!(TraceParent::parse(later).unwrap().to_string(), good);
+        // Flags other than sampled are not passed on.
+        let flagged = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03";
+        assert_eq!(TraceParent::parse(flagged).unwrap().to_string(), good);
+        let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        assert_eq!(
+            TraceParent::parse(unsampled).unwrap().to_string(),
+            unsampled
+        );
         for bad in [
             "",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",
@@ -336,5 +624,56 @@ mod tests {
             traces_url("http://c:4318/v1/traces"),
             "http://c:4318/v1/traces"
         );
+    }
+
+    #[test]
+    fn a_sample_ratio_decides_by_the_trace_ids_low_half() {
+        let trace = |low: u64| {
+            let mut id = [7; 16];
+            id[8..].copy_from_slice(&low.to_be_bytes());
+            id
+        };
+        assert_eq!(sampled_below(1.0), u64::MAX);
+        assert_eq!(sampled_below(0.0), 0);
+        assert_eq!(sampled_below(0.5), 1 << 63);
+        // Every trace with a ratio of 1, even the one whose low half is all ones.
+        assert!(sampled(&trace(u64::MAX), sampled_below(1.0)));
+        assert!(!sampled(&trace(0), sampled_below(0.0)));
+        let half = sampled_below(0.5);
+        assert!(sampled(&trace(half - 1), half));
+        assert!(!sampled(&trace(half), half));
+    }
+
+    #[test]
+    fn ids_are_fresh_and_never_zero() {
+        let spans: std::collections::HashSet<_> = (0..1000).map(|_| new_span_id()).collect();
+        assert_eq!(spans.len(), 1000);
+        assert!(!spans.contains(&[0; 8]));
+        assert_ne!(new_trace_id(), new_trace_id());
+    }
+
+    #[test]
+    fn a_span_continues_its_parent_and_an_unsampled_parent_is_passed_on_unexported() {
+        let parent =
+            TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
+        let mut child = Span::start(Some(parent), true, || unreachable!("not sampled"));
+        assert_eq!(child.context().trace, parent.trace);
+        assert_ne!(child.context().span, parent.span);
+        assert!(!child.context().sampled);
+        assert!(child.record.is_none());
+        let context = child.context();
+        {
+            let _entered = child.enter();
+            assert_eq!(current(), Some(context));
+        }
+        assert_eq!(current(), None);
+        let root = Span::start(None, false, || What::Call {
+            command: "get",
+            queue: None,
+            jid: None,
+        });
+        assert!(root.context().sampled);
+        assert_eq!(root.record.as_ref().unwrap().parent, [0; 8]);
+        std::mem::forget(root);
     }
 }

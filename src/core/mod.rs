@@ -377,17 +377,11 @@ impl Qless {
         if crate::telemetry::tracing_on() {
             // Every call funnels through here, whatever carries it to Redis, so its
             // span is made here: a child of the request's.
-            use tracing::Instrument as _;
             let args = args.into_vec();
             let (queue, jid) = call_subject(command, &args);
-            let span = crate::telemetry::call_span(command, queue, jid);
-            let outcome = self
-                .call_untraced(command, now, args)
-                .instrument(span.clone())
-                .await;
-            if outcome.is_err() {
-                span.record("otel.status_code", "ERROR");
-            }
+            let mut span = crate::telemetry::call_span(command, queue, jid);
+            let outcome = self.call_untraced(command, now, args).await;
+            crate::telemetry::end_call(&mut span, outcome.is_err());
             return outcome;
         }
         self.call_untraced(command, now, args).await

@@ -178,10 +178,8 @@ impl<S: Send + Sync> FromRequestParts<S> for JobTrace {
         _state: &S,
     ) -> Result<Self, Self::Rejection> {
         use crate::telemetry::{self, TraceParent};
-        let own = telemetry::tracing_on()
-            .then(|| TraceParent::of_span(&tracing::Span::current()))
-            .flatten();
+        let own = telemetry::current();
         let trace = own.or_else(|| TraceParent::from_headers(&parts.headers));
-        Ok(JobTrace(trace.map(|trace| trace.to_string())))
+        Ok(JobTrace(trace.map(|trace| trace.to_header())))
     }
 }

@@ -151,6 +151,7 @@ async fn a_scrape_names_every_fixed_metric_with_counts_from_redis_and_the_gatewa
         "qless_sweeper_runs_total",
         "qless_sweeper_duration_seconds",
         "qless_embedded_redis_restarts_total",
+        "qless_spans_dropped_total",
         "qless_redis_memory_used_bytes",
         "qless_redis_memory_max_bytes",
     ] {
