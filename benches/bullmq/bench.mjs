@@ -25,10 +25,23 @@
 // over the run divided by the jobs; the gateway's is read from /proc. Printed: each
 // run, then the medians per system and the ratios qlessd / BullMQ.
 //
+// With BENCH_CALLGRIND=<dir>, each run's redis-server runs under valgrind's callgrind
+// (`--hz 1`, so `serverCron` does not follow the slowed-down wall clock): its counts are
+// zeroed when the clock starts and dumped when it stops (`<dir>/callgrind.<system>.<round>
+// .out.1`), and `INFO commandstats` of the run is printed. Read the dumps with
+// `python3 benches/redis_profile.py <dir>/callgrind.*.out.1 --jobs <jobs>` (instructions
+// per job split by what Redis was doing). Rates and CPU under valgrind mean nothing, and
+// a slowed-down Redis lets the gateway group far more calls than at full speed (compare
+// `BENCH_COMMANDSTATS=1` without valgrind); BENCH_CALLGRIND_ARGS adds valgrind options
+// (`--cache-sim=yes`). BENCH_QLESSD_ARGS adds arguments to the
+// gateway's command line (`--group-calls 1`, say). BENCH_REDIS_CPUS runs redis-server
+// on those CPUs only (`taskset -c`; run this script itself under `taskset` on the
+// others), so that Redis's CPU time is not inflated by sharing a core with the clients.
+//
 // Internal roles (this file started again as a child process):
 //     node bench.mjs --role <producer|worker> --system <name> --target <socket|url> ...
 
-import { spawn, fork } from "node:child_process";
+import { spawn, fork, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -272,31 +285,54 @@ function freePort() {
   });
 }
 
+/** Sends one command over the Unix socket; resolves with the first reply's text. */
+async function redisCommand(socket, ...args) {
+  return new Promise((resolve, reject) => {
+    const conn = net.createConnection(socket);
+    let data = "";
+    conn.on("data", (chunk) => {
+      data += chunk;
+      if (data.includes("\r\n")) {
+        conn.end();
+        resolve(data);
+      }
+    });
+    conn.on("error", reject);
+    conn.write(`*${args.length}\r\n` + args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join(""));
+  });
+}
+
 /** Same flags for every run: the embedded Redis's encodings, no persistence. */
-function startRedis(dir) {
+function startRedis(dir, callgrindOut) {
   const socket = join(dir, "redis.sock");
-  const child = spawn(
-    "redis-server",
-    [
-      "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
-      "--maxmemory-policy", "noeviction",
-      "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "16",
-    ],
-    { stdio: "ignore" },
-  );
+  const flags = [
+    "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
+    "--maxmemory-policy", "noeviction",
+    "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "16",
+  ];
+  const child = callgrindOut
+    ? spawn("valgrind", ["--tool=callgrind", `--callgrind-out-file=${callgrindOut}`,
+        ...(process.env.BENCH_CALLGRIND_ARGS ?? "").split(" ").filter(Boolean), "redis-server", ...flags, "--hz", "1"], {
+        stdio: "ignore",
+      })
+    : process.env.BENCH_REDIS_CPUS
+      ? spawn("taskset", ["-c", process.env.BENCH_REDIS_CPUS, "redis-server", ...flags], { stdio: "ignore" })
+      : spawn("redis-server", flags, { stdio: "ignore" });
   return { child, socket };
 }
 
-async function run(o, system) {
+async function run(o, system, round) {
   const dir = mkdtempSync(join(tmpdir(), "bench-bullmq-"));
-  const redis = startRedis(dir);
-  await waitFor("redis-server", async () => existsSync(redis.socket) && (await redisCpu(redis.socket)) >= 0);
+  const profile = process.env.BENCH_CALLGRIND;
+  const redis = startRedis(dir, profile && join(profile, `callgrind.${system}.${round}.out`));
+  await waitFor("redis-server", async () => existsSync(redis.socket) && (await redisCpu(redis.socket)) >= 0, 120);
   let gateway;
   let target = redis.socket;
   if (system.startsWith("qlessd")) {
     const port = await freePort();
     target = `http://127.0.0.1:${port}`;
-    gateway = spawn(o.qlessd, ["--redis-url", `unix://${redis.socket}`, "--listen", `127.0.0.1:${port}`], {
+    const extra = (process.env.BENCH_QLESSD_ARGS ?? "").split(" ").filter(Boolean);
+    gateway = spawn(o.qlessd, ["--redis-url", `unix://${redis.socket}`, "--listen", `127.0.0.1:${port}`, ...extra], {
       stdio: "ignore",
     });
     await waitFor("qlessd", async () => (await fetch(`${target}/readyz`)).ok);
@@ -312,6 +348,11 @@ async function run(o, system) {
     });
   const workerDone = message(worker, "done");
   await Promise.all([message(worker, "ready"), message(producer, "ready")]);
+  const stats = profile || process.env.BENCH_COMMANDSTATS;
+  if (stats) await redisCommand(redis.socket, "CONFIG", "RESETSTAT");
+  if (profile) {
+    execFileSync("callgrind_control", ["-z", String(redis.child.pid)], { stdio: "ignore" });
+  }
   const cpu0 = await redisCpu(redis.socket);
   const gw0 = gateway ? processCpu(gateway.pid) : 0;
   const t0 = process.hrtime.bigint();
@@ -321,6 +362,29 @@ async function run(o, system) {
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu1 = await redisCpu(redis.socket);
   const gw1 = gateway ? processCpu(gateway.pid) : 0;
+  if (profile) execFileSync("callgrind_control", ["-d", String(redis.child.pid)], { stdio: "ignore" });
+  if (stats) {
+    const text = await redisInfo(redis.socket, "commandstats");
+    console.log(`commandstats, ${system} round ${round}:\n${text.trim()}`);
+    const cpu = await redisInfo(redis.socket, "cpu");
+    const field = (name) => Number(cpu.match(new RegExp(`${name}:([0-9.]+)`))[1]);
+    if (gateway) {
+      // Script calls by command, group sizes and requests by route: what Redis ran.
+      const metrics = await (await fetch(`${target}/metrics`)).text();
+      for (const line of metrics.split("\n")) {
+        if (/^(qless_redis_call_duration_seconds_count|qless_redis_group_size_(count|sum)|http_server_request_duration_seconds_count)/.test(line)) {
+          console.log(`  ${line}`);
+        }
+      }
+    }
+    const status = readFileSync(`/proc/${redis.child.pid}/status`, "utf8");
+    const switches = (k) => Number(status.match(new RegExp(`${k}:\\s+(\\d+)`))[1]);
+    console.log(
+      `redis since start: cpu user ${field("used_cpu_user")} s, sys ${field("used_cpu_sys")} s; ` +
+        `context switches voluntary ${switches("voluntary_ctxt_switches")}, ` +
+        `involuntary ${switches("nonvoluntary_ctxt_switches")}`,
+    );
+  }
   for (const p of [worker, producer, gateway, redis.child]) p?.kill("SIGKILL");
   rmSync(dir, { recursive: true, force: true });
   return {
@@ -348,7 +412,7 @@ async function main() {
   const results = Object.fromEntries(systems.map((s) => [s, []]));
   for (let round = 1; round <= o.rounds; round++) {
     for (const system of systems) {
-      const r = await run(o, system);
+      const r = await run(o, system, round);
       results[system].push(r);
       console.log(
         `round ${round} ${system.padEnd(13)} ${fmt(r.rate).padStart(7)} jobs/s  ` +
