@@ -794,6 +794,20 @@ async fn main() {
     }
 }
 
+/// Fills queue number `i` as the idle-namespace sections want it: a waiting job, and
+/// in every tenth queue a running one too.
+async fn fill_queue(q: &Qless, now: f64, queue: &str, i: usize) {
+    q.put(now, put_args(queue, format!("job-{i}"), i))
+        .await
+        .expect("put");
+    if i % 10 == 0 {
+        q.put(now, put_args(queue, format!("run-{i}"), i))
+            .await
+            .expect("put");
+        q.pop(now, queue, "bench-worker", 1).await.expect("pop");
+    }
+}
+
 /// `GET /metrics` on a namespace of 1,000 queues (a waiting job in each, a running one
 /// in every tenth, a failed one in every hundredth), through the gateway binary: how
 /// long a scrape takes when it reads Redis (the first after the cache expires) and
@@ -812,15 +826,7 @@ async fn scrape(options: &Options) {
     for i in 0..QUEUES {
         let queue = format!("queue-{i:04}");
         let q = &target.qless;
-        q.put(now, put_args(&queue, format!("job-{i}"), i))
-            .await
-            .expect("put");
-        if i % 10 == 0 {
-            q.put(now, put_args(&queue, format!("run-{i}"), i))
-                .await
-                .expect("put");
-            q.pop(now, &queue, "bench-worker", 1).await.expect("pop");
-        }
+        fill_queue(q, now, &queue, i).await;
         if i % 100 == 0 {
             q.put(now, put_args(&queue, format!("fail-{i}"), i))
                 .await
@@ -913,15 +919,7 @@ async fn sweeper(options: &Options) {
     for i in 0..QUEUES {
         let queue = format!("queue-{i:04}");
         let q = &target.qless;
-        q.put(now, put_args(&queue, format!("job-{i}"), i))
-            .await
-            .expect("put");
-        if i % 10 == 0 {
-            q.put(now, put_args(&queue, format!("run-{i}"), i))
-                .await
-                .expect("put");
-            q.pop(now, &queue, "bench-worker", 1).await.expect("pop");
-        }
+        fill_queue(q, now, &queue, i).await;
         if i % 100 == 0 {
             let later = PutArgs {
                 delay: 86_400.0,
