@@ -800,7 +800,7 @@ async fn fill_queue(q: &Qless, now: f64, queue: &str, i: usize) {
     q.put(now, put_args(queue, format!("job-{i}"), i))
         .await
         .expect("put");
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         q.put(now, put_args(queue, format!("run-{i}"), i))
             .await
             .expect("put");
