@@ -377,8 +377,9 @@ impl Qless {
         if crate::telemetry::tracing_on() {
             // Every call funnels through here, whatever carries it to Redis, so its
             // span is made here: a child of the request's.
-            let args = args.into_vec();
-            let (queue, jid) = call_subject(command, &args);
+            // The span copies what it keeps of the arguments: a call's borrowed
+            // arguments are not cloned for it.
+            let (queue, jid) = call_subject(command, args.as_slice());
             let mut span = crate::telemetry::call_span(command, queue, jid);
             let outcome = self.call_untraced(command, now, args).await;
             crate::telemetry::end_call(&mut span, outcome.is_err());
