@@ -15,6 +15,9 @@
 //!   read from Redis at scrape time, cached briefly).
 //! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
 //!   route's scope, and the layer checking every request against both.
+//! * [`telemetry`]: the log (text or JSON, filtered by `RUST_LOG`) and, with
+//!   `--otlp-endpoint`, OpenTelemetry spans: small records of qlessd's own, encoded to
+//!   OTLP protobuf and posted in batches by a task.
 //! * `log_fields`: how the text log writes fields (cheaply: the access log writes a
 //!   line per request).
 //! * [`clock`]: the one source of `now` (a manual clock in tests).
