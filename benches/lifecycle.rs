@@ -191,11 +191,7 @@ impl Target {
         if std::env::var_os("BENCH_COMMANDSTATS").is_none() {
             return;
         }
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut self.admin)
-            .await
-            .expect("INFO");
+        let info = self.info("commandstats").await;
         eprintln!("  commandstats, {phase}:");
         for line in info.lines().filter_map(|l| l.strip_prefix("cmdstat_")) {
             eprintln!("    {line}");
@@ -233,11 +229,7 @@ impl Target {
 
     /// `usec_per_call` of EVALSHA since the last reset.
     async fn evalsha_usec(&mut self) -> f64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut self.admin)
-            .await
-            .expect("INFO");
+        let info = self.info("commandstats").await;
         info.lines()
             .find(|line| line.starts_with("cmdstat_evalsha:"))
             .and_then(|line| {
@@ -248,14 +240,19 @@ impl Target {
             .unwrap_or(f64::NAN)
     }
 
+    /// One section of `INFO`.
+    async fn info(&mut self, section: &str) -> String {
+        redis::cmd("INFO")
+            .arg(section)
+            .query_async(&mut self.admin)
+            .await
+            .expect("INFO")
+    }
+
     /// The total microseconds Redis spent in `commands` since the last reset (their
     /// `usec` in `INFO commandstats`).
     async fn commands_usec(&mut self, commands: &[&str]) -> f64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut self.admin)
-            .await
-            .expect("INFO");
+        let info = self.info("commandstats").await;
         info.lines()
             .filter_map(|line| {
                 let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
@@ -273,11 +270,7 @@ impl Target {
 
     /// CPU seconds redis-server has used (user + system), from `INFO cpu`.
     async fn used_cpu(&mut self) -> f64 {
-        let info: String = redis::cmd("INFO")
-            .arg("cpu")
-            .query_async(&mut self.admin)
-            .await
-            .expect("INFO");
+        let info = self.info("cpu").await;
         info.lines()
             .filter_map(|line| {
                 let value = line
@@ -289,11 +282,7 @@ impl Target {
     }
 
     async fn used_memory(&mut self) -> i64 {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut self.admin)
-            .await
-            .expect("INFO");
+        let info = self.info("memory").await;
         info.lines()
             .find_map(|line| line.strip_prefix("used_memory:"))
             .and_then(|v| v.trim().parse().ok())
