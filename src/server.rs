@@ -410,7 +410,8 @@ async fn serve_with(
     let shutdown = async move {
         shutdown_signal().await;
         // Long polls answer and event streams end now instead of holding it up.
-        let running = running.lock().expect("namespaces lock");
+        let mut running = running.lock().expect("namespaces lock");
+        running.shutting_down = true;
         for state in &running.states {
             state.begin_shutdown();
         }
@@ -453,6 +454,9 @@ struct Namespaces {
 struct Running {
     states: Vec<AppState>,
     sweepers: Vec<tokio::task::JoinHandle<()>>,
+    /// Shutdown has begun: a namespace started now (by a reload under way) is told at
+    /// once, so its long polls do not hold the shutdown up.
+    shutting_down: bool,
 }
 
 impl Namespaces {
@@ -480,6 +484,9 @@ impl Namespaces {
             self.stopped.clone(),
         ));
         let mut running = self.running.lock().expect("namespaces lock");
+        if running.shutting_down {
+            state.begin_shutdown();
+        }
         running.states.push(state.clone());
         running.sweepers.push(sweeper);
     }
