@@ -5,25 +5,33 @@
 //
 //     (cd benches/bullmq && npm install)
 //     cargo build --release            # the qlessd measured (or --qlessd <path>)
-//     node benches/bullmq/bench.mjs [--jobs 20000] [--rounds 3] [--lanes 50]
+//     node benches/bullmq/bench.mjs [--jobs 20000] [--warmup 5000] [--rounds 3] [--lanes 50]
 //                                   [--qlessd target/release/qlessd] [--only a,b]
+//                                   [--client undici|http]
 //
 // Four runs per round (names for --only):
 // * `bullmq`: producer `queue.add` (one job per call), one `Worker` with concurrency
 //   = lanes, a handler that does nothing;
 // * `qlessd`: producer `POST /v1/queues/q/jobs` (one job per request); each worker lane
-//   pops one job, then completes each job with `"pop": {"count": 1}` (the next job comes
-//   with the completion: one request per job);
+//   pops one job, then completes each job with `"pop": {"count": 1, "wait": 1}` (the
+//   next job comes with the completion: one request per job);
 // * `bullmq-bulk`: as `bullmq`, the producer adding bulks of 10 (`addBulk`);
 // * `qlessd-batch`: producer `POST /v1/queues/q/jobs/batch` with 10 jobs; each worker
 //   lane pops 10, then completes them with one `POST /v1/jobs/complete` carrying
-//   `"pop": {"count": 10}` (one request per 10 jobs).
+//   `"pop": {"count": 10, "wait": 1}` (one request per 10 jobs).
+// The HTTP workers use undici (the client behind Node's `fetch`; `--client http` for
+// `node:http`), one keep-alive connection per lane.
 //
-// A run's clock starts when producer and worker are both ready (connected, worker
-// listening) and stops when the worker has completed every job; the producer works
-// meanwhile, as in production. Redis CPU per job is the `INFO cpu` delta (user + sys)
-// over the run divided by the jobs; the gateway's is read from /proc. Printed: each
-// run, then the medians per system and the ratios qlessd / BullMQ.
+// Each run first puts `--warmup` jobs through, untimed (connections open, the clients'
+// JIT warm, gateway and Redis past their first requests). The clock starts when the
+// warm-up's jobs are all complete and the producer starts on the `--jobs` timed ones,
+// and stops when Redis holds every job as complete: the orchestrator counts the
+// completed set (`ZCARD`, every 2 ms on one connection), since a worker hears of its
+// last completion late when that completion also long-polls for a next job. The
+// producer works meanwhile, as in production. CPU per job over the timed part: Redis's
+// from `INFO cpu` (user + sys), the gateway's and the two client processes' from /proc.
+// Printed: each run, then the medians per system and the ratios qlessd / BullMQ.
+// BENCH_TIMELINE=1 prints the completed count every 100 ms.
 //
 // With BENCH_CALLGRIND=<dir>, each run's redis-server runs under valgrind's callgrind
 // (`--hz 1`, so `serverCron` does not follow the slowed-down wall clock): its counts are
@@ -59,14 +67,16 @@ function options(argv) {
   const o = {
     jobs: 20000,
     rounds: 3,
+    warmup: 5000,
     lanes: 50,
     qlessd: resolve(HERE, "../../target/release/qlessd"),
     only: SYSTEMS,
+    client: "undici",
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i].replace(/^--/, ""), argv[i + 1]];
     if (k === "only") o.only = v.split(",");
-    else if (["jobs", "rounds", "lanes"].includes(k)) o[k] = Number(v);
+    else if (["jobs", "rounds", "lanes", "warmup"].includes(k)) o[k] = Number(v);
     else o[k] = v;
   }
   return o;
@@ -117,20 +127,56 @@ function qlessdClient(base, lanes) {
     });
 }
 
+/**
+ * The same with undici (the HTTP client behind Node's own `fetch`), one keep-alive
+ * connection per lane: a cheaper client per request than `node:http`.
+ */
+async function undiciClient(base, lanes) {
+  const { Pool } = await import("undici");
+  const pool = new Pool(base, { connections: lanes });
+  const headers = { "content-type": "application/json" };
+  return async (method, path, body) => {
+    const text = body === undefined ? "" : JSON.stringify(body);
+    const res = await pool.request({ method, path, headers, body: text });
+    const reply = await res.body.text();
+    if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${reply}`);
+    return reply ? JSON.parse(reply) : null;
+  };
+}
+
 async function role(o) {
   const send = (m) => process.send(m);
-  const go = new Promise((resolve) => process.on("message", (m) => m === "go" && resolve()));
-  const jobs = o.jobs;
+  const message = (name) => new Promise((resolve) => process.on("message", (m) => m === name && resolve()));
+  const warm = message("warm");
+  const go = message("go");
   const lanes = o.lanes;
   const bulk = o.system.endsWith("bulk") || o.system.endsWith("batch") ? BULK : 1;
+  const lanesOf = (fn) => Promise.all(Array.from({ length: lanes }, (_, lane) => fn(lane)));
+
+  // The producer puts `o.warmup` jobs when told "warm" and `o.jobs` more on "go", each
+  // lane taking the next `bulk` job numbers until the phase's are all taken.
   let next = 0;
-  /** The next `bulk` job numbers to produce, or [] when all are taken. */
+  let limit = 0;
   const take = () => {
     const first = next;
-    next = Math.min(jobs, next + bulk);
+    next = Math.min(limit, next + bulk);
     return Array.from({ length: next - first }, (_, k) => first + k);
   };
-  const lanesOf = (fn) => Promise.all(Array.from({ length: lanes }, (_, lane) => fn(lane)));
+  const produce = async (put) => {
+    const phase = (upTo) => {
+      limit = upTo;
+      return lanesOf(async () => {
+        for (let batch = take(); batch.length > 0; batch = take()) await put(batch);
+      });
+    };
+    send({ ready: true });
+    await warm;
+    await phase(o.warmup);
+    send({ warmed: true });
+    await go;
+    await phase(o.warmup + o.jobs);
+  };
+  // Workers run until they are killed: the orchestrator counts completions in Redis.
 
   if (o.system.startsWith("bullmq")) {
     const { Queue, Worker } = await import("bullmq");
@@ -138,97 +184,61 @@ async function role(o) {
     if (o.role === "producer") {
       const queue = new Queue(QUEUE, { connection });
       await queue.waitUntilReady();
-      send({ ready: true });
-      await go;
-      await lanesOf(async () => {
-        for (let batch = take(); batch.length > 0; batch = take()) {
-          if (bulk === 1) await queue.add("bench.Job", payload(batch[0]));
-          else await queue.addBulk(batch.map((i) => ({ name: "bench.Job", data: payload(i) })));
-        }
-      });
-      send({ done: true });
-      await queue.close();
+      await produce((batch) =>
+        bulk === 1
+          ? queue.add("bench.Job", payload(batch[0]))
+          : queue.addBulk(batch.map((i) => ({ name: "bench.Job", data: payload(i) }))),
+      );
     } else {
-      let completed = 0;
-      let finish;
-      const finished = new Promise((resolve) => (finish = resolve));
-      const worker = new Worker(QUEUE, async () => null, {
-        connection,
-        concurrency: lanes,
-        autorun: false,
-      });
-      worker.on("completed", () => {
-        completed += 1;
-        if (completed === jobs) finish();
-      });
+      const worker = new Worker(QUEUE, async () => null, { connection, concurrency: lanes, autorun: false });
       await worker.waitUntilReady();
       send({ ready: true });
-      await go;
+      await warm;
       worker.run();
-      await finished;
-      send({ done: true });
-      await worker.close();
     }
     return;
   }
 
-  const call = qlessdClient(o.target, lanes);
+  const call = o.client === "http" ? qlessdClient(o.target, lanes) : await undiciClient(o.target, lanes);
   if (o.role === "producer") {
-    send({ ready: true });
-    await go;
-    await lanesOf(async () => {
-      for (let batch = take(); batch.length > 0; batch = take()) {
-        if (bulk === 1) {
-          await call("POST", `/v1/queues/${QUEUE}/jobs`, { klass: "bench.Job", data: payload(batch[0]) });
-        } else {
-          await call("POST", `/v1/queues/${QUEUE}/jobs/batch`, {
+    await produce((batch) =>
+      bulk === 1
+        ? call("POST", `/v1/queues/${QUEUE}/jobs`, { klass: "bench.Job", data: payload(batch[0]) })
+        : call("POST", `/v1/queues/${QUEUE}/jobs/batch`, {
             jobs: batch.map((i) => ({ klass: "bench.Job", data: payload(i) })),
-          });
-        }
-      }
-    });
-    send({ done: true });
+          }),
+    );
     return;
   }
   // Worker: each lane leases with a long poll, then ends each job (or each 10) with a
-  // completion that leases the next ones. A lane that finds the queue drained
-  // long-polls again; the run ends when every job is complete.
-  let completed = 0;
-  let finish;
-  const finished = new Promise((resolve) => (finish = resolve));
+  // completion that leases the next ones, long-polling for them when the queue is
+  // drained; a lane left with nothing long-polls again.
   const worker = `bench-${process.pid}`;
   const pop = { count: bulk, wait: 1 };
   send({ ready: true });
-  await go;
+  await warm;
   lanesOf(async (lane) => {
     const name = `${worker}-${lane}`;
     let held = [];
-    while (completed < jobs) {
+    for (;;) {
       if (held.length === 0) {
         held = await call("POST", `/v1/queues/${QUEUE}/pop`, { worker: name, ...pop });
-        continue;
-      }
-      let reply;
-      if (bulk === 1) {
+      } else if (bulk === 1) {
         const job = held[0];
-        reply = await call("POST", `/v1/jobs/${job.jid}/complete`, { worker: name, queue: job.queue, pop });
+        const reply = await call("POST", `/v1/jobs/${job.jid}/complete`, { worker: name, queue: job.queue, pop });
+        held = reply.popped ?? [];
       } else {
-        reply = await call("POST", "/v1/jobs/complete", {
+        const reply = await call("POST", "/v1/jobs/complete", {
           jobs: held.map((job) => ({ jid: job.jid, worker: name, queue: job.queue })),
           pop,
         });
+        held = reply.popped ?? [];
       }
-      completed += held.length;
-      if (completed >= jobs) finish();
-      held = reply.popped ?? [];
     }
   }).catch((err) => {
     console.error(err);
     process.exit(1);
   });
-  await finished;
-  send({ done: true });
-  process.exit(0);
 }
 
 // ---------------------------------------------------------------------------------
@@ -321,6 +331,51 @@ function startRedis(dir, callgrindOut) {
   return { child, socket };
 }
 
+/**
+ * A persistent RESP connection that asks `ZCARD key` (the completed jobs: BullMQ and
+ * qless both keep them in a sorted set), so the clock stops when Redis has completed
+ * the last job rather than when a worker heard of it.
+ */
+function completedCounter(socket, key) {
+  const conn = net.createConnection(socket);
+  let pending = null;
+  let data = "";
+  conn.on("data", (chunk) => {
+    data += chunk;
+    const end = data.indexOf("\r\n");
+    if (end < 0) return;
+    const reply = data.slice(0, end);
+    data = data.slice(end + 2);
+    const done = pending;
+    pending = null;
+    if (reply[0] === ":") done.resolve(Number(reply.slice(1)));
+    else done.reject(new Error(`ZCARD ${key}: ${reply}`));
+  });
+  const command = `*2\r\n$5\r\nZCARD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+  return {
+    count: () =>
+      new Promise((resolve, reject) => {
+        pending = { resolve, reject };
+        conn.write(command);
+      }),
+    close: () => conn.end(),
+  };
+}
+
+/** Resolves once `counter` reaches `target` (polled every 2 ms). */
+async function completedReach(counter, target, label) {
+  let shown = Date.now();
+  for (;;) {
+    const n = await counter.count();
+    if (n >= target) return;
+    if (process.env.BENCH_TIMELINE && Date.now() - shown >= 100) {
+      shown = Date.now();
+      console.log(`  ${label}: ${n} of ${target} complete`);
+    }
+    await sleep(2);
+  }
+}
+
 async function run(o, system, round) {
   const dir = mkdtempSync(join(tmpdir(), "bench-bullmq-"));
   const profile = process.env.BENCH_CALLGRIND;
@@ -336,32 +391,47 @@ async function run(o, system, round) {
       stdio: "ignore",
     });
     await waitFor("qlessd", async () => (await fetch(`${target}/readyz`)).ok);
+    // qless keeps the newest 50,000 completed jobs by default; keep them all, as BullMQ
+    // does, so that the count of completed jobs is the count of jobs completed.
+    await redisCommand(redis.socket, "HSET", "ql:config", "jobs-history-count", String(o.warmup + o.jobs + 1));
   }
-  const args = ["--system", system, "--target", target, "--jobs", String(o.jobs), "--lanes", String(o.lanes)];
+  const counter = completedCounter(redis.socket, system.startsWith("qlessd") ? "ql:completed" : `bull:${QUEUE}:completed`);
+  const args = ["--system", system, "--target", target, "--jobs", String(o.jobs), "--lanes", String(o.lanes),
+    "--client", o.client, "--warmup", String(o.warmup)];
   const child = (r) => fork(fileURLToPath(import.meta.url), ["--role", r, ...args], { stdio: "inherit" });
   const worker = child("worker");
   const producer = child("producer");
+  let failed;
+  const failure = new Promise((_, reject) => (failed = reject));
+  failure.catch(() => {});
   const message = (proc, key) =>
-    new Promise((resolve, reject) => {
-      proc.on("message", (m) => m[key] && resolve());
-      proc.on("exit", (code) => code !== 0 && reject(new Error(`${system} child exited ${code}`)));
-    });
-  const workerDone = message(worker, "done");
+    Promise.race([failure, new Promise((resolve) => proc.on("message", (m) => m[key] && resolve(m)))]);
+  for (const proc of [worker, producer]) {
+    proc.on("exit", (code, signal) => signal !== "SIGKILL" && failed(new Error(`${system} child exited ${code}`)));
+  }
   await Promise.all([message(worker, "ready"), message(producer, "ready")]);
+  worker.send("warm");
+  producer.send("warm");
+  await message(producer, "warmed");
+  await Promise.race([failure, completedReach(counter, o.warmup, `${system} warm-up`)]);
+
   const stats = profile || process.env.BENCH_COMMANDSTATS;
   if (stats) await redisCommand(redis.socket, "CONFIG", "RESETSTAT");
   if (profile) {
     execFileSync("callgrind_control", ["-z", String(redis.child.pid)], { stdio: "ignore" });
   }
+  const clientsCpu = () => processCpu(worker.pid) + processCpu(producer.pid);
   const cpu0 = await redisCpu(redis.socket);
   const gw0 = gateway ? processCpu(gateway.pid) : 0;
+  const clients0 = clientsCpu();
   const t0 = process.hrtime.bigint();
-  worker.send("go");
   producer.send("go");
-  await workerDone;
+  await Promise.race([failure, completedReach(counter, o.warmup + o.jobs, system)]);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const clients1 = clientsCpu();
   const cpu1 = await redisCpu(redis.socket);
   const gw1 = gateway ? processCpu(gateway.pid) : 0;
+  counter.close();
   if (profile) execFileSync("callgrind_control", ["-d", String(redis.child.pid)], { stdio: "ignore" });
   if (stats) {
     const text = await redisInfo(redis.socket, "commandstats");
@@ -372,7 +442,7 @@ async function run(o, system, round) {
       // Script calls by command, group sizes and requests by route: what Redis ran.
       const metrics = await (await fetch(`${target}/metrics`)).text();
       for (const line of metrics.split("\n")) {
-        if (/^(qless_redis_call_duration_seconds_count|qless_redis_group_size_(count|sum)|http_server_request_duration_seconds_count)/.test(line)) {
+        if (/^(qless_redis_call_duration_seconds_(count|sum)|qless_redis_group_size_(count|sum)|http_server_request_duration_seconds_(count|sum))/.test(line)) {
           console.log(`  ${line}`);
         }
       }
@@ -392,6 +462,7 @@ async function run(o, system, round) {
     rate: o.jobs / seconds,
     redisUs: ((cpu1 - cpu0) * 1e6) / o.jobs,
     gatewayUs: gateway ? ((gw1 - gw0) * 1e6) / o.jobs : NaN,
+    clientsUs: ((clients1 - clients0) * 1e6) / o.jobs,
   };
 }
 
@@ -407,7 +478,8 @@ async function main() {
   if (o.role) return role(o);
   const systems = SYSTEMS.filter((s) => o.only.includes(s));
   console.log(
-    `BullMQ vs qlessd: ${o.jobs} jobs, ${o.lanes} lanes, ${o.rounds} rounds, qlessd ${o.qlessd}`,
+    `BullMQ vs qlessd: ${o.jobs} jobs timed after ${o.warmup} untimed, ${o.lanes} lanes, ${o.rounds} rounds, ` +
+      `${o.client} HTTP client, qlessd ${o.qlessd}`,
   );
   const results = Object.fromEntries(systems.map((s) => [s, []]));
   for (let round = 1; round <= o.rounds; round++) {
@@ -416,17 +488,21 @@ async function main() {
       results[system].push(r);
       console.log(
         `round ${round} ${system.padEnd(13)} ${fmt(r.rate).padStart(7)} jobs/s  ` +
-          `redis ${fmt(r.redisUs, 1).padStart(6)} us/job  gateway ${fmt(r.gatewayUs, 1).padStart(6)} us/job`,
+          `redis ${fmt(r.redisUs, 1).padStart(6)} us/job  gateway ${fmt(r.gatewayUs, 1).padStart(6)} us/job  ` +
+          `clients ${fmt(r.clientsUs, 1).padStart(6)} us/job`,
       );
     }
   }
-  console.log("\nmedians               jobs/s   redis us/job  gateway us/job   x BullMQ jobs/s   x BullMQ redis CPU");
+  console.log(
+    "\nmedians               jobs/s   redis us/job  gateway us/job  clients us/job   x BullMQ jobs/s   x BullMQ redis CPU",
+  );
   const med = {};
   for (const s of systems) {
     med[s] = {
       rate: median(results[s].map((r) => r.rate)),
       redisUs: median(results[s].map((r) => r.redisUs)),
       gatewayUs: median(results[s].map((r) => r.gatewayUs)),
+      clientsUs: median(results[s].map((r) => r.clientsUs)),
     };
   }
   const base = { qlessd: "bullmq", "qlessd-batch": "bullmq-bulk", bullmq: "bullmq", "bullmq-bulk": "bullmq-bulk" };
@@ -434,7 +510,7 @@ async function main() {
     const b = med[base[s]];
     const m = med[s];
     console.log(
-      `${s.padEnd(18)} ${fmt(m.rate).padStart(9)} ${fmt(m.redisUs, 1).padStart(14)} ${fmt(m.gatewayUs, 1).padStart(15)}` +
+      `${s.padEnd(18)} ${fmt(m.rate).padStart(9)} ${fmt(m.redisUs, 1).padStart(14)} ${fmt(m.gatewayUs, 1).padStart(15)} ${fmt(m.clientsUs, 1).padStart(15)}` +
         `   ${b ? fmt(m.rate / b.rate, 2).padStart(15) : "-"}   ${b ? fmt(m.redisUs / b.redisUs, 2).padStart(17) : "-"}`,
     );
   }
