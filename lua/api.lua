@@ -52,7 +52,8 @@ local function command(name)
     end
 
   elseif name == 'pop' then
-    -- pop(queue, worker, count) -> JSON array of the leased jobs
+    -- pop(queue, worker, count, [fields]) -> JSON array of the leased jobs. Extension: a
+    -- fourth argument `fields` has them as Queue.pop's flat array of stored fields.
     return function(now, A)
       local queue, worker, count = A[3], A[4], 1
       if queue == nil or queue == '' then
@@ -67,7 +68,7 @@ local function command(name)
         end
         count = math.floor(count)
       end
-      return Qless.Queue.pop(now, worker, count, { queue }, { count })
+      return Qless.Queue.pop(now, worker, count, { queue }, { count }, A[6] == 'fields')
     end
 
   elseif name == 'complete' then
@@ -230,7 +231,7 @@ local function command(name)
     end
 
     -- Extension. pop.after(count, command, argc, args..., [command, argc, args...]...)
-    -- -> { reply of each call..., queue, JSON array of the leased jobs }: the calls
+    -- -> { reply of each call..., queue, the leased jobs as pop.multi answers them }: the calls
     -- (each `complete`, `fail` or `retry`, all ending jobs of one
     -- worker in one queue) run as in a batch, each on its own; then, only if every one
     -- of them succeeded, up to `count` jobs of the queue the first call's job ran in
@@ -273,11 +274,11 @@ local function command(name)
       local n = #replies
       if failed or not queue or queue == '' then
         replies[n + 1] = false
-        replies[n + 2] = '{}'
+        replies[n + 2] = {}
         return replies
       end
       replies[n + 1] = queue
-      replies[n + 2] = Qless.Queue.pop(now, worker, count, { queue }, { count })
+      replies[n + 2] = Qless.Queue.pop(now, worker, count, { queue }, { count }, true)
       return replies
     end
 
@@ -871,7 +872,8 @@ local function command(name)
     end
 
   elseif name == 'pop.multi' then
-    -- Extension. pop.multi(worker, count, queue, max, [queue, max]...) -> JSON array
+    -- Extension. pop.multi(worker, count, queue, max, [queue, max]...) -> the leased
+    -- jobs as Queue.pop's flat array of stored fields (queue.lua)
     return function(now, A)
       local worker = A[3]
       if worker == nil or worker == '' then
@@ -899,7 +901,7 @@ local function command(name)
         queues[#queues + 1] = q
         maxes[#maxes + 1] = m
       end
-      return Qless.Queue.pop(now, worker, count, queues, maxes)
+      return Qless.Queue.pop(now, worker, count, queues, maxes, true)
     end
 
   elseif name == 'jobs.waiting' then

@@ -391,11 +391,17 @@ async function run(o, system, round) {
       stdio: "ignore",
     });
     await waitFor("qlessd", async () => (await fetch(`${target}/readyz`)).ok);
+  }
+  // (The gateway's keys: `ql:` or, with `--namespace NS` in BENCH_QLESSD_ARGS, `ql:{NS}:`.)
+  const extraArgs = (process.env.BENCH_QLESSD_ARGS ?? "").split(" ");
+  const namespace = extraArgs[extraArgs.indexOf("--namespace") + 1];
+  const prefix = extraArgs.includes("--namespace") ? `ql:{${namespace}}:` : "ql:";
+  const counter = completedCounter(redis.socket, system.startsWith("qlessd") ? `${prefix}completed` : `bull:${QUEUE}:completed`);
+  if (gateway) {
     // qless keeps the newest 50,000 completed jobs by default; keep them all, as BullMQ
     // does, so that the count of completed jobs is the count of jobs completed.
-    await redisCommand(redis.socket, "HSET", "ql:config", "jobs-history-count", String(o.warmup + o.jobs + 1));
+    await redisCommand(redis.socket, "HSET", `${prefix}config`, "jobs-history-count", String(o.warmup + o.jobs + 1));
   }
-  const counter = completedCounter(redis.socket, system.startsWith("qlessd") ? "ql:completed" : `bull:${QUEUE}:completed`);
   const args = ["--system", system, "--target", target, "--jobs", String(o.jobs), "--lanes", String(o.lanes),
     "--client", o.client, "--warmup", String(o.warmup)];
   const child = (r) => fork(fileURLToPath(import.meta.url), ["--role", r, ...args], { stdio: "inherit" });

@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 
+use super::leased;
 use super::reply::{self, Args, json_list};
 use super::{Error, Qless};
 use crate::model::Job;
@@ -204,7 +205,7 @@ impl AfterPop {
         let leased = match reply::optional_string(queue)? {
             Some(queue) if results.iter().all(Result::is_ok) => Some(Leased {
                 queue,
-                jobs: reply::json_vec(popped)?,
+                jobs: leased::jobs(popped)?,
             }),
             _ => None,
         };
@@ -360,8 +361,14 @@ impl Qless {
         worker: &str,
         count: u32,
     ) -> Result<Vec<Job>, Error> {
-        let args = Args::new().arg(queue).arg(worker).arg(count).into_vec();
-        reply::json_vec(self.call("pop", now, args).await?)
+        // (`fields`: the jobs' stored fields rather than JSON; see `leased`.)
+        let args = Args::new()
+            .arg(queue)
+            .arg(worker)
+            .arg(count)
+            .arg("fields")
+            .into_vec();
+        leased::jobs(self.call("pop", now, args).await?)
     }
 
     /// `pop.multi`: leases up to `count` jobs by trying `(queue, max)` pairs in order.
@@ -376,7 +383,7 @@ impl Qless {
         for (queue, max) in plan {
             args = args.arg(queue).arg(*max);
         }
-        reply::json_vec(self.call("pop.multi", now, args.into_vec()).await?)
+        leased::jobs(self.call("pop.multi", now, args.into_vec()).await?)
     }
 
     /// `peek`: the next `count` jobs of `queue`, without leasing them.

@@ -15,6 +15,7 @@ pub mod events;
 mod group;
 pub mod info;
 pub mod jobs;
+mod leased;
 pub mod queues;
 pub mod recurring;
 mod reply;

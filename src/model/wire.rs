@@ -137,18 +137,26 @@ impl JsonData {
     }
 }
 
+impl JsonData {
+    /// The data as stored: its text when that is JSON, else the text as a JSON string.
+    pub fn from_stored(text: String) -> Self {
+        match serde_json::value::RawValue::from_string(text.clone()) {
+            Ok(raw) => JsonData(raw),
+            Err(_) => {
+                let quoted = Value::String(text).to_string();
+                JsonData(serde_json::value::RawValue::from_string(quoted).expect("a JSON string"))
+            }
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for JsonData {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = match Value::deserialize(deserializer)? {
             Value::String(text) => text,
             other => other.to_string(),
         };
-        let raw = match serde_json::value::RawValue::from_string(text.clone()) {
-            Ok(raw) => raw,
-            Err(_) => serde_json::value::RawValue::from_string(Value::String(text).to_string())
-                .map_err(serde::de::Error::custom)?,
-        };
-        Ok(JsonData(raw))
+        Ok(JsonData::from_stored(text))
     }
 }
 

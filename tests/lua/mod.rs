@@ -6,6 +6,7 @@ mod compact_history;
 mod compat;
 mod config;
 mod events;
+mod fields;
 mod grouping;
 mod jobs;
 mod malformed;

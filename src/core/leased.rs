@@ -1,0 +1,315 @@
+//! Leased jobs as the script hands them to the gateway: the stored fields, not job
+//! objects.
+//!
+//! `pop` (with its `fields` argument), `pop.multi` and `pop.after` answer one flat
+//! array: per job its jid, klass, queue, worker, priority, expires, retries,
+//! remaining, data, tags, failure, spawned_from_jid, tracked (1 or 0) and traceparent,
+//! then its history entries, its dependents and its dependencies, each list as a count
+//! followed by its items (nil for an absent value). Building the JSON objects in Lua
+//! cost Redis ~40k instructions a job, and Redis's one thread is shared by every
+//! client, where gateways scale out; so the objects are built here, with the same
+//! rules the script's JSON follows (`job_append` and `history_object` in
+//! `lua/base.lua`), so that a job reads the same whichever way it was fetched.
+
+use redis::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value as Json};
+
+use super::Error;
+use crate::model::wire::{self, JsonData};
+use crate::model::{HistoryEntry, Job, JobState};
+
+/// The jobs of a `fields` reply, in order.
+pub(super) fn jobs(value: Value) -> Result<Vec<Job>, Error> {
+    let items = match value {
+        Value::Array(items) => items,
+        Value::Nil => Vec::new(),
+        other => return Err(Error::reply(format!("expected leased jobs, got {other:?}"))),
+    };
+    let mut fields = Fields(items.into_iter());
+    let mut jobs = Vec::new();
+    while let Some(jid) = fields.next_text()? {
+        jobs.push(fields.job(jid)?);
+    }
+    Ok(jobs)
+}
+
+/// The reply's items, read in order.
+struct Fields(std::vec::IntoIter<Value>);
+
+impl Fields {
+    /// The next text; `None` for nil, or at the end.
+    fn next_text(&mut self) -> Result<Option<String>, Error> {
+        match self.0.next() {
+            None | Some(Value::Nil) => Ok(None),
+            Some(Value::BulkString(bytes)) => {
+                String::from_utf8(bytes).map(Some).map_err(Error::reply)
+            }
+            Some(Value::SimpleString(text)) => Ok(Some(text)),
+            Some(Value::Int(n)) => Ok(Some(n.to_string())),
+            Some(other) => Err(Error::reply(format!("expected a job field, got {other:?}"))),
+        }
+    }
+
+    /// The next text, which must be there.
+    fn text(&mut self) -> Result<String, Error> {
+        self.next_text()?
+            .ok_or_else(|| Error::reply("a leased job's fields end early"))
+    }
+
+    fn integer(&mut self) -> Result<i64, Error> {
+        match self.0.next() {
+            Some(Value::Int(n)) => Ok(n),
+            other => Err(Error::reply(format!("expected a count, got {other:?}"))),
+        }
+    }
+
+    /// A counted list of texts.
+    fn list(&mut self) -> Result<Vec<String>, Error> {
+        let count = usize::try_from(self.integer()?).map_err(Error::reply)?;
+        (0..count).map(|_| self.text()).collect()
+    }
+
+    /// The job whose jid was just read.
+    fn job(&mut self, jid: String) -> Result<Job, Error> {
+        let klass = self.text()?;
+        let queue = self.text()?;
+        let worker = self.text()?;
+        let priority = cjson_number(self.next_text()?.as_deref());
+        let expires = self.text()?.parse().map_err(Error::reply)?;
+        let retries = cjson_number(self.next_text()?.as_deref()) as i64;
+        let remaining = remaining(self.next_text()?.as_deref());
+        let data = JsonData::from_stored(self.text()?);
+        let tags = match self.next_text()?.as_deref() {
+            None | Some("" | "[]" | "{}") => Vec::new(),
+            Some(text) => stored_json(text, |json| wire::list(json))?,
+        };
+        let failure = match self.next_text()?.as_deref() {
+            None | Some("" | "{}") => None,
+            Some(text) => stored_json(text, |json| wire::object_or_empty(json))?,
+        };
+        let spawned_from_jid = self.next_text()?.filter(|jid| !jid.is_empty());
+        let tracked = self.integer()? == 1;
+        let traceparent = self.next_text()?;
+        let history = self
+            .list()?
+            .iter()
+            .filter_map(|entry| history_entry(entry).transpose())
+            .collect::<Result<_, _>>()?;
+        let mut dependents = self.list()?;
+        dependents.sort_unstable();
+        let mut dependencies = self.list()?;
+        dependencies.sort_unstable();
+        Ok(Job {
+            jid,
+            klass,
+            state: JobState::Running,
+            queue,
+            worker,
+            tracked,
+            priority,
+            expires,
+            retries,
+            remaining,
+            data,
+            tags,
+            history,
+            failure,
+            spawned_from_jid,
+            dependents,
+            dependencies,
+            progress: None,
+            result: None,
+            throttles: None,
+            backoff: None,
+            throttled: None,
+            traceparent,
+        })
+    }
+}
+
+/// A stored JSON text read with one of the `wire` rules (the whole text: trailing
+/// bytes are an error, as they made the script's JSON unreadable).
+fn stored_json<'a, T>(
+    text: &'a str,
+    read: impl FnOnce(&mut JsonReader<'a>) -> serde_json::Result<T>,
+) -> Result<T, Error> {
+    let mut json = serde_json::Deserializer::from_str(text);
+    read(&mut json)
+        .and_then(|value| json.end().map(|()| value))
+        .map_err(|err| Error::reply(format!("{err}: {text}")))
+}
+
+type JsonReader<'a> = serde_json::Deserializer<serde_json::de::StrRead<'a>>;
+
+/// A stored number as the script's JSON shows it: the text read as Lua's `tonumber`
+/// would (0 when it is not a number), with cjson's 14 significant digits.
+fn cjson_number(text: Option<&str>) -> f64 {
+    let value: f64 = text
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0.0);
+    fourteen_digits(value)
+}
+
+/// `%.14g`, as a number: whole numbers below 10^14 are unchanged.
+fn fourteen_digits(value: f64) -> f64 {
+    if value.fract() == 0.0 && value.abs() < 1e14 || !value.is_finite() {
+        return value;
+    }
+    format!("{value:.13e}").parse().unwrap_or(value)
+}
+
+/// `remaining` as the script shows it: an integer text as it is, anything else floored.
+fn remaining(text: Option<&str>) -> i64 {
+    match text.map(str::parse::<i64>) {
+        Some(Ok(n)) => n,
+        _ => fourteen_digits(cjson_number(text).floor()) as i64,
+    }
+}
+
+/// One stored history entry, `[when, what, {extra}]`, as the object clients see (the
+/// extra keys plus `when` and `what`, which win); an object stored as such is read as
+/// it is; anything else is left out, as the script's JSON leaves it out.
+fn history_entry(stored: &str) -> Result<Option<HistoryEntry>, Error> {
+    let object = match serde_json::from_str::<Json>(stored) {
+        Ok(Json::Array(items)) => {
+            let mut items = items.into_iter();
+            let (when, what) = (items.next(), items.next());
+            let mut object = match items.next() {
+                Some(Json::Object(extra)) => extra,
+                _ => Map::new(),
+            };
+            for (key, value) in [("when", when), ("what", what)] {
+                match value {
+                    Some(value) if !value.is_null() => object.insert(key.to_owned(), value),
+                    _ => object.remove(key),
+                };
+            }
+            object
+        }
+        Ok(Json::Object(object)) => object,
+        _ => return Ok(None),
+    };
+    HistoryEntry::deserialize(Json::Object(object))
+        .map(Some)
+        .map_err(|err| Error::reply(format!("{err}: {stored}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(value: &str) -> Value {
+        Value::BulkString(value.as_bytes().to_vec())
+    }
+
+    /// One job's fields, as the script lists them.
+    fn fields(history: &[&str], dependents: &[&str]) -> Vec<Value> {
+        let mut items = vec![
+            text("j1"),
+            text("k.Klass"),
+            text("q"),
+            text("w"),
+            text("1.5"),
+            text("1700000060.123"),
+            text("5"),
+            text("4"),
+            text(r#"{"a":[1,2.50]}"#),
+            text(r#"["t1"]"#),
+            text("{}"),
+            Value::Nil,
+            Value::Int(0),
+            Value::Nil,
+            Value::Int(history.len() as i64),
+        ];
+        items.extend(history.iter().map(|entry| text(entry)));
+        items.push(Value::Int(dependents.len() as i64));
+        items.extend(dependents.iter().map(|jid| text(jid)));
+        items.push(Value::Int(0));
+        items
+    }
+
+    #[test]
+    fn a_job_reads_as_its_stored_fields_say() {
+        let history = [
+            r#"[1700000000,"put",{"q":"q"}]"#,
+            r#"[1700000000,"popped",{"worker":"w"}]"#,
+        ];
+        let jobs = jobs(Value::Array(fields(&history, &["b", "a"]))).unwrap();
+        let [job] = jobs.as_slice() else {
+            panic!("one job: {jobs:?}")
+        };
+        let json = serde_json::to_value(job).unwrap();
+        assert_eq!(json["jid"], "j1");
+        assert_eq!(json["state"], "running");
+        assert_eq!(json["priority"], 1.5);
+        assert_eq!(json["expires"], 1700000060.123);
+        assert_eq!(json["remaining"], 4);
+        assert_eq!(
+            serde_json::to_string(&job.data).unwrap(),
+            r#"{"a":[1,2.50]}"#
+        );
+        assert_eq!(json["tags"], serde_json::json!(["t1"]));
+        assert_eq!(json["failure"], Json::Null);
+        assert_eq!(json["spawned_from_jid"], Json::Null);
+        assert_eq!(json["dependents"], serde_json::json!(["a", "b"]));
+        assert_eq!(
+            json["history"],
+            serde_json::json!([
+                {"when": 1700000000, "what": "put", "q": "q"},
+                {"when": 1700000000, "what": "popped", "worker": "w"}
+            ])
+        );
+    }
+
+    #[test]
+    fn history_entries_follow_the_scripts_rules() {
+        // when and what win over extra keys of the same name; an entry without extra
+        // keys is when and what alone; an object is taken as it is; others are left out.
+        let entry = history_entry(r#"[5,"log",{"what":"x","k":1}]"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!((entry.when, entry.what.as_str()), (5.0, "log"));
+        assert_eq!(
+            entry.extra,
+            serde_json::from_str::<Map<_, _>>(r#"{"k":1}"#).unwrap()
+        );
+        assert!(
+            history_entry(r#"[6,"done"]"#)
+                .unwrap()
+                .unwrap()
+                .extra
+                .is_empty()
+        );
+        let object = history_entry(r#"{"when":7,"what":"put","q":"a"}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(object.what, "put");
+        assert!(history_entry("not json").unwrap().is_none());
+        assert!(
+            history_entry(r#"[1]"#).is_err(),
+            "an entry without `what` fails, as in JSON"
+        );
+    }
+
+    #[test]
+    fn numbers_read_as_cjson_prints_them() {
+        assert_eq!(cjson_number(Some("0")), 0.0);
+        assert_eq!(cjson_number(Some(" 7 ")), 7.0);
+        assert_eq!(cjson_number(Some("x")), 0.0);
+        assert_eq!(cjson_number(None), 0.0);
+        assert_eq!(cjson_number(Some("0.12345678901234567")), 0.12345678901235);
+        assert_eq!(remaining(Some("3")), 3);
+        assert_eq!(remaining(Some("2.7")), 2);
+        assert_eq!(remaining(Some("-1")), -1);
+        assert_eq!(remaining(None), 0);
+    }
+
+    #[test]
+    fn a_reply_cut_short_is_an_error_not_a_partial_job() {
+        let mut items = fields(&[], &[]);
+        items.truncate(9);
+        assert!(jobs(Value::Array(items)).is_err());
+        assert!(jobs(Value::Array(Vec::new())).unwrap().is_empty());
+    }
+}
