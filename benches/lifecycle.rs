@@ -16,6 +16,7 @@
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! BENCH_OTLP=1 cargo bench --bench lifecycle -- gateway-instructions    # with spans
 //! BENCH_DUMPS=/tmp/d cargo bench --bench lifecycle -- gateway-instructions # keep dumps
+//! BENCH_TRACEPARENT=1 cargo bench --bench lifecycle -- gateway-instructions # traced client
 //! ```
 //!
 //! With `BENCH_DUMPS` set, the gateway's callgrind dumps (`callgrind.out.1` ... one per

@@ -123,12 +123,7 @@ where
         let matched = auth::route_of(request.method(), request.uri().path());
         let route = matched.route;
         let trace = telemetry::tracing_on().then(|| {
-            telemetry::request_span(
-                method_label(request.method()),
-                route,
-                &id,
-                request.headers(),
-            )
+            telemetry::request_span(method_label(request.method()), route, request.headers())
         });
         // Disabled at the default `info` filter, where it costs a flag check;
         // `RUST_LOG=qlessd=debug` gives every log line its request's id.
@@ -246,6 +241,18 @@ pin_project_lite::pin_project! {
         trace: Option<telemetry::Span>,
         what: Requested,
     }
+
+    impl<F> PinnedDrop for RequestFuture<F> {
+        // A request its client abandoned still leaves its span (with no status); one
+        // answered has ended it already.
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(trace) = this.trace {
+                let took = this.what.started.elapsed();
+                telemetry::end_request(trace, 0, took, this.id, this.what.token.as_ref());
+            }
+        }
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -298,7 +305,7 @@ where
         let status = response.status().as_u16();
         crate::metrics::METRICS.request(method_label(method), route, status, took);
         if let Some(trace) = this.trace {
-            telemetry::end_request(trace, status, took, token.as_ref());
+            telemetry::end_request(trace, status, took, this.id, token.as_ref());
         }
         if response.status().is_server_error() {
             tracing::warn!(

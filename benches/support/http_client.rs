@@ -14,6 +14,9 @@ use tokio::net::TcpStream;
 /// then runs with an auth file holding its digest; see `lifecycle.rs`).
 pub const BENCH_SECRET: &str = "bench-secret-0123456789abcdef0123456789abcdef0123456789abcdef";
 
+/// The `traceparent` every request carries when `BENCH_TRACEPARENT` is set.
+pub const BENCH_TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 /// One keep-alive connection to the gateway.
 pub struct HttpConnection {
     stream: TcpStream,
@@ -34,10 +37,15 @@ impl HttpConnection {
     pub async fn connect(addr: SocketAddr) -> Self {
         let stream = TcpStream::connect(addr).await.expect("connect to gateway");
         stream.set_nodelay(true).expect("nodelay");
-        let headers = match std::env::var_os("BENCH_AUTH") {
+        let mut headers = match std::env::var_os("BENCH_AUTH") {
             Some(_) => format!("authorization: Bearer {BENCH_SECRET}\r\n"),
             None => String::new(),
         };
+        // With `BENCH_TRACEPARENT`, requests come from a traced client: each carries
+        // a sampled `traceparent`, which a put keeps with its job.
+        if std::env::var_os("BENCH_TRACEPARENT").is_some() {
+            headers.push_str(&format!("traceparent: {BENCH_TRACEPARENT}\r\n"));
+        }
         HttpConnection {
             stream,
             headers,

@@ -67,9 +67,25 @@ fn is_json(headers: &HeaderMap) -> bool {
                 && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
 }
 
+/// Room a JSON answer is written into at first: a leased job takes about 500 bytes.
+/// axum's `Json` starts at 128 and doubles, so a pop's answer was copied three or four
+/// times while it was written (a fifth of the instructions added by a job's
+/// `traceparent` were the copies of one more doubling; `docs/benchmarks.md`).
+const ANSWER_ROOM: usize = 1024;
+
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
     fn into_response(self) -> axum::response::Response {
-        axum::Json(self.0).into_response()
+        let mut body = Vec::with_capacity(ANSWER_ROOM);
+        match serde_json::to_writer(&mut body, &self.0) {
+            Ok(()) => (
+                [(header::CONTENT_TYPE, "application/json")],
+                Body::from(body),
+            )
+                .into_response(),
+            Err(err) => {
+                ApiError::Internal(format!("cannot encode the answer: {err}")).into_response()
+            }
+        }
     }
 }
 
