@@ -68,9 +68,9 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// Room a JSON answer is written into at first: a leased job takes about 500 bytes.
-/// axum's `Json` starts at 128 and doubles, so a pop's answer was copied three or four
-/// times while it was written (a fifth of the instructions added by a job's
-/// `traceparent` were the copies of one more doubling; `docs/benchmarks.md`).
+/// axum's `Json` starts at 128 and doubles, so a pop's answer was copied two or three
+/// times while it was written: 81.4k instructions a pop against 74.4k now
+/// (`docs/benchmarks.md`).
 const ANSWER_ROOM: usize = 1024;
 
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
