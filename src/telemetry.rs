@@ -243,27 +243,23 @@ fn hex8_at(header: &[u8; 55], at: usize) -> Option<u32> {
 
 /// The 32 bits eight lowercase hex digits write, the digits given as a big-endian word
 /// (the first digit its highest byte); `None` if any byte is not such a digit. All
-/// eight bytes are checked and converted at once, in the word's lanes.
+/// eight bytes are read at once, in the word's lanes.
 #[inline(always)]
 fn hex8(word: u64) -> Option<u32> {
     const LANES: u64 = 0x0101_0101_0101_0101;
-    // A digit is 0x30..=0x39, a letter 0x61..=0x66: 1 in each letter's lane.
+    // Each byte read as the digit it would be: its low half, plus 9 for a letter (bit
+    // 6 set: 'a' is 0x61). That gives 0 to 24 whatever the byte ...
     let letters = (word >> 6) & LANES;
-    // The high half of each byte: 3 for a digit, 6 for a letter, nothing else.
-    if word & (0xf0 * LANES) != 0x30 * LANES + 0x30 * letters {
+    let values = (word & (0x0f * LANES)) + 9 * letters;
+    // ... and a byte is a digit exactly when its value is below 16 and, written
+    // back as a digit (as `write_hex` does), it is the byte again. No lane carries
+    // into the next: a lane never exceeds 111.
+    let tens = ((values + 6 * LANES) >> 4) & LANES;
+    let written = values + 0x30 * LANES + 39 * tens;
+    if written != word || values & (0x10 * LANES) != 0 {
         return None;
     }
-    let low = word & (0x0f * LANES);
-    // Within range: at most 9 for a digit (so +6 stays below 16), 1 to 6 for a letter
-    // (+9 below 16, and not 0).
-    let beyond = (low + 6 * (LANES - letters) + 9 * letters) & (0x10 * LANES);
-    let zero = !(((low & (0x7f * LANES)) + 0x7f * LANES) | low) & (0x80 * LANES);
-    if beyond != 0 || zero & (letters << 7) != 0 {
-        return None;
-    }
-    // Each lane's value (0 to 15), then the pairs of lanes as bytes, then the bytes
-    // side by side.
-    let values = low + 9 * letters;
+    // The pairs of lanes as bytes, then the bytes side by side.
     let bytes = ((values >> 4) | values) & 0x00ff_00ff_00ff_00ff;
     let pairs = (bytes | (bytes >> 8)) & 0x0000_ffff_0000_ffff;
     Some(((pairs >> 16) | pairs) as u32)
