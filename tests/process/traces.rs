@@ -256,3 +256,30 @@ async fn a_jobs_put_pop_and_complete_are_one_trace_exported_over_otlp_http() {
         Some("j1")
     );
 }
+
+/// A long poll whose client goes away still leaves its request span (ended from the
+/// request's future as it is dropped): with its request id, and no status, since none
+/// was answered.
+#[tokio::test]
+async fn a_request_its_client_abandons_still_leaves_its_span() {
+    let received = Received::default();
+    let endpoint = received.start().await;
+    let qlessd = Traced::start(&endpoint).await;
+    // Nothing to pop: the request waits, and the client gives up long before.
+    let abandoned = reqwest::Client::new()
+        .post(format!("{}/v1/queues/idle/pop", qlessd.base))
+        .header("x-request-id", "abandoned-pop-1")
+        .json(&json!({"worker": "w1", "wait": 20}))
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(abandoned.is_err(), "the pop should still be waiting");
+    let span = received
+        .wait_for("of the abandoned pop", |span| {
+            attribute(span, "request_id").as_deref() == Some("abandoned-pop-1")
+        })
+        .await;
+    assert_eq!(span.name, "POST /v1/queues/{queue}/pop");
+    assert_eq!(attribute(&span, "http.response.status_code"), None);
+    assert!(span.end_time_unix_nano >= span.start_time_unix_nano + 200_000_000);
+}
