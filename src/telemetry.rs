@@ -252,7 +252,7 @@ fn hex8(word: u64) -> Option<u32> {
     let letters = (word >> 6) & LANES;
     let values = (word & (0x0f * LANES)) + 9 * letters;
     // ... and a byte is a digit exactly when its value is below 16 and, written
-    // back as a digit (as `write_hex` does), it is the byte again. No lane carries
+    // back as a lowercase digit, it is the byte again. No lane carries
     // into the next: a lane never exceeds 111.
     let tens = ((values + 6 * LANES) >> 4) & LANES;
     let written = values + 0x30 * LANES + 39 * tens;
