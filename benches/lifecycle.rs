@@ -1251,8 +1251,13 @@ async fn gateway_instructions() {
         .unwrap_or_else(|_| tmp.path().to_owned());
     let addr = free_addr();
     let mut command = Command::new("valgrind");
+    command.arg("--tool=callgrind");
+    if std::env::var_os("BENCH_DUMPS").is_some() {
+        // Kept dumps are read line by line (`callgrind_annotate --auto=yes`) or by
+        // instruction: record costs per instruction too.
+        command.arg("--dump-instr=yes");
+    }
     command
-        .arg("--tool=callgrind")
         .arg(format!(
             "--callgrind-out-file={}",
             dump_dir.join("callgrind.out").display()

@@ -99,6 +99,40 @@ impl Pending {
             batches: Vec::new(),
         }
     }
+
+    /// Encodes one more span; `true` when it completes a batch of `max_batch`.
+    fn add(&mut self, record: &Record<'_>, max_batch: usize) -> bool {
+        span(&mut self.bytes, record);
+        self.spans += 1;
+        let full = self.spans.is_multiple_of(max_batch);
+        if full {
+            self.batches.push(self.bytes.len());
+        }
+        full
+    }
+
+    /// Takes the spans buffered (all of them, or with `full_only` those of the full
+    /// batches, each `max_batch` spans), leaving the rest in a buffer with room for
+    /// `capacity` bytes; `None` when there is nothing to take.
+    fn take(&mut self, full_only: bool, max_batch: usize, capacity: usize) -> Option<Pending> {
+        let taken_end = if full_only {
+            *self.batches.last()?
+        } else {
+            self.bytes.len()
+        };
+        if taken_end == 0 {
+            return None;
+        }
+        let mut kept = Pending::with_capacity(capacity);
+        if full_only {
+            kept.spans = self.spans - self.batches.len() * max_batch;
+            kept.bytes.extend_from_slice(&self.bytes[taken_end..]);
+        }
+        let mut taken = std::mem::replace(self, kept);
+        taken.bytes.truncate(taken_end);
+        taken.spans -= self.spans;
+        Some(taken)
+    }
 }
 
 static PENDING: Mutex<Pending> = Mutex::new(Pending::new());
@@ -120,14 +154,7 @@ pub(super) fn push(record: &Record<'_>) {
         crate::metrics::METRICS.span_dropped();
         return;
     }
-    span(&mut pending.bytes, record);
-    pending.spans += 1;
-    if pending
-        .spans
-        .is_multiple_of(MAX_BATCH.load(Ordering::Relaxed))
-    {
-        let end = pending.bytes.len();
-        pending.batches.push(end);
+    if pending.add(record, MAX_BATCH.load(Ordering::Relaxed)) {
         drop(pending);
         FULL.notify_one();
     }
@@ -179,31 +206,17 @@ async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::
     let mut failing = false;
     let mut capacity = 0;
     loop {
-        let stopping = tokio::select! {
-            _ = tokio::time::sleep(batching.delay) => false,
-            _ = FULL.notified() => false,
-            _ = &mut stopped => true,
+        let (stopping, full) = tokio::select! {
+            _ = tokio::time::sleep(batching.delay) => (false, false),
+            _ = FULL.notified() => (false, true),
+            _ = &mut stopped => (true, false),
         };
-        // Everything buffered, replaced by a buffer as large as the last round's (so
-        // it seldom grows) while the taken one is sent as it is: copying a batch
-        // (to put the request's header before it, or to keep its buffer) cost as
-        // much as encoding it.
-        let taken = {
-            let mut pending = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
-            if pending.spans == 0 {
-                None
-            } else {
-                // Its capacity, not its length: a span is written into room for its
-                // longest form, so a buffer just as long would grow (copying every
-                // span in it) for the last span of the round.
-                capacity = capacity.max(pending.bytes.capacity());
-                Some(std::mem::replace(
-                    &mut *pending,
-                    Pending::with_capacity(capacity),
-                ))
-            }
-        };
-        let Some(taken) = taken else {
+        // Woken by a full batch, only the full batches are sent: the few spans ended
+        // since are kept for the next one (or the next tick) rather than sent in an
+        // export request of their own: a request costs the gateway the same
+        // whatever it carries (tens of thousands of instructions, in the
+        // `gateway-instructions` dumps), and that one doubled the requests sent.
+        let Some(taken) = take_pending(&mut capacity, full && !stopping) else {
             if stopping {
                 return;
             }
@@ -249,6 +262,19 @@ async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::
             return;
         }
     }
+}
+
+/// Takes the buffered spans (see [`Pending::take`]), leaving a buffer as large as the
+/// largest taken so far, so that it seldom grows. The taken buffer is sent as it is:
+/// copying a batch (to put the request's header before it, or to keep its buffer)
+/// cost as much as encoding it.
+fn take_pending(capacity: &mut usize, full_only: bool) -> Option<Pending> {
+    let mut pending = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
+    // Its capacity, not its length: a span is written into room for its longest
+    // form, so a buffer just as long would grow (copying every span in it) for the
+    // last span of the round.
+    *capacity = (*capacity).max(pending.bytes.capacity());
+    pending.take(full_only, MAX_BATCH.load(Ordering::Relaxed), *capacity)
 }
 
 /// Posts one export request; `Err` says why it was not accepted.
@@ -840,6 +866,68 @@ mod tests {
             attributes(leased)[2],
             ("qless.worker".to_owned(), "w1".to_owned())
         );
+    }
+
+    /// The span ids of the spans in `bytes` (encoded `ScopeSpans.spans` fields), in
+    /// order: read as the collector reads an export request carrying them.
+    fn span_ids(bytes: &[u8]) -> Vec<u8> {
+        let mut request = request_start(bytes.len());
+        request.extend_from_slice(bytes);
+        let decoded = ExportTraceServiceRequest::decode(request.as_slice()).expect("protobuf");
+        decoded.resource_spans[0].scope_spans[0]
+            .spans
+            .iter()
+            .map(|span| span.span_id[0])
+            .collect()
+    }
+
+    fn leased_span(id: u8) -> Record<'static> {
+        Record {
+            context: context(1, id),
+            parent: [0; 8],
+            remote_parent: false,
+            start: 1,
+            end: 2,
+            error: false,
+            what: What::Leased {
+                jid: "j",
+                queue: "q",
+                worker: "w",
+            },
+            links: Links::default(),
+        }
+    }
+
+    /// Woken by a full batch, the exporter takes only the full batches; the spans
+    /// ended since wait for the next batch (or the next tick, which takes everything),
+    /// rather than going out in an export request of their own.
+    #[test]
+    fn a_full_batch_is_taken_without_the_spans_after_it() {
+        let mut pending = Pending::new();
+        assert!(pending.take(true, 4, 0).is_none(), "nothing buffered");
+        let full: Vec<bool> = (1..=6).map(|id| pending.add(&leased_span(id), 4)).collect();
+        assert_eq!(full, [false, false, false, true, false, false]);
+
+        let taken = pending.take(true, 4, 1024).expect("a full batch");
+        assert_eq!(span_ids(&taken.bytes), [1, 2, 3, 4]);
+        assert_eq!((taken.spans, taken.batches.len()), (4, 1));
+        assert_eq!(span_ids(&pending.bytes), [5, 6]);
+        assert_eq!(pending.spans, 2);
+        assert!(pending.bytes.capacity() >= 1024);
+        assert!(pending.take(true, 4, 0).is_none(), "no full batch yet");
+
+        // The two kept make the next batch with two more.
+        let full: Vec<bool> = (7..=9).map(|id| pending.add(&leased_span(id), 4)).collect();
+        assert_eq!(full, [false, true, false]);
+        let taken = pending.take(true, 4, 0).expect("a full batch");
+        assert_eq!(span_ids(&taken.bytes), [5, 6, 7, 8]);
+
+        // A tick takes what is left, however few.
+        let taken = pending.take(false, 4, 0).expect("one span");
+        assert_eq!(span_ids(&taken.bytes), [9]);
+        assert_eq!(taken.spans, 1);
+        assert_eq!((pending.spans, pending.bytes.len()), (0, 0));
+        assert!(pending.take(false, 4, 0).is_none());
     }
 
     #[test]
