@@ -532,6 +532,11 @@ impl Span {
         Span { context, record }
     }
 
+    /// Whether the span is sampled and not ended yet.
+    pub fn is_recording(&self) -> bool {
+        self.record.is_some()
+    }
+
     /// The span's context, as a `traceparent` to hand on.
     pub fn context(&self) -> TraceParent {
         self.context
