@@ -898,6 +898,38 @@ mod tests {
         }
     }
 
+    /// Texts of every length from none to 40 bytes are written whole.
+    #[test]
+    fn texts_of_every_short_length_are_written_whole() {
+        let texts: Vec<String> = (0..=40)
+            .map(|len| (0..len).map(|at| char::from(b'a' + (at % 26) as u8)).collect())
+            .collect();
+        let mut spans = Vec::new();
+        for text in &texts {
+            let mut record = leased_span(1);
+            record.what = What::Leased {
+                jid: text,
+                queue: &text[..text.len() / 2],
+                worker: "w",
+            };
+            span(&mut spans, &record);
+        }
+        let mut request = request_start(spans.len());
+        request.extend_from_slice(&spans);
+        let decoded = ExportTraceServiceRequest::decode(request.as_slice()).expect("protobuf");
+        let written = &decoded.resource_spans[0].scope_spans[0].spans;
+        assert_eq!(written.len(), texts.len());
+        for (span, text) in written.iter().zip(&texts) {
+            assert_eq!(
+                attributes(span)[..2],
+                [
+                    ("qless.jid".to_owned(), text.clone()),
+                    ("qless.queue".to_owned(), text[..text.len() / 2].to_owned())
+                ]
+            );
+        }
+    }
+
     /// Woken by a full batch, the exporter takes only the full batches; the spans
     /// ended since wait for the next batch (or the next tick, which takes everything),
     /// rather than going out in an export request of their own.
