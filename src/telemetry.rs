@@ -26,6 +26,7 @@
 //! requests that pop it, and a worker's requests naming its `traceparent`, continue
 //! that trace, so a job's whole life reads as one trace.
 
+mod collector;
 mod otlp;
 
 use std::cell::{Cell, RefCell};

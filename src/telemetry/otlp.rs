@@ -31,12 +31,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::body::Body;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use tokio::sync::{Notify, oneshot};
 
+use super::collector::Collector;
 use super::{Record, SERVICE_NAME, What};
 
 /// How spans are batched (the `OTEL_BSP_*` variables).
@@ -181,10 +178,11 @@ impl Exporter {
                     "--otlp-endpoint must be an http:// URL (a collector's OTLP/HTTP port): {url:?}"
                 )
             })?;
+        let collector = Collector::new(&uri)?;
         MAX_BATCH.store(batching.max_batch, Ordering::Relaxed);
         MAX_QUEUE.store(batching.max_queue, Ordering::Relaxed);
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(export(uri, batching, stopped));
+        let task = tokio::spawn(export(collector, batching, stopped));
         Ok(Exporter {
             stop,
             task,
@@ -201,8 +199,7 @@ impl Exporter {
 
 /// The exporting task: sends the buffered spans every `batching.delay`, when a batch
 /// is full, and when told to stop.
-async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::Receiver<()>) {
-    let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+async fn export(mut collector: Collector, batching: Batching, mut stopped: oneshot::Receiver<()>) {
     let mut failing = false;
     let mut capacity = 0;
     loop {
@@ -213,9 +210,9 @@ async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::
         };
         // Woken by a full batch, only the full batches are sent: the few spans ended
         // since are kept for the next one (or the next tick) rather than sent in an
-        // export request of their own: a request costs the gateway the same
-        // whatever it carries (tens of thousands of instructions, in the
-        // `gateway-instructions` dumps), and that one doubled the requests sent.
+        // export request of their own: a request costs the gateway much the same
+        // whatever it carries (see `collector.rs`), and that one doubled the
+        // requests sent.
         let Some(taken) = take_pending(&mut capacity, full && !stopping) else {
             if stopping {
                 return;
@@ -228,21 +225,16 @@ async fn export(uri: axum::http::Uri, batching: Batching, mut stopped: oneshot::
             .copied()
             .chain([taken.bytes.len()])
             .collect();
-        let spans = axum::body::Bytes::from(taken.bytes);
         let mut start = 0;
         for end in ends {
-            let batch = spans.slice(start..end);
+            let batch = &taken.bytes[start..end];
             start = end;
             if batch.is_empty() {
                 continue;
             }
-            let body = Body::from_stream(futures_util::stream::iter([
-                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(request_start(
-                    batch.len(),
-                ))),
-                Ok(batch),
-            ]));
-            let outcome = tokio::time::timeout(batching.timeout, post(&client, &uri, body)).await;
+            let head = request_start(batch.len());
+            let outcome =
+                tokio::time::timeout(batching.timeout, collector.post(&[&head, batch])).await;
             let outcome = outcome.unwrap_or_else(|_| Err("timed out".to_owned()));
             // One line when the collector stops answering and one when it is back,
             // rather than one per batch.
@@ -275,30 +267,6 @@ fn take_pending(capacity: &mut usize, full_only: bool) -> Option<Pending> {
     // last span of the round.
     *capacity = (*capacity).max(pending.bytes.capacity());
     pending.take(full_only, MAX_BATCH.load(Ordering::Relaxed), *capacity)
-}
-
-/// Posts one export request; `Err` says why it was not accepted.
-async fn post(
-    client: &Client<HttpConnector, Body>,
-    uri: &axum::http::Uri,
-    body: Body,
-) -> Result<(), String> {
-    let request = axum::http::Request::post(uri.clone())
-        .header("content-type", "application/x-protobuf")
-        .body(body)
-        .map_err(|err| err.to_string())?;
-    let response = client
-        .request(request)
-        .await
-        .map_err(|err| err.to_string())?;
-    let status = response.status();
-    // Read to the end, so the connection is kept for the next batch.
-    let _ = axum::body::to_bytes(Body::new(response.into_body()), 1 << 20).await;
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(format!("the collector answered {status}"))
-    }
 }
 
 /// `Span.SpanKind` values.
@@ -902,7 +870,11 @@ mod tests {
     #[test]
     fn texts_of_every_short_length_are_written_whole() {
         let texts: Vec<String> = (0..=40)
-            .map(|len| (0..len).map(|at| char::from(b'a' + (at % 26) as u8)).collect())
+            .map(|len| {
+                (0..len)
+                    .map(|at| char::from(b'a' + (at % 26) as u8))
+                    .collect()
+            })
             .collect();
         let mut spans = Vec::new();
         for text in &texts {
