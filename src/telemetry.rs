@@ -116,8 +116,20 @@ pub fn init(
     let exporter = otlp::Exporter::start(&url, otlp::Batching::from_env())?;
     SAMPLED_BELOW.store(sampled_below(sample_ratio), Ordering::Relaxed);
     TRACING.store(true, Ordering::Relaxed);
-    tracing::info!(endpoint = %url, "exporting spans over OTLP/HTTP");
+    tracing::info!(endpoint = %without_user_info(&url), "exporting spans over OTLP/HTTP");
     Ok(Some(Tracing(exporter)))
+}
+
+/// `url` without any user information (`user:password@`), to be logged or shown.
+fn without_user_info(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
 }
 
 /// The URL spans are posted to: the endpoint's `/v1/traces`, as OTLP/HTTP's base URL
@@ -715,6 +727,19 @@ pub fn leased(job: &TraceParent, jid: &str, queue: &str, worker: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_is_shown_without_its_user_information() {
+        assert_eq!(
+            without_user_info("http://someone:secret@collector:4318/v1/traces"),
+            "http://collector:4318/v1/traces"
+        );
+        assert_eq!(
+            without_user_info("http://collector:4318/v1/traces?a=b@c"),
+            "http://collector:4318/v1/traces?a=b@c"
+        );
+        assert_eq!(without_user_info("collector:4318"), "collector:4318");
+    }
 
     #[test]
     fn traceparents_are_read_as_the_recommendation_says() {

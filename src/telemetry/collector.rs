@@ -31,17 +31,18 @@ pub(super) struct Collector {
 impl Collector {
     /// The collector at `uri` (`http://host[:port]/path`).
     pub(super) fn new(uri: &axum::http::Uri) -> Result<Collector, String> {
+        // An IPv6 host keeps its brackets, as both the address and `Host` want it.
         let host = uri.host().ok_or("the endpoint has no host")?;
-        let port = uri.port_u16().unwrap_or(80);
-        let authority = uri.authority().map_or(host, |authority| authority.as_str());
+        // `Host` names the host and any port given, never user information.
+        let host_header = match uri.port_u16() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
         let path = uri.path_and_query().map_or("/", |path| path.as_str());
         Ok(Collector {
-            address: format!(
-                "{}:{port}",
-                host.trim_start_matches('[').trim_end_matches(']')
-            ),
+            address: format!("{host}:{}", uri.port_u16().unwrap_or(80)),
             head: format!(
-                "POST {path} HTTP/1.1\r\nHost: {authority}\r\n\
+                "POST {path} HTTP/1.1\r\nHost: {host_header}\r\n\
                  Content-Type: application/x-protobuf\r\nContent-Length: "
             ),
             connection: None,
@@ -383,6 +384,26 @@ mod tests {
             *received.lock().unwrap(),
             [(0, b"first".to_vec()), (1, b"second".to_vec())]
         );
+    }
+
+    #[test]
+    fn the_address_and_host_come_from_the_endpoint_without_user_information() {
+        let collector = Collector::new(&"http://[::1]:4318/v1/traces".parse().unwrap()).unwrap();
+        assert_eq!(collector.address, "[::1]:4318");
+        assert!(
+            collector
+                .head
+                .starts_with("POST /v1/traces HTTP/1.1\r\nHost: [::1]:4318\r\n")
+        );
+        let collector = Collector::new(
+            &"http://someone:secret@collector.test/v1/traces"
+                .parse()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(collector.address, "collector.test:80");
+        assert!(collector.head.contains("\r\nHost: collector.test\r\n"));
+        assert!(!collector.head.contains("secret"));
     }
 
     #[tokio::test]

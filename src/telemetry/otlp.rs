@@ -175,7 +175,8 @@ impl Exporter {
             .filter(|uri| uri.scheme_str() == Some("http") && uri.host().is_some())
             .ok_or_else(|| {
                 format!(
-                    "--otlp-endpoint must be an http:// URL (a collector's OTLP/HTTP port): {url:?}"
+                    "--otlp-endpoint must be an http:// URL (a collector's OTLP/HTTP port): {:?}",
+                    super::without_user_info(url)
                 )
             })?;
         let collector = Collector::new(&uri)?;
