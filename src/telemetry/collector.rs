@@ -50,23 +50,30 @@ impl Collector {
     }
 
     /// Posts one export request whose body is `parts`, in order; `Err` says why it was
-    /// not accepted. A kept-alive connection the collector closed meanwhile is opened
-    /// again and the request sent once more.
+    /// not accepted. When a kept-alive connection fails (the collector closed it
+    /// meanwhile), a new one is opened and the request sent once more; a refusal is
+    /// not retried.
     pub(super) async fn post(&mut self, parts: &[&[u8]]) -> Result<(), String> {
         let reused = self.connection.is_some();
-        match self.exchange(parts).await {
+        let status = match self.exchange(parts).await {
             Err(err) if reused => {
                 tracing::debug!(error = %err, "the collector's connection failed; reconnecting");
-                self.exchange(parts).await
+                self.exchange(parts).await?
             }
-            outcome => outcome,
+            outcome => outcome?,
+        };
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(format!("the collector answered {status}"))
         }
     }
 
-    /// Sends the request and reads the answer, on the kept connection or a new one.
-    /// The connection is kept again only once its answer is read whole: a post
-    /// abandoned halfway (its timeout) leaves none behind.
-    async fn exchange(&mut self, parts: &[&[u8]]) -> Result<(), String> {
+    /// Sends the request and reads the answer, on the kept connection or a new one;
+    /// the answer's status, or why there is none. The connection is kept again only
+    /// once its answer is read whole: a post abandoned halfway (its timeout) leaves
+    /// none behind.
+    async fn exchange(&mut self, parts: &[&[u8]]) -> Result<u16, String> {
         let (mut stream, mut read) = match self.connection.take() {
             Some(connection) => connection,
             None => {
@@ -94,11 +101,7 @@ impl Collector {
             read.clear();
             self.connection = Some((stream, read));
         }
-        if (200..300).contains(&answer.status) {
-            Ok(())
-        } else {
-            Err(format!("the collector answered {}", answer.status))
-        }
+        Ok(answer.status)
     }
 }
 
@@ -170,12 +173,16 @@ async fn read_answer(stream: &mut TcpStream, read: &mut Vec<u8>) -> Result<Answe
             }
             BodyEnd::Close => {
                 // Everything up to the end of the connection is the body.
+                let mut body = read.len();
                 loop {
-                    read.clear();
-                    match read_more(stream, read).await {
-                        Ok(()) => {}
-                        Err(_) => break,
+                    if body > MAX_ANSWER {
+                        return Err("the collector's answer is too long".to_owned());
                     }
+                    read.clear();
+                    if read_more(stream, read).await.is_err() {
+                        break;
+                    }
+                    body += read.len();
                 }
                 false
             }
@@ -362,14 +369,25 @@ mod tests {
         assert_eq!(connections, [0, 0, 1]);
     }
 
+    /// A refusal is reported, not sent again, and leaves the connection usable.
     #[tokio::test]
     async fn a_refusal_is_an_error_naming_the_status() {
         let refused = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy";
-        let (url, _) = fake_collector(vec![(refused, false), (OK, false)]).await;
+        let (url, received) =
+            fake_collector(vec![(OK, false), (refused, false), (OK, false)]).await;
         let mut collector = Collector::new(&url.parse().unwrap()).unwrap();
-        let err = collector.post(&[b"spans"]).await.unwrap_err();
+        collector.post(&[b"first"]).await.unwrap();
+        let err = collector.post(&[b"second"]).await.unwrap_err();
         assert_eq!(err, "the collector answered 503");
-        collector.post(&[b"spans"]).await.unwrap();
+        collector.post(&[b"third"]).await.unwrap();
+        assert_eq!(
+            *received.lock().unwrap(),
+            [
+                (0, b"first".to_vec()),
+                (0, b"second".to_vec()),
+                (0, b"third".to_vec())
+            ]
+        );
     }
 
     /// A collector that drops a kept-alive connection between batches does not lose
