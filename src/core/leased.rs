@@ -42,9 +42,7 @@ impl Fields {
     fn next_text(&mut self) -> Result<Option<String>, Error> {
         match self.0.next() {
             None | Some(Value::Nil) => Ok(None),
-            Some(Value::BulkString(bytes)) => {
-                String::from_utf8(bytes).map(Some).map_err(Error::reply)
-            }
+            Some(Value::BulkString(bytes)) => text(bytes).map(Some),
             Some(Value::SimpleString(text)) => Ok(Some(text)),
             Some(Value::Int(n)) => Ok(Some(n.to_string())),
             Some(other) => Err(Error::reply(format!("expected a job field, got {other:?}"))),
@@ -128,6 +126,19 @@ impl Fields {
     }
 }
 
+/// A field's bytes as text. Nearly every field is ASCII, which `is_ascii` checks a word
+/// at a time, where the full UTF-8 check reads the unaligned head of each field a byte
+/// at a time: a one-job pop's fields cost about 1,710 instructions through `from_utf8`
+/// and 1,230 this way (the `gateway-instructions` dumps). Other text gets the full
+/// check.
+fn text(bytes: Vec<u8>) -> Result<String, Error> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        return Ok(unsafe { String::from_utf8_unchecked(bytes) });
+    }
+    String::from_utf8(bytes).map_err(Error::reply)
+}
+
 /// A stored JSON text read with one of the `wire` rules (the whole text: trailing
 /// bytes are an error, as they made the script's JSON unreadable).
 fn stored_json<'a, T>(
@@ -198,6 +209,19 @@ fn history_entry(stored: &str) -> Result<Option<HistoryEntry>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A field is read as text whether it is ASCII or other UTF-8; bytes that are not
+    /// UTF-8 make the reply an error.
+    #[test]
+    fn fields_are_read_as_text_only_when_they_are_utf8() {
+        assert_eq!(super::text(b"job-1".to_vec()).unwrap(), "job-1");
+        assert_eq!(
+            super::text("café ☕".as_bytes().to_vec()).unwrap(),
+            "café ☕"
+        );
+        assert!(super::text(vec![b'a', 0xff, b'b']).is_err());
+        assert!(super::text(vec![0xc3]).is_err());
+    }
 
     fn text(value: &str) -> Value {
         Value::BulkString(value.as_bytes().to_vec())
