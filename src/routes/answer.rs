@@ -5,9 +5,10 @@
 //! time: in the `gateway-instructions` dumps (`docs/benchmarks.md`) its string writer
 //! cost about 13 instructions a byte, 3,600 of a pop's 74,000, and 700 more for the
 //! 55-byte `traceparent` a traced job carries. The strings qlessd answers with (names,
-//! ids, keys, timestamps) almost never need escaping, so here a string is checked in
-//! one branch-free pass the compiler vectorizes, then copied whole; one that needs
-//! escaping is written by serde_json itself. Everything else is written as serde_json
+//! ids, keys, timestamps) almost never need escaping, so here a string is checked
+//! eight bytes at a time (each word tested at once for all three kinds of byte that
+//! need escaping), then copied whole; one that needs escaping is written by serde_json
+//! itself. Everything else is written as serde_json
 //! writes it: numbers through its `CompactFormatter`, raw JSON (`RawValue`, a job's
 //! data) as it is. The tests compare the two writers byte for byte.
 
