@@ -14,7 +14,9 @@ event loop, not reading the request; `--hz 1` keeps cron work out), with the emb
 Redis's encodings. Per checkout: put `calls` new jobs (~100-byte data), pop them one by
 one, heartbeat each, complete each, then complete `calls` jobs each with a pop of the
 next one in the same call (`pop.after`, the single-job worker's path), then put `calls`
-more and pop them 100 at a time, as JSON and (the gateway's way) as fields; `now` has a fractional part, as real clocks give.
+more and pop them 100 at a time, as JSON and (the gateway's way) as fields; then the
+single-job worker's path as the gateway groups it (`batch` invocations of 10 puts and
+10 `pop.after`s, per job); `now` has a fractional part, as real clocks give.
 Prints the mean per call (per job for the pop of 100). `--namespace NS` makes every
 call in the namespace `ql:{NS}` (one key) instead of on the plain `ql:` prefix. Lua's
 garbage collector runs in steps, so figures move by ~1 % between runs; differences
@@ -27,6 +29,10 @@ import socket
 import subprocess
 import tempfile
 import time
+
+# Calls of each kind in one `batch` of the grouped phase (the gateway groups 14-21 calls
+# per invocation on the single-job worker path at full speed).
+GROUP = 10
 
 FILES = ["base", "config", "job", "queue", "recurring", "worker", "extra", "throttle", "api"]
 
@@ -159,6 +165,30 @@ def measure(checkout, calls, namespace=None):
         q("put", f"{now + 600:.3f}", "", "fields", f"f-{i}", "bench.Job", payload(i), "0")
     phase("pop fields (100), per job", calls // 100,
           lambda i: q("pop", f"{now + 700 + i:.3f}", "fields", "w", "100", "fields"), per=100)
+    # The single-job HTTP worker's path as the gateway's group commit sends it: one
+    # `batch` of GROUP puts and GROUP completions that each lease the next job
+    # (`pop.after 1`), one worker per lane; per job.
+    lanes = GROUP
+    for i in range(lanes):
+        q("put", f"{now + 800:.3f}", "", "group", f"g-{i}", "bench.Job", payload(i), "0")
+    held = [q("pop", f"{now + 801:.3f}", "group", f"w-{k}", "1", "fields")[0].decode()
+            for k in range(lanes)]
+    made = [lanes]
+
+    def group(i):
+        at = f"{now + 900 + i * 0.001:.3f}"
+        args = []
+        for k in range(lanes):
+            args += ["put", "6", "", "group", f"g-{made[0]}", "bench.Job", payload(made[0]), "0"]
+            made[0] += 1
+        for k in range(lanes):
+            args += ["pop.after", "7", "1", "complete", "4", held[k], f"w-{k}", "group", "{}"]
+        replies = q("batch", at, *args)
+        for k in range(lanes):
+            reply = replies[lanes + k]
+            assert reply[0] == b"complete", reply
+            held[k] = reply[2][0].decode()
+    phase("grouped put + complete/pop, per job", calls // GROUP, group, per=GROUP)
     redis.close()
     return rows
 

@@ -187,26 +187,38 @@ local function command(name)
           for k, err in pairs(Qless.stats_flush(now)) do failed[k] = err end
         end
         Qless.stats_defer()
+        Qless.SEEN = true
+        Qless.seen()   -- (starts the memo empty)
       end
       for k = 1, #calls / 2 do
         local handler, args = calls[2 * k - 1], calls[2 * k]
         if collect then
-          if args[1] == 'stats' then
+          local sub = args[1]
+          if sub == 'stats' then
             flush()
             Qless.stats_defer()
           end
           Qless.stats_call(k)
+          -- Only the worker's hot commands keep what the calls before them learnt.
+          if sub ~= 'put' and sub ~= 'pop.after' and sub ~= 'complete' and sub ~= 'pop' and
+              sub ~= 'heartbeat' then
+            Qless.seen()
+          end
         end
         local ok, result = pcall(handler, now, args)
         if not ok then
           result = { err = error_text(result) }
           any = true
+          -- (A call fails before its first write, but a write Redis refuses midway,
+          -- out of memory say, may leave what the memo holds out of date.)
+          Qless.seen()
         elseif result == nil then
           result = false
         end
         replies[k] = result
       end
       if collect then
+        Qless.SEEN = false
         flush()
         for k, err in pairs(failed) do
           replies[k] = { err = error_text(err) }
@@ -251,13 +263,19 @@ local function command(name)
       local calls = batch_calls(A, 4, 'PopAfter')
       local first = calls[2]
       local sub, queue, worker = first[1], nil, nil
+      local hot = true
       for k = 1, #calls, 2 do
         local name = calls[k + 1][1]
-        if name ~= 'complete' and name ~= 'fail' and name ~= 'retry' then
-          Qless.raise('QL_ARG', 'PopAfter', 'Call ' .. ((k + 1) / 2) ..
-            ' must be complete, fail or retry: ' .. name)
+        if name ~= 'complete' then
+          if name ~= 'fail' and name ~= 'retry' then
+            Qless.raise('QL_ARG', 'PopAfter', 'Call ' .. ((k + 1) / 2) ..
+              ' must be complete, fail or retry: ' .. name)
+          end
+          hot = false
         end
       end
+      -- (fail and retry are not among the hot commands that keep the batch's memo.)
+      if not hot then Qless.seen() end
       if sub == 'retry' then
         worker = first[5]
       else

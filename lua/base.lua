@@ -86,6 +86,21 @@ Qless = setmetatable({
   -- calls of a batch share `now`, so they share the day bin too. false otherwise.
   STATS = false,
 
+  -- While a `batch` runs: what its calls learnt of keys that only other commands
+  -- write, so that the next calls of the same kind skip the read (a group of puts and
+  -- completions reads the same options and sets again and again). Kept only across
+  -- the worker's hot commands (put, pop, pop.after, complete, heartbeat): any other
+  -- call, and any rarer branch of those that writes such a key, starts it over (see
+  -- Qless.seen). Fields: `pop`, `done` (per queue: the options pop / complete read),
+  -- `queues` (per queue: in ql:queues), `due` (per queue: the expiry pop last put in
+  -- `P due`, which only ZADD LT touches during the batch), `probe` (per queue: no
+  -- pause, throttle, recurring or scheduled job to look at), `locks` (per queue: no
+  -- lock expired at `now`), `tracked` (whether ql:tracked exists) and `completed` (the
+  -- completed set's size and oldest score). Whatever schedules a job or a spawn, or
+  -- takes a lock that has already expired, calls Qless.due or starts the memo over.
+  -- false outside a batch, where each call reads for itself.
+  SEEN = false,
+
   -- The queues in which this invocation made jobs available to pop, in order, each
   -- once (a queue is also a key of the table, whose value is how many jobs). Filled by
   -- Qless.available, lowered by pop for the jobs it leased itself, and published on
@@ -677,6 +692,15 @@ Qless = setmetatable({
       end
     end
 
+  elseif name == 'seen' then
+    -- Inside a batch, forgets what the calls so far learnt (see SEEN): called before
+    -- anything that may write what it holds.
+    return function()
+      if Qless.SEEN then
+        Qless.SEEN = { pop = {}, done = {}, queues = {}, due = {}, probe = {}, locks = {} }
+      end
+    end
+
   elseif name == 'stats_defer' then
     -- Starts collecting samples instead of writing them (see STATS).
     return function()
@@ -766,6 +790,9 @@ Qless = setmetatable({
     -- (ZADD LT never raises it), so `sweep` visits only the queues that are due.
     return function(queue, at)
       redis.call('zadd', Qless.P .. 'due', 'LT', at, queue)
+      -- Something was scheduled (or a lock given grace): a batch's memo of what pop
+      -- need not look at is out of date.
+      Qless.seen()
     end
 
   elseif name == 'lock_lost_event' then

@@ -46,6 +46,9 @@ function job_factory(name)
         end
         expires = math.floor(expires)
       end
+      -- A lock that expires at once (no heartbeat) is due to the next pop of a batch.
+      local seen = Qless.SEEN
+      if seen and not (now + hb > now) then seen.locks[queue] = nil end
       -- (`worker` is not rewritten: it was just checked to be this worker.)
       if data then
         redis.call('hset', key, 'expires', eargs, 'data', data)
@@ -94,8 +97,13 @@ function job_factory(name)
       end
       Qless.NOWT = Qless.NOWT or string.format('%.20f', now)
 
-      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history', 'jobs-history',
-        'jobs-history-count', queue .. '-max-concurrency')
+      local seen = Qless.SEEN
+      local cfg = seen and seen.done[queue]
+      if not cfg then
+        cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history', 'jobs-history',
+          'jobs-history-count', queue .. '-max-concurrency')
+        if seen then seen.done[queue] = cfg end
+      end
       local cap = math.floor(tonumber(cfg[1]) or 100)   -- Qless.history_cap, inline
       local when = Qless.NOWF
       -- A compact history (put and popped, see history_legacy) takes the done entry in
@@ -181,16 +189,34 @@ function job_factory(name)
         redis.call('hset', key, 'time', Qless.NOWT, 'state', 'complete', 'worker', '',
           'failure', '{}', 'queue', '', 'expires', '0', 'remaining', retries)
       end
-      redis.call('zadd', Qless.P .. 'completed', Qless.NOWS, jid)
-      -- The purge of old completed jobs (spec 6.8). Its checks, here, cost two calls
-      -- when nothing is due: the oldest entry's score, and the count.
       local ckey = Qless.P .. 'completed'
+      local added = redis.call('zadd', ckey, Qless.NOWS, jid)
+      -- The purge of old completed jobs (spec 6.8). Its checks, here, cost two calls
+      -- when nothing is due: the oldest entry's score, and the count. Within a batch,
+      -- a completion after another knows both: nothing but the completions' ZADDs
+      -- wrote the set since (each new member scored now), unless a ZADD only moved a
+      -- member (added 0).
       local cutoff = now - (cfg[2] and tonumber(cfg[2]) or 604800)
       local keep = cfg[3] and math.floor(tonumber(cfg[3]) or 50000) or 50000
-      local oldest = redis.call('zrange', ckey, '0', '0', 'WITHSCORES')
-      local aged = oldest[2] and tonumber(oldest[2]) <= cutoff
-      if aged or redis.call('zcard', ckey) > keep then
+      seen = Qless.SEEN
+      local known = seen and added == 1 and seen.completed
+      local oldest, count
+      if known then
+        oldest, count = known.oldest, known.count + 1
+        if now < oldest then oldest = now end
+      else
+        local first = redis.call('zrange', ckey, '0', '0', 'WITHSCORES')
+        oldest = first[2] and tonumber(first[2])
+      end
+      local aged = oldest and oldest <= cutoff
+      if not aged and not count then count = redis.call('zcard', ckey) end
+      if aged or count > keep then
         Qless.Job.purge(cutoff, keep, aged)
+        if seen then seen.completed = nil end
+      elseif known then
+        known.oldest, known.count = oldest, count
+      elseif seen then
+        seen.completed = { oldest = oldest, count = count }
       end
       if linked then Qless.Job.release(now, jid) end
       return 'complete'

@@ -36,14 +36,24 @@ function queue_factory(name)
       local distinct, index, cfg, probed
       local done = {}        -- per distinct queue: which upkeep is known to be done
       local qkeys = {}       -- per distinct queue: P .. 'q:' .. queue
+      local seen = Qless.SEEN
       if #queues == 1 then
         local q = queues[1]
         local qkey = P .. 'q:' .. q
         distinct, index, qkeys[1] = { q }, { [q] = 1 }, qkey
-        cfg = call('hmget', P .. 'config', 'heartbeat', 'grace-period', 'max-job-history',
-          q .. '-heartbeat', q .. '-max-concurrency')
-        probed = call('exists', P .. 'paused_queues', P .. 'throttles', qkey .. '-recur',
-          qkey .. '-scheduled')
+        cfg = seen and seen.pop[q]
+        if not cfg then
+          cfg = call('hmget', P .. 'config', 'heartbeat', 'grace-period', 'max-job-history',
+            q .. '-heartbeat', q .. '-max-concurrency')
+          if seen then seen.pop[q] = cfg end
+        end
+        if seen and seen.probe[q] then
+          probed = 0
+        else
+          probed = call('exists', P .. 'paused_queues', P .. 'throttles', qkey .. '-recur',
+            qkey .. '-scheduled')
+          if seen and probed == 0 then seen.probe[q] = true end
+        end
       else
         distinct, index = {}, {}
         local fields = { 'heartbeat', 'grace-period', 'max-job-history' }
@@ -116,6 +126,7 @@ function queue_factory(name)
           local handed = 0   -- how many of jids were taken over from expired locks
           if want > 0 then
             local limit = want == 1 and '1' or format('%d', want)
+            if not st.locks and seen and seen.locks[q] then st.locks = true end
             if not st.locks then
               local due = call('zrangebyscore', qkey .. '-locks', '-inf', Qless.NOWS, 'LIMIT', '0',
                 limit)
@@ -124,7 +135,11 @@ function queue_factory(name)
                 handed = #jids
                 st.sched = nil
               end
-              if #due < want then st.locks = true end
+              if #due < want then
+                st.locks = true
+                seen = Qless.SEEN   -- (invalidate_locks may have started it over)
+                if seen then seen.locks[q] = true end
+              end
             end
             local more = want - #jids
             if more > 0 then
@@ -188,6 +203,9 @@ function queue_factory(name)
             end
             local eq = cjson.encode(q)
             Qless.NOWT = Qless.NOWT or format('%.20f', now)
+            -- A lock that expires at once (no heartbeat) is due to the next pop.
+            seen = Qless.SEEN
+            if seen and not (now + hb > now) then seen.locks[q] = nil end
             local locks = {}
             local qwaits = waits[k] or {}
             waits[k] = qwaits
@@ -250,8 +268,12 @@ function queue_factory(name)
             else
               Qless.batch('zadd', qkey .. '-locks', locks)
             end
-            -- The sweeper visits the queue when its earliest lock expires.
-            if got > 0 then call('zadd', P .. 'due', 'LT', eargs, q) end
+            -- The sweeper visits the queue when its earliest lock expires. (Within a
+            -- batch, a pop that leased with the same expiry before has done this.)
+            if got > 0 and not (seen and seen.due[q] == eargs) then
+              call('zadd', P .. 'due', 'LT', eargs, q)
+              if seen then seen.due[q] = eargs end
+            end
             -- Jobs taken over from expired locks are not in -work, but are removed from it
             -- as any leased job is (ZPOPMAX removed the others).
             if handed > 0 then
@@ -368,6 +390,8 @@ function queue_factory(name)
       if redis.call('exists', key) == 1 then
         old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
           'retries', 'tags', 'failure', 'history', 'throttles')
+        -- Moving an existing job may touch what a batch's memo holds (ql:completed).
+        Qless.seen()
       end
       local exists = old[1]
       local ostate, oqueue, oworker = old[2], old[3], old[4]
@@ -527,9 +551,24 @@ function queue_factory(name)
           'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
           'retries', rarg, 'remaining', rarg, 'time', Qless.NOWT)
       end
-      -- 12, 13. Register the queue; tell trackers.
-      redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, queue)
-      if redis.call('zscore', Qless.P .. 'tracked', jid) then
+      -- 12, 13. Register the queue; tell trackers. (Within a batch, once per queue,
+      -- and the ZSCORE only while some job is tracked.)
+      local seen = Qless.SEEN
+      if not seen then
+        redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, queue)
+        if redis.call('zscore', Qless.P .. 'tracked', jid) then
+          redis.call(Qless.PUBLISH, Qless.P .. 'put', jid)
+        end
+        return jid
+      end
+      if not seen.queues[queue] then
+        redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, queue)
+        seen.queues[queue] = true
+      end
+      if seen.tracked == nil then
+        seen.tracked = redis.call('exists', Qless.P .. 'tracked') == 1
+      end
+      if seen.tracked and redis.call('zscore', Qless.P .. 'tracked', jid) then
         redis.call(Qless.PUBLISH, Qless.P .. 'put', jid)
       end
       return jid

@@ -4,7 +4,7 @@
 use qlessd::core::{BATCH_CALLS, Qless};
 use redis::Value;
 
-use super::jobs::{get, job, pop, put, start, state, strs};
+use super::jobs::{complete, config, get, job, pop, put, start, state, strs};
 use super::malformed::{seed, snapshot};
 use crate::support::RedisServer;
 
@@ -305,4 +305,179 @@ async fn redis_lost_mid_batch_keeps_the_results_of_the_calls_already_run() {
         return;
     }
     panic!("the kill never landed part-way through the batch");
+}
+
+/// Every key's type and contents in an order-free form (hash fields, set members and
+/// zset members sorted): two databases that hold the same data compare equal however
+/// their writes were spread over invocations.
+fn contents(redis: &RedisServer) -> std::collections::BTreeMap<String, String> {
+    let mut conn = redis.client().get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.into_iter()
+        .map(|key| {
+            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).unwrap();
+            let mut items: Vec<String> = match kind.as_str() {
+                "hash" => redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query::<Vec<(String, String)>>(&mut conn)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+                "zset" => redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query::<Vec<(String, String)>>(&mut conn)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(m, s)| format!("{m}@{s}"))
+                    .collect(),
+                "set" => redis::cmd("SMEMBERS").arg(&key).query(&mut conn).unwrap(),
+                "list" => redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .query(&mut conn)
+                    .unwrap(),
+                _ => vec![redis::cmd("GET").arg(&key).query(&mut conn).unwrap()],
+            };
+            if kind != "list" {
+                items.sort();
+            }
+            (key, format!("{kind} {items:?}"))
+        })
+        .collect()
+}
+
+/// The state both runs of the memo test start from: `a1`..`a6` running (worker `wN`
+/// has `aN`), `a7`, `a8` and `y` waiting, `d` waiting on `a7` then on a delay, `f`
+/// complete, at most 3 completed jobs kept.
+async fn running_and_waiting(qless: &Qless) {
+    config(qless, "jobs-history-count", "3").await;
+    for i in 1..=8 {
+        put(qless, f64::from(i), "q", &format!("a{i}")).await;
+    }
+    for i in 1..=6 {
+        let leased = pop(qless, 9.0, "q", &format!("w{i}"), 1).await;
+        assert_eq!(leased, [format!("a{i}")]);
+    }
+    put(qless, 9.0, "side", "f").await;
+    assert_eq!(pop(qless, 9.0, "side", "wf", 1).await, ["f"]);
+    complete(qless, 9.0, "f", "wf", "side").await;
+    put(qless, 9.0, "q", "y").await;
+    // d waits on a7, then for its delay (long past once a7 completes).
+    let mut d = job("q", "d");
+    d.depends = Some(strs(&["a7"]));
+    d.delay = 5.0;
+    qless.put(9.0, d).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_batch_leaves_the_same_data_and_events_as_its_calls_made_one_by_one() {
+    // Within a batch, the hot commands skip reads of what calls before them learnt
+    // (options, the completed set's size, registered queues...): the calls between
+    // them here write each of those, and the batch must still do exactly what the
+    // calls do one by one.
+    let calls: Vec<(&'static str, Vec<String>)> = vec![
+        ("put", strs(&["", "q", "n1", "K", "{}", "0"])),
+        (
+            "pop.after",
+            strs(&["1", "complete", "4", "a1", "w1", "q", "{}"]),
+        ),
+        ("complete", strs(&["a2", "w2", "q", "{}"])),
+        // A completed job put again leaves the completed set.
+        ("put", strs(&["", "q", "a2", "K", "{}", "0"])),
+        ("complete", strs(&["a3", "w3", "q", "{}"])),
+        ("complete", strs(&["missing", "w3", "q", "{}"])),
+        // y tracked, then gone but still tracked: its next put is announced.
+        ("track", strs(&["track", "y"])),
+        ("cancel", strs(&["y"])),
+        ("put", strs(&["", "q", "y", "K", "{}", "0"])),
+        ("config.set", strs(&["q-heartbeat", "30"])),
+        (
+            "pop.after",
+            strs(&["1", "complete", "4", "a4", "w4", "q", "{}"]),
+        ),
+        ("config.set", strs(&["jobs-history-count", "1"])),
+        ("complete", strs(&["a5", "w5", "q", "{}"])),
+        (
+            "pop.after",
+            strs(&["1", "fail", "5", "a6", "w6", "g", "m", "{}"]),
+        ),
+        ("queue.forget", strs(&["q"])),
+        ("put", strs(&["", "q", "n2", "K", "{}", "0"])),
+        ("sweep", strs(&[])),
+        ("config.set", strs(&["q-heartbeat", "60"])),
+        ("pop", strs(&["q", "w7", "1", "fields"])),
+        // Releases d into -scheduled, already due: the next pop promotes it.
+        ("complete", strs(&["a7", "w1", "q", "{}"])),
+        ("pop", strs(&["q", "w8", "1", "fields"])),
+        // Leases that expire at once: the next pop finds the lock expired.
+        ("config.set", strs(&["q-heartbeat", "0"])),
+        ("pop", strs(&["q", "w9", "1", "fields"])),
+        ("pop", strs(&["q", "w10", "1", "fields"])),
+        ("pop", strs(&["q", "w11", "1", "fields"])),
+    ];
+
+    let (one_by_one, alone) = start().await;
+    running_and_waiting(&alone).await;
+    let mut alone_events = super::events::Listener::start(&one_by_one, "ql:*", "ql:end").await;
+    let mut expected = Vec::new();
+    for (command, args) in &calls {
+        expected.push(
+            alone
+                .call(command, 20.0, args)
+                .await
+                .map_err(|e| e.to_string()),
+        );
+    }
+
+    let (batched, together) = start().await;
+    running_and_waiting(&together).await;
+    let mut together_events = super::events::Listener::start(&batched, "ql:*", "ql:end").await;
+    let borrowed: Vec<(&str, Vec<&str>)> = calls
+        .iter()
+        .map(|(command, args)| (*command, args.iter().map(String::as_str).collect()))
+        .collect();
+    let as_slices: Vec<(&str, &[&str])> = borrowed
+        .iter()
+        .map(|(command, args)| (*command, args.as_slice()))
+        .collect();
+    let replies = batch(&together, 20.0, &as_slices).await;
+
+    assert_eq!(replies.len(), expected.len());
+    for ((reply, alone), (command, _)) in replies.iter().zip(&expected).zip(&calls) {
+        match alone {
+            Ok(value) => assert_eq!(reply, value, "{command}"),
+            Err(_) => assert!(
+                matches!(reply, Value::ServerError(_)),
+                "{command}: {reply:?}"
+            ),
+        }
+    }
+    let events = together_events.drain().await;
+    assert_eq!(events, alone_events.drain().await);
+    assert!(
+        events.contains(&("ql:put".to_owned(), "y".to_owned())),
+        "the tracked job's put is announced: {events:?}"
+    );
+    let data = contents(&batched);
+    assert_eq!(data, contents(&one_by_one));
+    // What the calls between the hot ones changed took effect within the batch.
+    assert_eq!(
+        data["ql:completed"].matches('@').count(),
+        1,
+        "{}",
+        data["ql:completed"]
+    );
+    assert!(data["ql:queues"].contains("q@"), "{}", data["ql:queues"]);
+    assert_eq!(state(&together, "d").await, "running");
+    assert!(
+        events
+            .iter()
+            .any(|(channel, payload)| channel == "ql:w:w9" && payload.contains("lock_lost")),
+        "w9's lease expired at once and was noticed: {events:?}"
+    );
 }
