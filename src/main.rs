@@ -11,13 +11,32 @@ use qlessd::{auth, core, healthcheck, server, telemetry};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let settings = Settings::parse();
     if settings.print_lua {
         print!("{}", core::script::SOURCE);
         return std::process::ExitCode::SUCCESS;
     }
+    // The server on `--threads` threads; a subcommand makes one request at most.
+    let runtime = match settings.command {
+        None => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(settings.threads())
+            .enable_all()
+            .build(),
+        Some(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    };
+    match runtime {
+        Ok(runtime) => runtime.block_on(run(settings)),
+        Err(err) => {
+            eprintln!("qlessd: cannot start the runtime: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(settings: Settings) -> std::process::ExitCode {
     let outcome = match &settings.command {
         Some(Command::Healthcheck(args)) => healthcheck::run(settings.listen, args).await,
         Some(Command::Token(args)) => match auth::new_token(args) {

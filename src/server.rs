@@ -404,6 +404,7 @@ async fn serve_with(
         listen = %settings.listen,
         redis = %crate::core::redacted(&url),
         namespaces = ?served_namespaces,
+        threads = settings.threads(),
         "qlessd is serving"
     );
     let running = namespaces.running.clone();

@@ -80,6 +80,15 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub group_calls: u32,
 
+    /// Threads serving requests. Unset: one per CPU core, less one when Redis runs on
+    /// this machine (embedded, a `unix://` socket or a loopback address), which then
+    /// needs a core of its own: a gateway thread more would only take turns with Redis
+    /// and wake its siblings across cores for every call (a single-job worker's
+    /// requests cost the gateway a fifth less CPU on two cores with one thread than
+    /// with two, `docs/benchmarks.md`). At least 1.
+    #[arg(long, env = "QLESSD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+
     /// How long opening a Redis connection may take (finding the primary,
     /// connecting, TLS, AUTH) before the requests waiting for it get a 503
     /// (milliseconds).
@@ -254,6 +263,20 @@ pub struct TokenArgs {
 }
 
 impl Settings {
+    /// How many threads serve requests (`--threads`, else one per core, less one for a
+    /// Redis on the same machine).
+    pub fn threads(&self) -> usize {
+        if let Some(threads) = self.threads {
+            return usize::from(threads);
+        }
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        if redis_is_local(self.redis_url.as_deref()) {
+            cores.saturating_sub(1).max(1)
+        } else {
+            cores
+        }
+    }
+
     /// The per-request deadline.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout)
@@ -264,6 +287,36 @@ impl Settings {
         let mut settings = Settings::parse_from(["qlessd"]);
         settings.redis_url = Some(url.into());
         settings
+    }
+}
+
+/// Whether the Redis of `url` runs on this machine: embedded (no URL), a Unix socket, or
+/// a single host that is a loopback address. Sentinel and Cluster URLs name several
+/// hosts and count as remote.
+fn redis_is_local(url: Option<&str>) -> bool {
+    let Some(url) = url else {
+        return true;
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    match scheme {
+        "unix" | "redis+unix" => true,
+        "redis" | "rediss" => {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let host_port = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            let host = match host_port.strip_prefix('[') {
+                Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
+                None => host_port.split(':').next().unwrap_or(""),
+            };
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        _ => false,
     }
 }
 
@@ -350,6 +403,46 @@ pub(crate) fn parse_token_name(raw: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redis_on_this_machine_is_told_apart_from_a_remote_one() {
+        for local in [
+            None,
+            Some("unix:///run/redis.sock"),
+            Some("redis://127.0.0.1:6379/0"),
+            Some("redis://localhost"),
+            Some("rediss://user:secret@127.0.0.2:6380"),
+            Some("redis://[::1]:6379"),
+        ] {
+            assert!(redis_is_local(local), "{local:?}");
+        }
+        for remote in [
+            Some("redis://redis.internal:6379"),
+            Some("redis://10.0.0.5"),
+            Some("redis://localhost.example.com"),
+            Some("redis://[2001:db8::1]:6379"),
+            Some("redis+sentinel://127.0.0.1:26379/mymaster"),
+            Some("redis+cluster://127.0.0.1:7000"),
+            Some("not a url"),
+        ] {
+            assert!(!redis_is_local(remote), "{remote:?}");
+        }
+    }
+
+    #[test]
+    fn threads_leave_a_core_to_a_local_redis_unless_told() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let local = Settings::for_redis("unix:///tmp/redis.sock");
+        assert_eq!(local.threads(), cores.saturating_sub(1).max(1));
+        let remote = Settings::for_redis("redis://redis.internal:6379");
+        assert_eq!(remote.threads(), cores);
+        let mut told = Settings::for_redis("unix:///tmp/redis.sock");
+        told.threads = Some(7);
+        assert_eq!(told.threads(), 7);
+        let parsed = Settings::try_parse_from(["qlessd", "--threads", "3"]).unwrap();
+        assert_eq!(parsed.threads, Some(3));
+        assert!(Settings::try_parse_from(["qlessd", "--threads", "0"]).is_err());
+    }
 
     #[test]
     fn namespaces_that_would_break_the_key_layout_are_refused() {
