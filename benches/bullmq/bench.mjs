@@ -7,7 +7,7 @@
 //     cargo build --release            # the qlessd measured (or --qlessd <path>)
 //     node benches/bullmq/bench.mjs [--jobs 20000] [--warmup 5000] [--rounds 3] [--lanes 50]
 //                                   [--qlessd target/release/qlessd] [--only a,b]
-//                                   [--client undici|http]
+//                                   [--client dispatch|undici|http]
 //
 // Four runs per round (names for --only):
 // * `bullmq`: producer `queue.add` (one job per call), one `Worker` with concurrency
@@ -19,8 +19,9 @@
 // * `qlessd-batch`: producer `POST /v1/queues/q/jobs/batch` with 10 jobs; each worker
 //   lane pops 10, then completes them with one `POST /v1/jobs/complete` carrying
 //   `"pop": {"count": 10, "wait": 1}` (one request per 10 jobs).
-// The HTTP workers use undici (the client behind Node's `fetch`; `--client http` for
-// `node:http`), one keep-alive connection per lane.
+// The HTTP workers use undici (the client behind Node's `fetch`) through its callback
+// interface `dispatch` (`--client undici` for its `request`, which wraps each response
+// in a stream; `--client http` for `node:http`), one keep-alive connection per lane.
 //
 // Each run first puts `--warmup` jobs through, untimed (connections open, the clients'
 // JIT warm, gateway and Redis past their first requests). The clock starts when the
@@ -71,7 +72,7 @@ function options(argv) {
     lanes: 50,
     qlessd: resolve(HERE, "../../target/release/qlessd"),
     only: SYSTEMS,
-    client: "undici",
+    client: "dispatch",
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i].replace(/^--/, ""), argv[i + 1]];
@@ -144,6 +145,44 @@ async function undiciClient(base, lanes) {
   };
 }
 
+/**
+ * The same over undici's `dispatch`, the callback interface its `request` is built on:
+ * the response's bytes are collected in callbacks, without a stream object per
+ * response (Node's streams cost more CPU per request than the parsing itself). What a
+ * worker library would use on its hot path; `--client undici` keeps `request`.
+ */
+async function dispatchClient(base, lanes) {
+  const { Pool } = await import("undici");
+  const pool = new Pool(base, { connections: lanes });
+  const headers = { "content-type": "application/json" };
+  return (method, path, body) =>
+    new Promise((resolve, reject) => {
+      const text = body === undefined ? "" : JSON.stringify(body);
+      let status = 0;
+      const chunks = [];
+      pool.dispatch(
+        { method, path, headers, body: text },
+        {
+          onRequestStart() {},
+          onResponseStart(_controller, statusCode) {
+            status = statusCode;
+          },
+          onResponseData(_controller, chunk) {
+            chunks.push(chunk);
+          },
+          onResponseEnd() {
+            const reply = chunks.length === 1 ? chunks[0].toString() : Buffer.concat(chunks).toString();
+            if (status >= 300) reject(new Error(`${method} ${path}: ${status} ${reply}`));
+            else resolve(reply ? JSON.parse(reply) : null);
+          },
+          onResponseError(_controller, err) {
+            reject(err);
+          },
+        },
+      );
+    });
+}
+
 async function role(o) {
   const send = (m) => process.send(m);
   const message = (name) => new Promise((resolve) => process.on("message", (m) => m === name && resolve()));
@@ -199,7 +238,12 @@ async function role(o) {
     return;
   }
 
-  const call = o.client === "http" ? qlessdClient(o.target, lanes) : await undiciClient(o.target, lanes);
+  const call =
+    o.client === "http"
+      ? qlessdClient(o.target, lanes)
+      : o.client === "dispatch"
+        ? await dispatchClient(o.target, lanes)
+        : await undiciClient(o.target, lanes);
   if (o.role === "producer") {
     await produce((batch) =>
       bulk === 1
