@@ -28,7 +28,12 @@ fn main() -> std::process::ExitCode {
             .build(),
     };
     match runtime {
-        Ok(runtime) => runtime.block_on(run(settings)),
+        Ok(runtime) => {
+            let code = runtime.block_on(run(settings));
+            // Log lines wait in a buffer for a few milliseconds: out with them first.
+            telemetry::flush_log();
+            code
+        }
         Err(err) => {
             eprintln!("qlessd: cannot start the runtime: {err}");
             std::process::ExitCode::FAILURE

@@ -1,5 +1,5 @@
 //! Logging and tracing setup: text or JSON log lines, filtered by `RUST_LOG` (default
-//! `info`), and, with `--otlp-endpoint`, OpenTelemetry spans exported over OTLP/HTTP
+//! `info`) and written to stdout by a thread of their own (`log_writer.rs`), and, with `--otlp-endpoint`, OpenTelemetry spans exported over OTLP/HTTP
 //! (protobuf): one per request and a child per script call.
 //!
 //! The spans are not `tracing` spans: a request made two of those through
@@ -27,7 +27,10 @@
 //! that trace, so a job's whole life reads as one trace.
 
 mod collector;
+mod log_writer;
 mod otlp;
+
+pub use log_writer::flush as flush_log;
 
 use std::cell::{Cell, RefCell};
 use std::io::IsTerminal;
@@ -100,11 +103,13 @@ pub fn init(
     let log = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .fmt_fields(crate::log_fields::TextFields)
+            .with_writer(log_writer::LogWriter::stdout())
             .with_ansi(colour)
             .with_filter(filter)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
+            .with_writer(log_writer::LogWriter::stdout())
             .with_filter(filter)
             .boxed(),
     };
