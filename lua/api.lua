@@ -211,7 +211,7 @@ local function command(name)
           any = true
           -- (A call fails before its first write, but a write Redis refuses midway,
           -- out of memory say, may leave what the memo holds out of date.)
-          Qless.seen()
+          if Qless.SEEN then Qless.seen() end
         elseif result == nil then
           result = false
         end
@@ -275,7 +275,7 @@ local function command(name)
         end
       end
       -- (fail and retry are not among the hot commands that keep the batch's memo.)
-      if not hot then Qless.seen() end
+      if not hot and Qless.SEEN then Qless.seen() end
       if sub == 'retry' then
         worker = first[5]
       else

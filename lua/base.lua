@@ -791,8 +791,9 @@ Qless = setmetatable({
     return function(queue, at)
       redis.call('zadd', Qless.P .. 'due', 'LT', at, queue)
       -- Something was scheduled (or a lock given grace): a batch's memo of what pop
-      -- need not look at is out of date.
-      Qless.seen()
+      -- need not look at is out of date. (Outside a batch there is none: the method
+      -- is not even built.)
+      if Qless.SEEN then Qless.seen() end
     end
 
   elseif name == 'lock_lost_event' then

@@ -391,7 +391,7 @@ function queue_factory(name)
         old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
           'retries', 'tags', 'failure', 'history', 'throttles')
         -- Moving an existing job may touch what a batch's memo holds (ql:completed).
-        Qless.seen()
+        if Qless.SEEN then Qless.seen() end
       end
       local exists = old[1]
       local ostate, oqueue, oworker = old[2], old[3], old[4]
