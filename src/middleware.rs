@@ -374,7 +374,8 @@ fn log_access(
         %method,
         route,
         status,
-        latency_ms = took.as_secs_f64() * 1000.0,
+        // Whole microseconds: `0.51`, not `0.5098929999999999`.
+        latency_ms = took.as_micros() as f64 / 1000.0,
         id = id.to_str().unwrap_or("-"),
         bytes,
         token = token.as_deref(),

@@ -288,6 +288,15 @@ async fn every_request_leaves_one_access_log_line_with_its_route_status_and_id()
     assert_eq!(fields(2)["status"], 404, "{text}");
     assert!(fields(1)["bytes"].as_u64().unwrap() > 0, "{text}");
     assert!(fields(1)["latency_ms"].as_f64().is_some(), "{text}");
+    // Whole microseconds, written as such (not 0.5098929999999999).
+    assert!(
+        fields(1)["latency_ms"]
+            .to_string()
+            .split('.')
+            .nth(1)
+            .is_none_or(|d| d.len() <= 3),
+        "{text}"
+    );
     assert_eq!(
         fields(1)["id"],
         fetched.headers["x-request-id"].to_str().unwrap(),
