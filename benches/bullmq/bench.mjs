@@ -31,7 +31,8 @@
 // last completion late when that completion also long-polls for a next job. The
 // producer works meanwhile, as in production. CPU per job over the timed part: Redis's
 // from `INFO cpu` (user + sys), the gateway's and the two client processes' from /proc.
-// Printed: each run, then the medians per system and the ratios qlessd / BullMQ.
+// Printed: each run, then the medians per system and the ratios qlessd / BullMQ, of
+// the medians and (steadier on a shared machine) each round's, with their median.
 // BENCH_TIMELINE=1 prints the completed count every 100 ms.
 //
 // With BENCH_CALLGRIND=<dir>, each run's redis-server runs under valgrind's callgrind
@@ -569,6 +570,23 @@ async function main() {
       `qlessd-batch vs bullmq (single adds): ${fmt(med["qlessd-batch"].rate / med.bullmq.rate, 2)}x jobs/s, ` +
         `${fmt(med["qlessd-batch"].redisUs / med.bullmq.redisUs, 2)}x Redis CPU per job`,
     );
+  }
+  // The ratio of each round's two runs, taken minutes apart at most: on a shared
+  // machine whose speed drifts, steadier than the ratio of medians taken over the
+  // whole pass.
+  const perRound = (s, key) => {
+    const ratios = results[s].map((r, i) => r[key] / results[base[s]][i]?.[key]).filter(Number.isFinite);
+    const sorted = [...ratios].sort((a, b) => a - b);
+    return ratios.length
+      ? `${fmt(median(ratios), 2)} (${fmt(sorted[0], 2)}-${fmt(sorted[sorted.length - 1], 2)})`
+      : "-";
+  };
+  const compared = systems.filter((s) => s.startsWith("qlessd") && results[base[s]]);
+  if (compared.length) {
+    console.log("\nper round, median (min-max)   x BullMQ jobs/s      x BullMQ redis CPU");
+    for (const s of compared) {
+      console.log(`${s.padEnd(28)} ${perRound(s, "rate").padStart(17)}   ${perRound(s, "redisUs").padStart(20)}`);
+    }
   }
 }
 
