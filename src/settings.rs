@@ -270,7 +270,7 @@ impl Settings {
             return usize::from(threads);
         }
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        if redis_is_local(self.redis_url.as_deref()) {
+        if crate::core::is_local(self.redis_url.as_deref()) {
             cores.saturating_sub(1).max(1)
         } else {
             cores
@@ -287,36 +287,6 @@ impl Settings {
         let mut settings = Settings::parse_from(["qlessd"]);
         settings.redis_url = Some(url.into());
         settings
-    }
-}
-
-/// Whether the Redis of `url` runs on this machine: embedded (no URL), a Unix socket, or
-/// a single host that is a loopback address. Sentinel and Cluster URLs name several
-/// hosts and count as remote.
-fn redis_is_local(url: Option<&str>) -> bool {
-    let Some(url) = url else {
-        return true;
-    };
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return false;
-    };
-    match scheme {
-        "unix" | "redis+unix" => true,
-        "redis" | "rediss" => {
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-            let host_port = authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host);
-            let host = match host_port.strip_prefix('[') {
-                Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
-                None => host_port.split(':').next().unwrap_or(""),
-            };
-            host.eq_ignore_ascii_case("localhost")
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }
-        _ => false,
     }
 }
 
@@ -403,31 +373,6 @@ pub(crate) fn parse_token_name(raw: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redis_on_this_machine_is_told_apart_from_a_remote_one() {
-        for local in [
-            None,
-            Some("unix:///run/redis.sock"),
-            Some("redis://127.0.0.1:6379/0"),
-            Some("redis://localhost"),
-            Some("rediss://user:secret@127.0.0.2:6380"),
-            Some("redis://[::1]:6379"),
-        ] {
-            assert!(redis_is_local(local), "{local:?}");
-        }
-        for remote in [
-            Some("redis://redis.internal:6379"),
-            Some("redis://10.0.0.5"),
-            Some("redis://localhost.example.com"),
-            Some("redis://[2001:db8::1]:6379"),
-            Some("redis+sentinel://127.0.0.1:26379/mymaster"),
-            Some("redis+cluster://127.0.0.1:7000"),
-            Some("not a url"),
-        ] {
-            assert!(!redis_is_local(remote), "{remote:?}");
-        }
-    }
 
     #[test]
     fn threads_leave_a_core_to_a_local_redis_unless_told() {

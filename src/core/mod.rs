@@ -41,7 +41,7 @@ pub use reply::CallArgs;
 pub use resp::Endpoint;
 pub use script::Script;
 pub use throttles::ThrottleLimits;
-pub use topology::is_cluster;
+pub use topology::{is_cluster, is_local};
 
 /// The oldest Redis the script runs on: its `#!lua` shebang (script flags) is a
 /// Redis 7 feature.

@@ -93,6 +93,33 @@ pub fn is_cluster(url: &str) -> bool {
     scheme_of(url).ends_with("+cluster")
 }
 
+/// Whether the Redis of `url` runs on this machine: a Unix socket, or one host that
+/// is a loopback address (`None`, the embedded Redis, is local too). Sentinel and
+/// Cluster URLs name several hosts and count as remote, as does a URL that does not
+/// parse.
+pub fn is_local(url: Option<&str>) -> bool {
+    let Some(url) = url else {
+        return true;
+    };
+    if is_multi(url) {
+        return false;
+    }
+    let Ok(info) = url.into_connection_info() else {
+        return false;
+    };
+    match info.addr() {
+        ConnectionAddr::Unix(_) => true,
+        ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        _ => false,
+    }
+}
+
 fn scheme_of(url: &str) -> &str {
     url.split_once("://").map_or("", |(scheme, _)| scheme)
 }
@@ -339,6 +366,31 @@ pub(super) fn node_at(seed: &ConnectionInfo, host: &str, port: u16) -> io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redis_on_this_machine_is_told_apart_from_a_remote_one() {
+        for local in [
+            None,
+            Some("unix:///run/redis.sock"),
+            Some("redis://127.0.0.1:6379/0"),
+            Some("redis://localhost"),
+            Some("rediss://user:secret@127.0.0.2:6380"),
+            Some("redis://[::1]:6379"),
+        ] {
+            assert!(is_local(local), "{local:?}");
+        }
+        for remote in [
+            Some("redis://redis.internal:6379"),
+            Some("redis://10.0.0.5"),
+            Some("redis://localhost.example.com"),
+            Some("redis://[2001:db8::1]:6379"),
+            Some("redis+sentinel://127.0.0.1:26379/mymaster"),
+            Some("redis+cluster://127.0.0.1:7000"),
+            Some("not a url"),
+        ] {
+            assert!(!is_local(remote), "{remote:?}");
+        }
+    }
 
     #[test]
     fn multi_node_urls_are_split_into_their_parts() {
