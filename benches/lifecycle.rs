@@ -1313,7 +1313,11 @@ impl Gateway {
         let addr = free_addr();
         let mut command = Command::new(qlessd_binary());
         if let Ok(threads) = std::env::var("BENCH_GATEWAY_THREADS") {
-            command.env("TOKIO_WORKER_THREADS", threads);
+            // `--threads` by its variable, which a `BENCH_QLESSD` build from before the
+            // flag ignores; such a build read tokio's own variable instead.
+            command
+                .env("QLESSD_THREADS", &threads)
+                .env("TOKIO_WORKER_THREADS", &threads);
         }
         command
             .arg("--redis-url")
