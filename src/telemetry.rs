@@ -1,5 +1,6 @@
 //! Logging and tracing setup: text or JSON log lines, filtered by `RUST_LOG` (default
-//! `info`) and written to stdout by a thread of their own (`log_writer.rs`), and, with `--otlp-endpoint`, OpenTelemetry spans exported over OTLP/HTTP
+//! `info`), stamped by a per-second cached timer (`timestamps.rs`) and written to stdout
+//! by a thread of their own (`log_writer.rs`), and, with `--otlp-endpoint`, OpenTelemetry spans exported over OTLP/HTTP
 //! (protobuf): one per request and a child per script call.
 //!
 //! The spans are not `tracing` spans: a request made two of those through
@@ -29,6 +30,7 @@
 mod collector;
 mod log_writer;
 mod otlp;
+mod timestamps;
 
 pub use log_writer::flush as flush_log;
 
@@ -103,12 +105,14 @@ pub fn init(
     let log = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .fmt_fields(crate::log_fields::TextFields)
+            .with_timer(timestamps::Timestamps)
             .with_writer(log_writer::LogWriter::stdout())
             .with_ansi(colour)
             .with_filter(filter)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
+            .with_timer(timestamps::Timestamps)
             .with_writer(log_writer::LogWriter::stdout())
             .with_filter(filter)
             .boxed(),
