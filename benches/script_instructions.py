@@ -54,7 +54,7 @@ class Redis:
             ["valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
              f"--callgrind-out-file={self.out}", "redis-server", "--port", "0",
              "--save", "", "--appendonly", "no", "--hz", "1", "--unixsocket", sock,
-             "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "16"],
+             "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while True:

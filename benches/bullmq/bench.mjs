@@ -363,7 +363,7 @@ function startRedis(dir, callgrindOut) {
   const flags = [
     "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
     "--maxmemory-policy", "noeviction",
-    "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "16",
+    "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "0",
   ];
   const child = callgrindOut
     ? spawn("valgrind", ["--tool=callgrind", `--callgrind-out-file=${callgrindOut}`,

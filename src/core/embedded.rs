@@ -8,11 +8,16 @@
 //! * `hash-max-listpack-value 1024`: a job hash whose fields (mostly `data`) are under
 //!   1 KB keeps the compact listpack encoding, about a quarter of the memory of the
 //!   default hashtable encoding that 100 bytes of data would otherwise force;
-//! * `zset-max-listpack-entries 16`: qless scores are fractional timestamps, and a
-//!   listpack sorted set re-parses (strtod) every score before the insertion point on
-//!   each ZADD. At Redis's default limit of 128, the sets that stay small in a busy
-//!   queue (`ql:workers` with 50 workers, a queue's `-locks`) cost several µs per ZADD;
-//!   moving them to skiplists at 16 entries halved ZADD time in the worker benchmark;
+//! * `zset-max-listpack-entries 0`: every sorted set is a skiplist. qless scores are
+//!   fractional timestamps, which a listpack sorted set keeps as text: each ZADD into
+//!   one formats the new score (`%.17g`) and re-parses (strtod) every score before the
+//!   insertion point, and moving a member (a worker's `ql:workers` entry on every pop
+//!   and heartbeat) deletes and reinserts it, reallocating the listpack twice. At
+//!   Redis's default of 128 entries that made ZADD twice as slow in the worker
+//!   benchmark; at 16 the sets that stay small (a worker's jobs, a quiet queue's work
+//!   and locks) still paid it, a tenth of the single-job worker path's script
+//!   instructions. A skiplist costs ~0.8 KB more than a small listpack per sorted set
+//!   (per queue and per worker holding jobs), nothing per job;
 //! * `maxmemory` (by default half the machine's memory, see [`MaxMemory`]): without a
 //!   limit `noeviction` never applies, and Redis grows until the kernel kills it.
 //!
@@ -37,7 +42,7 @@ use super::Error;
 pub const HASH_LISTPACK_VALUE: u32 = 1024;
 
 /// Largest sorted set kept as a listpack (see the module documentation).
-pub const ZSET_LISTPACK_ENTRIES: u32 = 16;
+pub const ZSET_LISTPACK_ENTRIES: u32 = 0;
 
 /// The oldest `redis-server` that accepts every option embedded mode passes (the
 /// listpack settings are new in 7.0).

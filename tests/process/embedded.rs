@@ -36,7 +36,7 @@ async fn embedded_redis_is_configured_for_a_job_queue() {
     assert_eq!(config(&url, "appendfsync"), "everysec");
     assert_eq!(config(&url, "maxmemory-policy"), "noeviction");
     assert_eq!(config(&url, "hash-max-listpack-value"), "1024");
-    assert_eq!(config(&url, "zset-max-listpack-entries"), "16");
+    assert_eq!(config(&url, "zset-max-listpack-entries"), "0");
     assert_eq!(config(&url, "maxmemory"), (96u64 << 20).to_string());
     let pid = redis_pid(&url).unwrap();
     redis.shutdown().await;
