@@ -365,7 +365,7 @@ impl Leasing {
     /// they name. Should the relay fall behind the event stream, some announcements
     /// are lost: everyone re-checks.
     pub async fn listen(self: Arc<Self>, events: EventBus) {
-        let mut receiver = events.subscribe();
+        let mut receiver = events.subscribe_available();
         loop {
             match receiver.recv().await {
                 Ok(event) if event.channel == "available" => self.on_available(&event.payload),

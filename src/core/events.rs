@@ -1,9 +1,18 @@
 //! The script's pub/sub, bridged into the process: one Redis subscription per qlessd
 //! (a pattern on the namespace prefix), fanned out to any number of in-process
-//! listeners through a broadcast channel. Long-poll waiters and SSE clients listen
+//! listeners through broadcast channels. Long-poll waiters and SSE clients listen
 //! here instead of each holding a Redis connection.
+//!
+//! A busy queue publishes two or three events per job (the spec's `log` events, for
+//! stock clients), which most gateways have nobody to show to. So the listeners that
+//! are always there take only what they need: long polls get the `available`
+//! announcements as a stream of their own, the dashboard's throughput reads two
+//! counters the relay keeps, and an event is made into a message only for a stream
+//! somebody listens to. Otherwise each would be allocated and wake both always-on
+//! listeners.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
@@ -26,9 +35,91 @@ pub struct Event {
 /// Handle on the bridge; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct EventBus {
-    sender: broadcast::Sender<Arc<Event>>,
+    streams: Streams,
     subscribed: watch::Receiver<bool>,
     stop: Arc<watch::Sender<bool>>,
+}
+
+/// What the relay feeds: the stream of every event, the `available` stream, and the
+/// counts of jobs ended.
+#[derive(Debug, Clone)]
+struct Streams {
+    every: broadcast::Sender<Arc<Event>>,
+    available: broadcast::Sender<Arc<Event>>,
+    outcomes: Arc<Outcomes>,
+}
+
+impl Streams {
+    fn new(capacity: usize) -> Self {
+        Streams {
+            every: broadcast::channel(capacity).0,
+            available: broadcast::channel(capacity).0,
+            outcomes: Arc::default(),
+        }
+    }
+
+    /// Hands the event on `channel` (prefix removed) to what wants it: the streams
+    /// carrying it that have listeners (it is made into an [`Event`] only if one does),
+    /// and the counts.
+    fn relay(&self, channel: &[u8], payload: Vec<u8>) {
+        let own = match channel {
+            b"available" => Some(&self.available),
+            b"log" => {
+                self.outcomes.count(&payload);
+                None
+            }
+            _ => None,
+        }
+        .filter(|stream| stream.receiver_count() > 0);
+        let to_every = self.every.receiver_count() > 0;
+        if own.is_none() && !to_every {
+            return;
+        }
+        let event = Arc::new(Event {
+            channel: String::from_utf8_lossy(channel).into_owned(),
+            payload: into_string(payload),
+        });
+        if let Some(stream) = own {
+            let _ = stream.send(event.clone());
+        }
+        if to_every {
+            let _ = self.every.send(event);
+        }
+    }
+
+    /// Whether every [`EventBus`] handle and listener is gone.
+    fn abandoned(&self) -> bool {
+        [&self.every, &self.available]
+            .iter()
+            .all(|stream| stream.receiver_count() == 0 && stream.is_empty())
+    }
+}
+
+/// Jobs ended since the bridge started, every job's, tracked or not, whichever client
+/// ended it: counted from the `log` channel, where the script announces each
+/// completion (`completed`, or `advanced` when it moves the job on) and each failure.
+/// (The `completed` and `failed` channels carry tracked jobs only.)
+#[derive(Debug, Default)]
+struct Outcomes {
+    completed: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Outcomes {
+    /// Counts the `log` event `payload` if it ends a job.
+    fn count(&self, payload: &[u8]) {
+        const KEY: &[u8] = br#""event":""#;
+        // (A JSON string cannot hold an unescaped quote: the key is found only as a key.)
+        let Some(at) = memchr::memmem::find(payload, KEY) else {
+            return;
+        };
+        let kind = &payload[at + KEY.len()..];
+        if kind.starts_with(br#"completed""#) || kind.starts_with(br#"advanced""#) {
+            self.completed.fetch_add(1, Ordering::Relaxed);
+        } else if kind.starts_with(br#"failed""#) {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// How many events a slow listener may fall behind before it misses some.
@@ -48,18 +139,18 @@ impl EventBus {
 
     /// Starts bridging the channels under `prefix` from the Redis at `endpoint`.
     pub fn start_at(endpoint: Endpoint, prefix: String) -> Self {
-        let (sender, _) = broadcast::channel(BUFFER);
+        let streams = Streams::new(BUFFER);
         let (subscribed_tx, subscribed) = watch::channel(false);
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(bridge(
             endpoint,
             prefix,
-            sender.clone(),
+            streams.clone(),
             subscribed_tx,
             stopped,
         ));
         EventBus {
-            sender,
+            streams,
             subscribed,
             stop: Arc::new(stop),
         }
@@ -73,7 +164,21 @@ impl EventBus {
 
     /// A new listener, receiving every event published from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.sender.subscribe()
+        self.streams.every.subscribe()
+    }
+
+    /// A new listener to the `available` announcements alone.
+    pub fn subscribe_available(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.streams.available.subscribe()
+    }
+
+    /// `(completed, failed)`: the jobs ended since the bridge started, as announced on
+    /// the `log` channel (see [`Outcomes`]).
+    pub fn ended(&self) -> (u64, u64) {
+        (
+            self.streams.outcomes.completed.load(Ordering::Relaxed),
+            self.streams.outcomes.failed.load(Ordering::Relaxed),
+        )
     }
 
     /// Whether the Redis subscription is currently active.
@@ -94,14 +199,14 @@ impl EventBus {
 async fn bridge(
     endpoint: Endpoint,
     prefix: String,
-    sender: broadcast::Sender<Arc<Event>>,
+    streams: Streams,
     subscribed: watch::Sender<bool>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
         tokio::select! {
-            result = listen(&endpoint, &prefix, &sender, &subscribed) => match result {
+            result = listen(&endpoint, &prefix, &streams, &subscribed) => match result {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(err) => {
                     tracing::warn!(%err, "event subscription lost; reconnecting");
@@ -111,9 +216,7 @@ async fn bridge(
             _ = stopped.wait_for(|stop| *stop) => {}
         }
         let _ = subscribed.send(false);
-        if *stopped.borrow()
-            || (sender.receiver_count() == 0 && sender.is_empty() && subscribed.is_closed())
-        {
+        if *stopped.borrow() || (streams.abandoned() && subscribed.is_closed()) {
             return;
         }
         tokio::select! {
@@ -126,12 +229,12 @@ async fn bridge(
 async fn listen(
     endpoint: &Endpoint,
     prefix: &str,
-    sender: &broadcast::Sender<Arc<Event>>,
+    streams: &Streams,
     subscribed: &watch::Sender<bool>,
 ) -> std::io::Result<()> {
     let subscription = Subscription::open(endpoint, &channels(prefix)).await?;
     let _ = subscribed.send(true);
-    relay(subscription, prefix, sender, QUIET).await
+    relay(subscription, prefix, streams, QUIET).await
 }
 
 /// The channels the script publishes on that the gateway listens to (all but
@@ -170,7 +273,7 @@ fn channels(prefix: &str) -> Channels {
 async fn relay(
     mut subscription: Subscription,
     prefix: &str,
-    sender: &broadcast::Sender<Arc<Event>>,
+    streams: &Streams,
     quiet: Duration,
 ) -> std::io::Result<()> {
     let legacy = prefix == "ql:";
@@ -217,10 +320,7 @@ async fn relay(
         if legacy && channel.starts_with(b"{") {
             continue;
         }
-        let _ = sender.send(Arc::new(Event {
-            channel: String::from_utf8_lossy(channel).into_owned(),
-            payload: into_string(message.payload),
-        }));
+        streams.relay(channel, message.payload);
     }
 }
 
@@ -275,10 +375,11 @@ mod tests {
     #[tokio::test]
     async fn a_quiet_subscription_is_pinged_and_kept_while_redis_answers() {
         let (subscription, mut server) = subscribed().await;
-        let (sender, mut events) = broadcast::channel(16);
+        let streams = Streams::new(16);
+        let mut events = streams.every.subscribe();
         let quiet = Duration::from_millis(50);
         let relaying =
-            tokio::spawn(async move { relay(subscription, "ql:", &sender, quiet).await });
+            tokio::spawn(async move { relay(subscription, "ql:", &streams, quiet).await });
         // Silent for longer than `quiet`: a PING arrives; answered, the relay goes on.
         expect(&mut server, b"PING").await;
         server.write_all(PONG).await.unwrap();
@@ -296,14 +397,100 @@ mod tests {
     #[tokio::test]
     async fn a_subscription_that_does_not_answer_a_ping_is_given_up() {
         let (subscription, mut server) = subscribed().await;
-        let (sender, _events) = broadcast::channel(16);
+        let streams = Streams::new(16);
+        let _events = streams.every.subscribe();
         let quiet = Duration::from_millis(50);
         let started = std::time::Instant::now();
         let relaying =
-            tokio::spawn(async move { relay(subscription, "ql:", &sender, quiet).await });
+            tokio::spawn(async move { relay(subscription, "ql:", &streams, quiet).await });
         expect(&mut server, b"PING").await;
         let err = relaying.await.unwrap().unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
         assert!(started.elapsed() >= 2 * quiet, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn each_listener_gets_the_channels_it_asked_for_in_order() {
+        let streams = Streams::new(16);
+        let mut every = streams.every.subscribe();
+        let mut available = streams.available.subscribe();
+        for (channel, payload) in [
+            ("log", "{\"event\":\"put\"}"),
+            ("available", "{\"queue\":\"q\",\"count\":1}"),
+            ("completed", "j1"),
+            ("popped", "j2"),
+            ("failed", "j3"),
+        ] {
+            streams.relay(channel.as_bytes(), payload.as_bytes().to_vec());
+        }
+        let drain = |receiver: &mut broadcast::Receiver<Arc<Event>>| {
+            std::iter::from_fn(|| receiver.try_recv().ok())
+                .map(|event| format!("{} {}", event.channel, event.payload))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            drain(&mut every),
+            [
+                "log {\"event\":\"put\"}",
+                "available {\"queue\":\"q\",\"count\":1}",
+                "completed j1",
+                "popped j2",
+                "failed j3"
+            ]
+        );
+        assert_eq!(
+            drain(&mut available),
+            ["available {\"queue\":\"q\",\"count\":1}"]
+        );
+    }
+
+    #[test]
+    fn late_listeners_see_only_what_follows_and_the_last_one_gone_abandons_the_bus() {
+        let streams = Streams::new(16);
+        let mut available = streams.available.subscribe();
+        streams.relay(b"log", b"{}".to_vec());
+        streams.relay(b"available", b"{}".to_vec());
+        // Listeners that come later see nothing of what passed before them.
+        let mut every = streams.every.subscribe();
+        assert_eq!(streams.every.len(), 0);
+        assert!(every.try_recv().is_err());
+        assert_eq!(available.try_recv().unwrap().channel, "available");
+        assert!(!streams.abandoned());
+        drop((available, every));
+        assert!(streams.abandoned());
+    }
+
+    #[test]
+    fn jobs_ended_are_counted_from_the_log_whether_tracked_or_not() {
+        let streams = Streams::new(16);
+        let bus_counts = |streams: &Streams| {
+            (
+                streams.outcomes.completed.load(Ordering::Relaxed),
+                streams.outcomes.failed.load(Ordering::Relaxed),
+            )
+        };
+        for (channel, payload) in [
+            ("log", r#"{"jid":"a","event":"completed","queue":"q"}"#),
+            (
+                "log",
+                r#"{"jid":"b","to":"r","event":"advanced","queue":"q"}"#,
+            ),
+            (
+                "log",
+                r#"{"message":"x","jid":"c","group":"g","event":"failed","worker":"w"}"#,
+            ),
+            // Not endings: other events, quoted look-alikes, other channels.
+            ("log", r#"{"jid":"d","event":"put","queue":"q"}"#),
+            (
+                "log",
+                r#"{"jid":"\"event\":\"completed\"","event":"popped"}"#,
+            ),
+            ("completed", "a"),
+            ("failed", "c"),
+            ("w:w", r#"{"jid":"e","event":"failed"}"#),
+        ] {
+            streams.relay(channel.as_bytes(), payload.as_bytes().to_vec());
+        }
+        assert_eq!(bus_counts(&streams), (2, 1));
     }
 }

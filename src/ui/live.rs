@@ -1,6 +1,6 @@
-//! Live parts of the dashboard: per-minute throughput counted from the script's
-//! events, and `/ui/live`, a Server-Sent Events stream that tells open pages
-//! "something changed" (at most once a second) so htmx refreshes them.
+//! Live parts of the dashboard: per-minute throughput from the counts of jobs ended
+//! that the event bridge keeps, and `/ui/live`, a Server-Sent Events stream that tells
+//! open pages "something changed" (at most once a second) so htmx refreshes them.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -17,66 +17,94 @@ use crate::core::events::EventBus;
 /// Minutes of throughput kept (and drawn).
 pub const MINUTES: usize = 30;
 
-/// Completions and failures per minute over the last [`MINUTES`] minutes, counted
-/// from the events this process heard since it started.
-#[derive(Debug, Default)]
+/// How often the counts of jobs ended are read into the current minute (a page shown
+/// reads them too, so it is never behind).
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// Completions and failures per minute over the last [`MINUTES`] minutes, of every
+/// job whose end this process heard of since it started.
+#[derive(Debug)]
 pub struct Throughput {
+    events: EventBus,
+    counted: Mutex<Counted>,
+}
+
+/// What [`Throughput`] has read so far.
+#[derive(Debug, Default)]
+struct Counted {
+    /// The bridge's counts `(completed, failed)` when last read.
+    read: (u64, u64),
     /// `(minute since the epoch, completed, failed)`, oldest first.
-    minutes: Mutex<Vec<(u64, u64, u64)>>,
+    minutes: Vec<(u64, u64, u64)>,
 }
 
 impl Throughput {
-    /// Starts counting from `events` (a task that ends when the bus closes).
+    /// Starts reading the counts of jobs ended that `events` keeps, every
+    /// [`SAMPLE_EVERY`] (a task that ends with the dashboard).
     pub(super) fn start(events: &EventBus) -> Arc<Self> {
-        let throughput = Arc::new(Throughput::default());
-        let mut receiver = events.subscribe();
-        let counter = throughput.clone();
+        let throughput = Arc::new(Throughput {
+            events: events.clone(),
+            counted: Mutex::new(Counted {
+                read: events.ended(),
+                minutes: Vec::new(),
+            }),
+        });
+        let dashboard = Arc::downgrade(&throughput);
         tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                match receiver.recv().await {
-                    Ok(event) => match event.channel.as_str() {
-                        "completed" => counter.record(now_minute(), true),
-                        "failed" => counter.record(now_minute(), false),
-                        _ => {}
-                    },
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => break,
+                ticks.tick().await;
+                match dashboard.upgrade() {
+                    Some(throughput) => throughput.sample(),
+                    None => return,
                 }
             }
         });
         throughput
     }
 
-    fn record(&self, minute: u64, completed: bool) {
-        let mut minutes = self.minutes.lock().unwrap_or_else(|e| e.into_inner());
-        if minutes.last().is_none_or(|last| last.0 != minute) {
-            minutes.push((minute, 0, 0));
-            let excess = minutes.len().saturating_sub(MINUTES);
-            minutes.drain(..excess);
-        }
-        let last = minutes.last_mut().expect("pushed above");
-        if completed {
-            last.1 += 1;
-        } else {
-            last.2 += 1;
+    /// Adds the jobs ended since the last reading to the current minute.
+    fn sample(&self) {
+        let mut counted = self.counted.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.events.ended();
+        let (completed, failed) = (now.0 - counted.read.0, now.1 - counted.read.1);
+        counted.read = now;
+        if completed > 0 || failed > 0 {
+            counted.record(now_minute(), completed, failed);
         }
     }
 
     /// `(completed, failed)` for each of the last [`MINUTES`] minutes, oldest first,
     /// zero for minutes without events.
     pub fn series(&self) -> Vec<(u64, u64)> {
+        self.sample();
         let now = now_minute();
-        let minutes = self.minutes.lock().unwrap_or_else(|e| e.into_inner());
+        let counted = self.counted.lock().unwrap_or_else(|e| e.into_inner());
         (0..MINUTES as u64)
             .rev()
             .map(|ago| {
                 let minute = now.saturating_sub(ago);
-                minutes
+                counted
+                    .minutes
                     .iter()
                     .find(|m| m.0 == minute)
                     .map_or((0, 0), |m| (m.1, m.2))
             })
             .collect()
+    }
+}
+
+impl Counted {
+    fn record(&mut self, minute: u64, completed: u64, failed: u64) {
+        if self.minutes.last().is_none_or(|last| last.0 != minute) {
+            self.minutes.push((minute, 0, 0));
+            let excess = self.minutes.len().saturating_sub(MINUTES);
+            self.minutes.drain(..excess);
+        }
+        let last = self.minutes.last_mut().expect("pushed above");
+        last.1 += completed;
+        last.2 += failed;
     }
 }
 
@@ -136,14 +164,13 @@ mod tests {
 
     #[test]
     fn throughput_counts_per_minute_and_keeps_the_last_thirty() {
-        let t = Throughput::default();
+        let mut counted = Counted::default();
         for minute in 0..40 {
-            t.record(minute, true);
+            counted.record(minute, 1, 0);
         }
-        t.record(39, false);
-        let minutes = t.minutes.lock().unwrap();
-        assert_eq!(minutes.len(), MINUTES);
-        assert_eq!(minutes.first().unwrap().0, 10);
-        assert_eq!(*minutes.last().unwrap(), (39, 1, 1));
+        counted.record(39, 2, 1);
+        assert_eq!(counted.minutes.len(), MINUTES);
+        assert_eq!(counted.minutes.first().unwrap().0, 10);
+        assert_eq!(*counted.minutes.last().unwrap(), (39, 3, 1));
     }
 }

@@ -275,6 +275,71 @@ async fn the_live_stream_says_changed_when_a_job_moves() {
     assert!(text.contains("event: changed"), "{text}");
 }
 
+/// The throughput chart counts every job ended, not only tracked ones (the script's
+/// `completed` and `failed` channels carry tracked jobs alone), from any client.
+#[tokio::test]
+async fn the_throughput_chart_counts_every_job_completed_or_failed() {
+    use qlessd::core::CompleteArgs;
+    let app = TestApp::start().await;
+    assert!(
+        app.state
+            .events
+            .wait_subscribed(std::time::Duration::from_secs(5))
+            .await
+    );
+    for jid in ["c1", "c2"] {
+        put(&app, "emails", jid).await;
+        let popped = app.qless.pop(app.clock.now(), "emails", "w1", 1).await;
+        assert_eq!(popped.expect("pop").len(), 1);
+        let args = CompleteArgs {
+            jid: jid.into(),
+            worker: "w1".into(),
+            queue: "emails".into(),
+            data: "{}".into(),
+            ..Default::default()
+        };
+        app.qless
+            .complete(app.clock.now(), args)
+            .await
+            .expect("complete");
+    }
+    put_and_fail(&app, "emails", "f1", "smtp").await;
+    // The events reach the gateway through Redis a moment after the calls return;
+    // the jobs may straddle a minute, so the chart's minutes are added up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let overview = app.get("/ui").await.text;
+        let shown = charted(&overview);
+        if shown == (2, 1) {
+            break;
+        }
+        assert!(
+            shown < (2, 1) && std::time::Instant::now() < deadline,
+            "the chart showed {shown:?} completed and failed: {overview}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// `(completed, failed)` over every minute of the overview's throughput chart (each
+/// minute's bar is titled `<n> min ago: <c> completed, <f> failed`).
+fn charted(page: &str) -> (u64, u64) {
+    let mut total = (0, 0);
+    for title in page.split("<title>").skip(1) {
+        let text = &title[..title.find("</title>").expect("a closed title")];
+        let Some((_, counts)) = text.split_once(" min ago: ") else {
+            continue;
+        };
+        let (completed, failed) = counts
+            .strip_suffix(" failed")
+            .and_then(|counts| counts.split_once(" completed, "))
+            .expect("a throughput title");
+        total.0 += completed.parse::<u64>().expect("a count");
+        total.1 += failed.parse::<u64>().expect("a count");
+    }
+    total
+}
+
 /// An auth file with a `read` and an `admin` token (secrets `secret-<name>`).
 fn auth_file() -> String {
     use sha2::{Digest, Sha256};
