@@ -87,8 +87,9 @@ local function command(name)
       if queue == nil or queue == '' then
         Qless.raise('QL_ARG', 'Complete', 'Arg "queue" missing')
       end
-      -- (Qless.json_decode, inline: building the method costs more than its body.)
-      if type(data) ~= 'string' or not pcall(cjson.decode, data) then
+      -- (Qless.json_decode, inline: building the method costs more than its body. The
+      -- usual '{}', which the gateway sends with `keep-data`, needs no decoding.)
+      if data ~= '{}' and (type(data) ~= 'string' or not pcall(cjson.decode, data)) then
         Qless.raise('QL_ARG', 'Complete', 'Arg "data" missing or not JSON: ' .. tostring(data))
       end
       local nextq, delay, depends, result = nil, 0, nil, nil
