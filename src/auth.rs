@@ -651,7 +651,7 @@ pub fn from_settings(settings: &Settings) -> Result<Option<Auth>, String> {
     if let Some(file) = &settings.auth_file {
         return Auth::load(file, settings.namespace.as_deref()).map(Some);
     }
-    if !settings.listen.ip().is_loopback() {
+    if !settings.listen.is_local() {
         if !settings.allow_unauthenticated {
             return Err(format!(
                 "refusing to serve {} without authentication: anyone who reaches it could \

@@ -17,6 +17,10 @@
 //!   their request in flight and close. Whatever is left after `shutdown_timeout` is
 //!   dropped, so the process exits whatever clients do.
 //!
+//! The listener is a TCP address or a Unix socket ([`Listener`]); a Unix socket's file
+//! is made at start (replacing one left by a process that is gone) and removed at the
+//! end.
+//!
 //! hyper's own header timer restarts whenever the connection waits for a request, so
 //! it would also close idle keep-alive connections after the (short) header timeout;
 //! both timeouts are therefore kept here, per connection, from what its socket and its
@@ -25,6 +29,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::path::{Path, PathBuf};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -38,12 +43,12 @@ use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tower::Service;
 
-use crate::settings::Settings;
+use crate::settings::{Listen, Settings};
 
 /// The connection limits (see the module documentation).
 #[derive(Debug, Clone, Copy)]
@@ -83,12 +88,73 @@ impl ConnectionLimits {
 
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves, then shuts
 /// down within `limits.shutdown_timeout`.
+/// Where connections come from.
+#[derive(Debug)]
+pub enum Listener {
+    /// A TCP socket.
+    Tcp(TcpListener),
+    /// A Unix socket, and its file (removed when serving ends).
+    Unix(UnixListener, PathBuf),
+}
+
+impl From<TcpListener> for Listener {
+    fn from(listener: TcpListener) -> Self {
+        Listener::Tcp(listener)
+    }
+}
+
+impl Listener {
+    /// Listens on `listen`. A Unix socket's path may hold the file of a socket nobody
+    /// answers on any more (a qlessd killed before it could remove it): that file is
+    /// replaced. A socket something answers on, or a file that is not a socket, is an
+    /// error.
+    pub async fn bind(listen: &Listen) -> io::Result<Self> {
+        match listen {
+            Listen::Tcp(addr) => TcpListener::bind(addr).await.map(Listener::Tcp),
+            Listen::Unix(path) => {
+                remove_stale_socket(path).await?;
+                let listener = UnixListener::bind(path)?;
+                Ok(Listener::Unix(listener, path.clone()))
+            }
+        }
+    }
+}
+
+/// Removes `path` if it is a Unix socket that refuses connections.
+async fn remove_stale_socket(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let Ok(metadata) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !metadata.file_type().is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "the path exists and is not a socket",
+        ));
+    }
+    match UnixStream::connect(path).await {
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "another server answers on this socket",
+        )),
+        Err(err) if err.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path),
+        Err(err) => Err(err),
+    }
+}
+
+/// A connection just accepted.
+enum Accepted {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
     limits: ConnectionLimits,
 ) -> io::Result<()> {
+    let listener = listener.into();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (closing, closed) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -99,7 +165,16 @@ pub async fn serve(
             () = &mut shutdown => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = accept(&listener, &permits) => match accepted {
-                Ok((stream, permit)) => {
+                Ok((Accepted::Tcp(stream), permit)) => {
+                    connections.spawn(serve_connection(
+                        stream,
+                        router.clone(),
+                        limits,
+                        closed.clone(),
+                        permit,
+                    ));
+                }
+                Ok((Accepted::Unix(stream), permit)) => {
                     connections.spawn(serve_connection(
                         stream,
                         router.clone(),
@@ -113,6 +188,11 @@ pub async fn serve(
         }
     }
     // Connections still in the backlog are refused from here on.
+    if let Listener::Unix(_, path) = &listener
+        && let Err(err) = std::fs::remove_file(path)
+    {
+        tracing::warn!(%err, path = %path.display(), "could not remove the socket file");
+    }
     drop(listener);
     let _ = closing.send(true);
     let drained = tokio::time::timeout(limits.shutdown_timeout, async {
@@ -133,14 +213,21 @@ pub async fn serve(
 /// The next connection, once the cap allows one more: until then the listener is not
 /// asked, so new connections wait in the backlog.
 async fn accept(
-    listener: &TcpListener,
+    listener: &Listener,
     permits: &Arc<Semaphore>,
-) -> io::Result<(TcpStream, OwnedSemaphorePermit)> {
+) -> io::Result<(Accepted, OwnedSemaphorePermit)> {
     let permit = permits
         .clone()
         .acquire_owned()
         .await
         .expect("the semaphore is never closed");
+    let listener = match listener {
+        Listener::Tcp(listener) => listener,
+        Listener::Unix(listener, _) => {
+            let (stream, _) = listener.accept().await?;
+            return Ok((Accepted::Unix(stream), permit));
+        }
+    };
     let (stream, _) = listener.accept().await?;
     // Small writes go out at once. Without TCP_NODELAY (Nagle's algorithm), an SSE
     // event written while the previous one is still unacknowledged waits for that
@@ -149,7 +236,7 @@ async fn accept(
     if let Err(err) = stream.set_nodelay(true) {
         tracing::debug!(%err, "could not set TCP_NODELAY on a connection");
     }
-    Ok((stream, permit))
+    Ok((Accepted::Tcp(stream), permit))
 }
 
 /// A failed accept: one connection's trouble (reset before it was accepted) is
@@ -169,8 +256,8 @@ async fn accept_failed(err: io::Error) {
 }
 
 /// Serves one connection until it closes, a timeout closes it, or shutdown does.
-async fn serve_connection(
-    stream: TcpStream,
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     router: Router,
     limits: ConnectionLimits,
     mut closing: watch::Receiver<bool>,
@@ -316,12 +403,12 @@ impl Activity {
 }
 
 /// The socket, reporting the bytes it moves to the connection's [`Activity`].
-struct Watched {
-    inner: TcpStream,
+struct Watched<S> {
+    inner: S,
     activity: Arc<Activity>,
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -336,7 +423,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

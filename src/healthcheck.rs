@@ -7,21 +7,33 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 
-use crate::settings::HealthcheckArgs;
+use crate::settings::{HealthcheckArgs, Listen};
 
 /// Checks `/readyz` (or `/healthz` with `--live`) on `listen`; `Ok` when it answers
 /// 200, otherwise what went wrong, in one line.
-pub async fn run(listen: SocketAddr, args: &HealthcheckArgs) -> Result<(), String> {
+pub async fn run(listen: &Listen, args: &HealthcheckArgs) -> Result<(), String> {
     let path = if args.live { "/healthz" } else { "/readyz" };
-    let target = reachable(listen);
+    let (target, host) = match listen {
+        Listen::Tcp(addr) => {
+            let target = reachable(*addr);
+            (target.to_string(), target.to_string())
+        }
+        Listen::Unix(_) => (listen.to_string(), "localhost".to_owned()),
+    };
     let check = async {
-        let mut stream = TcpStream::connect(target)
-            .await
-            .map_err(|err| format!("cannot connect to {target}: {err}"))?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n");
+        let connected = match listen {
+            Listen::Tcp(addr) => TcpStream::connect(reachable(*addr))
+                .await
+                .map(|stream| Box::new(stream) as Box<dyn Stream>),
+            Listen::Unix(socket) => UnixStream::connect(socket)
+                .await
+                .map(|stream| Box::new(stream) as Box<dyn Stream>),
+        };
+        let mut stream = connected.map_err(|err| format!("cannot connect to {target}: {err}"))?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
         stream
             .write_all(request.as_bytes())
             .await
@@ -50,6 +62,10 @@ pub async fn run(listen: SocketAddr, args: &HealthcheckArgs) -> Result<(), Strin
         Err(format!("{target}{path} answered {status}"))
     }
 }
+
+/// A connection to the server, over TCP or a Unix socket.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 /// A server listening on every address (`0.0.0.0`, `::`) is reached on loopback.
 fn reachable(listen: SocketAddr) -> SocketAddr {

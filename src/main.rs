@@ -43,7 +43,7 @@ fn main() -> std::process::ExitCode {
 
 async fn run(settings: Settings) -> std::process::ExitCode {
     let outcome = match &settings.command {
-        Some(Command::Healthcheck(args)) => healthcheck::run(settings.listen, args).await,
+        Some(Command::Healthcheck(args)) => healthcheck::run(&settings.listen, args).await,
         Some(Command::Token(args)) => match auth::new_token(args) {
             Ok((secret, entry)) => {
                 eprintln!(

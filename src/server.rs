@@ -63,7 +63,7 @@ impl Limits {
             request_timeout: settings.request_timeout(),
             max_wait: Duration::from_secs(settings.max_wait),
             max_job_size: settings.max_job_size,
-            browser: BrowserPolicy::new(settings.listen.ip().is_loopback(), &settings.cors_origins),
+            browser: BrowserPolicy::new(settings.listen.is_loopback(), &settings.cors_origins),
             idempotency_ttl: settings.idempotency_ttl as f64,
             quiet_probes: settings.quiet_probes,
         }
@@ -396,7 +396,7 @@ async fn serve_with(
         let state = namespaces.connect(&name).await?;
         tenants.push((name, state));
     }
-    let listener = TcpListener::bind(settings.listen)
+    let listener = connections::Listener::bind(&settings.listen)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", settings.listen))?;
     let served_namespaces: Vec<&str> = tenants.iter().map(|(name, _)| name.as_str()).collect();

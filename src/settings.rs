@@ -1,13 +1,68 @@
 //! Process configuration: every option is a command-line flag with a `QLESSD_*`
 //! environment twin, so `qlessd --help` is the configuration reference.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::core::embedded::MaxMemory;
+
+/// Where the HTTP server listens (`--listen`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A Unix socket's path.
+    Unix(PathBuf),
+}
+
+impl Listen {
+    /// Whether only this machine can connect: a loopback address or a Unix socket.
+    pub fn is_local(&self) -> bool {
+        match self {
+            Listen::Tcp(addr) => addr.ip().is_loopback(),
+            Listen::Unix(_) => true,
+        }
+    }
+
+    /// Whether this is a loopback TCP address, which a browser's page can reach (and a
+    /// Unix socket is not: no browser connects to one, and a reverse proxy in front of
+    /// it passes on its own `Host`).
+    pub fn is_loopback(&self) -> bool {
+        matches!(self, Listen::Tcp(addr) if addr.ip().is_loopback())
+    }
+}
+
+impl FromStr for Listen {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            // (`unix:///run/q.sock`, URL-style, names the same path as `unix:/run/q.sock`.)
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if path.is_empty() {
+                return Err("a Unix socket needs a path: unix:PATH".to_owned());
+            }
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        text.parse().map(Listen::Tcp).map_err(|_| {
+            format!("not an address: {text:?} (HOST:PORT, e.g. 127.0.0.1:5858, or unix:PATH)")
+        })
+    }
+}
+
+impl fmt::Display for Listen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Listen::Tcp(addr) => addr.fmt(f),
+            Listen::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -22,14 +77,18 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "qlessd", version, about, long_about = None)]
 pub struct Settings {
-    /// Address the HTTP server listens on.
+    /// Address the HTTP server listens on: `HOST:PORT`, or `unix:PATH` for a Unix
+    /// socket that workers on the same machine reach with less work than TCP
+    /// (`curl --unix-socket PATH http://localhost/...`; who may connect is the
+    /// socket's directory permissions). A stale socket file left by a process that is
+    /// gone is replaced; a socket something still answers on is not.
     #[arg(
         long,
         env = "QLESSD_LISTEN",
         default_value = "127.0.0.1:5858",
         global = true
     )]
-    pub listen: SocketAddr,
+    pub listen: Listen,
 
     /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`;
     /// a Sentinel-managed primary as
@@ -399,6 +458,26 @@ mod tests {
     }
 
     #[test]
+    fn listen_takes_an_address_or_a_unix_socket() {
+        let parse = |text: &str| text.parse::<Listen>();
+        let unix = Listen::Unix(PathBuf::from("/run/qlessd.sock"));
+        assert_eq!(parse("unix:/run/qlessd.sock"), Ok(unix.clone()));
+        assert_eq!(parse("unix:///run/qlessd.sock"), Ok(unix.clone()));
+        assert_eq!(unix.to_string(), "unix:/run/qlessd.sock");
+        assert_eq!(
+            parse("unix:q.sock"),
+            Ok(Listen::Unix(PathBuf::from("q.sock")))
+        );
+        assert!(unix.is_local() && !unix.is_loopback());
+        assert!(parse("[::1]:80").unwrap().is_local());
+        assert!(parse("127.0.0.1:80").unwrap().is_loopback());
+        assert!(!parse("0.0.0.0:80").unwrap().is_local());
+        for bad in ["unix:", "unix://", "localhost", "5858", ""] {
+            assert!(parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
     fn defaults_need_no_configuration() {
         let settings = Settings::parse_from(["qlessd"]);
         assert_eq!(settings.listen.to_string(), "127.0.0.1:5858");
@@ -441,7 +520,10 @@ mod tests {
     #[test]
     fn healthcheck_is_a_subcommand_that_reads_the_listen_address() {
         let settings = Settings::parse_from(["qlessd", "--listen", "0.0.0.0:7000", "healthcheck"]);
-        assert_eq!(settings.listen.port(), 7000);
+        assert_eq!(
+            settings.listen,
+            Listen::Tcp("0.0.0.0:7000".parse().unwrap())
+        );
         let Some(Command::Healthcheck(args)) = settings.command else {
             panic!("no healthcheck: {:?}", settings.command);
         };

@@ -354,3 +354,86 @@ async fn a_full_embedded_redis_refuses_new_jobs_with_503_and_keeps_the_old_ones(
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// One request over a Unix socket (`Connection: close`): the status and the body.
+async fn over_unix(
+    socket: &std::path::Path,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    // A Host a reverse proxy in front of the socket would pass on: not refused.
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: queue.example.com\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+#[tokio::test]
+async fn qlessd_serves_on_a_unix_socket_replacing_a_stale_one_and_removes_it_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("qlessd.sock");
+    let listen = format!("unix:{}", socket.display());
+    // A socket file left by a server that is gone.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let mut child = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", dir.path().join("data"))
+        .env("QLESSD_LISTEN", &listen)
+        .env_remove("QLESSD_REDIS_URL")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let healthcheck = || {
+        Command::new(BINARY)
+            .args(["healthcheck", "--listen", &listen, "--timeout", "2"])
+            .output()
+            .unwrap()
+    };
+    while !healthcheck().status.success() {
+        assert!(Instant::now() < deadline, "never ready on {listen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (status, body) = over_unix(
+        &socket,
+        "POST",
+        "/v1/queues/mail/jobs",
+        r#"{"klass":"Mailer","data":{"to":"a@example.com"},"jid":"u1"}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = over_unix(&socket, "GET", "/v1/jobs/u1", "").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""queue":"mail""#), "{body}");
+
+    // A second server is not let in on a socket that answers.
+    let second = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", dir.path().join("data2"))
+        .env("QLESSD_LISTEN", &listen)
+        .env_remove("QLESSD_REDIS_URL")
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("another server answers"), "{said}");
+
+    let stopped = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    assert!(child.wait().unwrap().success());
+    assert!(!socket.exists(), "the socket file outlived qlessd");
+}
