@@ -7,7 +7,7 @@
 //     cargo build --release            # the qlessd measured (or --qlessd <path>)
 //     node benches/bullmq/bench.mjs [--jobs 20000] [--warmup 5000] [--rounds 3] [--lanes 50]
 //                                   [--qlessd target/release/qlessd] [--only a,b]
-//                                   [--client dispatch|undici|http]
+//                                   [--client dispatch|undici|http] [--transport tcp|unix]
 //
 // Four runs per round (names for --only):
 // * `bullmq`: producer `queue.add` (one job per call), one `Worker` with concurrency
@@ -21,7 +21,10 @@
 //   `"pop": {"count": 10, "wait": 1}` (one request per 10 jobs).
 // The HTTP workers use undici (the client behind Node's `fetch`) through its callback
 // interface `dispatch` (`--client undici` for its `request`, which wraps each response
-// in a stream; `--client http` for `node:http`), one keep-alive connection per lane.
+// in a stream; `--client http` for `node:http`), one keep-alive connection per lane,
+// over TCP to 127.0.0.1 (`--transport unix`: over a Unix socket, qlessd's
+// `--listen unix:PATH`, as workers on the gateway's machine can; BullMQ's clients reach
+// Redis over its Unix socket either way).
 //
 // Each run first puts `--warmup` jobs through, untimed (connections open, the clients'
 // JIT warm, gateway and Redis past their first requests). The clock starts when the
@@ -74,6 +77,7 @@ function options(argv) {
     qlessd: resolve(HERE, "../../target/release/qlessd"),
     only: SYSTEMS,
     client: "dispatch",
+    transport: "tcp",
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i].replace(/^--/, ""), argv[i + 1]];
@@ -98,8 +102,20 @@ function payload(i) {
 // Roles (child processes). Each sends {ready} once connected, waits for "go", works,
 // and sends {done} (the worker once it completed every job).
 
+/**
+ * An undici pool of `lanes` connections to `target`: an `http://` origin, or
+ * `unix:PATH` for qlessd on a Unix socket.
+ */
+async function undiciPool(target, lanes) {
+  const { Pool } = await import("undici");
+  return target.startsWith("unix:")
+    ? new Pool("http://localhost", { connections: lanes, socketPath: target.slice("unix:".length) })
+    : new Pool(target, { connections: lanes });
+}
+
 /** An HTTP/1.1 keep-alive client for qlessd: one socket per lane. */
 function qlessdClient(base, lanes) {
+  if (base.startsWith("unix:")) throw new Error("--client http speaks TCP only");
   const url = new URL(base);
   const agent = new http.Agent({ keepAlive: true, maxSockets: lanes });
   return (method, path, body) =>
@@ -134,8 +150,7 @@ function qlessdClient(base, lanes) {
  * connection per lane: a cheaper client per request than `node:http`.
  */
 async function undiciClient(base, lanes) {
-  const { Pool } = await import("undici");
-  const pool = new Pool(base, { connections: lanes });
+  const pool = await undiciPool(base, lanes);
   const headers = { "content-type": "application/json" };
   return async (method, path, body) => {
     const text = body === undefined ? "" : JSON.stringify(body);
@@ -153,8 +168,7 @@ async function undiciClient(base, lanes) {
  * worker library would use on its hot path; `--client undici` keeps `request`.
  */
 async function dispatchClient(base, lanes) {
-  const { Pool } = await import("undici");
-  const pool = new Pool(base, { connections: lanes });
+  const pool = await undiciPool(base, lanes);
   const headers = { "content-type": "application/json" };
   return (method, path, body) =>
     new Promise((resolve, reject) => {
@@ -429,13 +443,19 @@ async function run(o, system, round) {
   let gateway;
   let target = redis.socket;
   if (system.startsWith("qlessd")) {
-    const port = await freePort();
-    target = `http://127.0.0.1:${port}`;
+    const listen = o.transport === "unix" ? `unix:${join(dir, "qlessd.sock")}` : `127.0.0.1:${await freePort()}`;
+    target = o.transport === "unix" ? listen : `http://${listen}`;
     const extra = (process.env.BENCH_QLESSD_ARGS ?? "").split(" ").filter(Boolean);
-    gateway = spawn(o.qlessd, ["--redis-url", `unix://${redis.socket}`, "--listen", `127.0.0.1:${port}`, ...extra], {
+    gateway = spawn(o.qlessd, ["--redis-url", `unix://${redis.socket}`, "--listen", listen, ...extra], {
       stdio: "ignore",
     });
-    await waitFor("qlessd", async () => (await fetch(`${target}/readyz`)).ok);
+    const probe = await undiciPool(target, 1);
+    await waitFor("qlessd", async () => {
+      const res = await probe.request({ method: "GET", path: "/readyz" });
+      await res.body.text();
+      return res.statusCode === 200;
+    });
+    await probe.close();
   }
   // (The gateway's keys: `ql:` or, with `--namespace NS` in BENCH_QLESSD_ARGS, `ql:{NS}:`.)
   const extraArgs = (process.env.BENCH_QLESSD_ARGS ?? "").split(" ");
@@ -530,7 +550,7 @@ async function main() {
   const systems = SYSTEMS.filter((s) => o.only.includes(s));
   console.log(
     `BullMQ vs qlessd: ${o.jobs} jobs timed after ${o.warmup} untimed, ${o.lanes} lanes, ${o.rounds} rounds, ` +
-      `${o.client} HTTP client, qlessd ${o.qlessd}`,
+      `${o.client} HTTP client over ${o.transport}, qlessd ${o.qlessd}`,
   );
   const results = Object.fromEntries(systems.map((s) => [s, []]));
   for (let round = 1; round <= o.rounds; round++) {
