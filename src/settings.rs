@@ -79,9 +79,10 @@ pub enum LogFormat {
 pub struct Settings {
     /// Address the HTTP server listens on: `HOST:PORT`, or `unix:PATH` for a Unix
     /// socket that workers on the same machine reach with less work than TCP
-    /// (`curl --unix-socket PATH http://localhost/...`; who may connect is the
-    /// socket's directory permissions). A stale socket file left by a process that is
-    /// gone is replaced; a socket something still answers on is not.
+    /// (`curl --unix-socket PATH http://localhost/...`; connecting takes write
+    /// permission on the socket file, which qlessd's umask sets, and access to its
+    /// directory). A stale socket file left by a process that is gone is replaced; a
+    /// socket something still answers on is not.
     #[arg(
         long,
         env = "QLESSD_LISTEN",
