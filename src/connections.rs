@@ -165,23 +165,14 @@ pub async fn serve(
             () = &mut shutdown => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = accept(&listener, &permits) => match accepted {
-                Ok((Accepted::Tcp(stream), permit)) => {
-                    connections.spawn(serve_connection(
-                        stream,
-                        router.clone(),
-                        limits,
-                        closed.clone(),
-                        permit,
-                    ));
-                }
-                Ok((Accepted::Unix(stream), permit)) => {
-                    connections.spawn(serve_connection(
-                        stream,
-                        router.clone(),
-                        limits,
-                        closed.clone(),
-                        permit,
-                    ));
+                Ok((accepted, permit)) => {
+                    let (router, closed) = (router.clone(), closed.clone());
+                    match accepted {
+                        Accepted::Tcp(stream) => connections
+                            .spawn(serve_connection(stream, router, limits, closed, permit)),
+                        Accepted::Unix(stream) => connections
+                            .spawn(serve_connection(stream, router, limits, closed, permit)),
+                    };
                 }
                 Err(err) => accept_failed(err).await,
             },

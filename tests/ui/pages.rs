@@ -247,10 +247,8 @@ async fn recurring_jobs_and_config_are_edited_through_forms() {
     );
 }
 
-#[tokio::test]
-async fn the_live_stream_says_changed_when_a_job_moves() {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
+/// An app whose event subscription is up: events published from now on reach it.
+async fn subscribed_app() -> TestApp {
     let app = TestApp::start().await;
     assert!(
         app.state
@@ -258,6 +256,14 @@ async fn the_live_stream_says_changed_when_a_job_moves() {
             .wait_subscribed(std::time::Duration::from_secs(5))
             .await
     );
+    app
+}
+
+#[tokio::test]
+async fn the_live_stream_says_changed_when_a_job_moves() {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let app = subscribed_app().await;
     let request = Request::builder()
         .uri("/ui/live")
         .body(Body::empty())
@@ -280,13 +286,7 @@ async fn the_live_stream_says_changed_when_a_job_moves() {
 #[tokio::test]
 async fn the_throughput_chart_counts_every_job_completed_or_failed() {
     use qlessd::core::CompleteArgs;
-    let app = TestApp::start().await;
-    assert!(
-        app.state
-            .events
-            .wait_subscribed(std::time::Duration::from_secs(5))
-            .await
-    );
+    let app = subscribed_app().await;
     for jid in ["c1", "c2"] {
         put(&app, "emails", jid).await;
         let popped = app.qless.pop(app.clock.now(), "emails", "w1", 1).await;
