@@ -49,9 +49,14 @@ fn redis_pid(socket: &std::path::Path) -> Option<u32> {
 /// Starts qlessd in embedded mode with its data in `data`, serving on `port`; its
 /// log goes to `logs` (stdout and stderr).
 pub(super) fn spawn_embedded(data: &std::path::Path, port: u16, logs: fn() -> Stdio) -> Child {
+    spawn_embedded_on(data, &format!("127.0.0.1:{port}"), logs)
+}
+
+/// The same, serving on `listen` (any `--listen` value).
+fn spawn_embedded_on(data: &std::path::Path, listen: &str, logs: fn() -> Stdio) -> Child {
     Command::new(BINARY)
         .env("QLESSD_DATA_DIR", data)
-        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+        .env("QLESSD_LISTEN", listen)
         .env_remove("QLESSD_REDIS_URL")
         .env_remove("RUST_LOG")
         .stdout(logs())
@@ -385,15 +390,7 @@ async fn qlessd_serves_on_a_unix_socket_replacing_a_stale_one_and_removes_it_at_
     let listen = format!("unix:{}", socket.display());
     // A socket file left by a server that is gone.
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
-    let mut child = Command::new(BINARY)
-        .env("QLESSD_DATA_DIR", dir.path().join("data"))
-        .env("QLESSD_LISTEN", &listen)
-        .env_remove("QLESSD_REDIS_URL")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_embedded_on(&dir.path().join("data"), &listen, Stdio::null);
     let deadline = Instant::now() + Duration::from_secs(20);
     let healthcheck = || {
         Command::new(BINARY)
