@@ -7,7 +7,8 @@
 //     cargo build --release            # the qlessd measured (or --qlessd <path>)
 //     node benches/bullmq/bench.mjs [--jobs 20000] [--warmup 5000] [--rounds 3] [--lanes 50]
 //                                   [--qlessd target/release/qlessd] [--only a,b]
-//                                   [--client dispatch|undici|http] [--transport tcp|unix]
+//                                   [--client dispatch|undici|http] [--transport tcp|unix|mixed]
+//                                   [--gateway-redis unix|tcp]
 //
 // Four runs per round (names for --only):
 // * `bullmq`: producer `queue.add` (one job per call), one `Worker` with concurrency
@@ -21,10 +22,17 @@
 //   `"pop": {"count": 10, "wait": 1}` (one request per 10 jobs).
 // The HTTP workers use undici (the client behind Node's `fetch`) through its callback
 // interface `dispatch` (`--client undici` for its `request`, which wraps each response
-// in a stream; `--client http` for `node:http`), one keep-alive connection per lane,
-// over TCP to 127.0.0.1 (`--transport unix`: over a Unix socket, qlessd's
-// `--listen unix:PATH`, as workers on the gateway's machine can; BullMQ's clients reach
-// Redis over its Unix socket either way).
+// in a stream; `--client http` for `node:http`), one keep-alive connection per lane.
+//
+// `--transport` decides how the clients (producer and worker processes) reach their
+// server, the same for both systems: `tcp` (the default), loopback TCP, as workers on
+// other machines do (BullMQ's clients to Redis, the HTTP clients to qlessd); `unix`,
+// Unix sockets, as on one machine (qlessd's `--listen unix:PATH`); `mixed`, how runs
+// before 2026-11-27 11:00 UTC measured: HTTP over TCP but BullMQ's clients over a Unix
+// socket. `--gateway-redis` is qlessd's own hop to Redis: `unix` (the default), as
+// qlessd ships with its embedded Redis; `tcp`, as with a Redis of its own on the
+// machine. (The orchestrator's own Redis connections, which count and read
+// statistics, use the Unix socket in every case.)
 //
 // Each run first puts `--warmup` jobs through, untimed (connections open, the clients'
 // JIT warm, gateway and Redis past their first requests). The clock starts when the
@@ -78,13 +86,17 @@ function options(argv) {
     only: SYSTEMS,
     client: "dispatch",
     transport: "tcp",
+    gatewayRedis: "unix",
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i].replace(/^--/, ""), argv[i + 1]];
     if (k === "only") o.only = v.split(",");
+    else if (k === "gateway-redis") o.gatewayRedis = v;
     else if (["jobs", "rounds", "lanes", "warmup"].includes(k)) o[k] = Number(v);
     else o[k] = v;
   }
+  if (!["tcp", "unix", "mixed"].includes(o.transport)) throw new Error(`--transport tcp|unix|mixed, not ${o.transport}`);
+  if (!["tcp", "unix"].includes(o.gatewayRedis)) throw new Error(`--gateway-redis unix|tcp, not ${o.gatewayRedis}`);
   return o;
 }
 
@@ -234,7 +246,9 @@ async function role(o) {
 
   if (o.system.startsWith("bullmq")) {
     const { Queue, Worker } = await import("bullmq");
-    const connection = { path: o.target, maxRetriesPerRequest: null };
+    const connection = o.target.startsWith("redis://")
+      ? { host: "127.0.0.1", port: Number(new URL(o.target).port), maxRetriesPerRequest: null }
+      : { path: o.target, maxRetriesPerRequest: null };
     if (o.role === "producer") {
       const queue = new Queue(QUEUE, { connection });
       await queue.waitUntilReady();
@@ -372,10 +386,10 @@ async function redisCommand(socket, ...args) {
 }
 
 /** Same flags for every run: the embedded Redis's encodings, no persistence. */
-function startRedis(dir, callgrindOut) {
+function startRedis(dir, callgrindOut, port = 0) {
   const socket = join(dir, "redis.sock");
   const flags = [
-    "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
+    "--port", String(port), "--bind", "127.0.0.1", "--unixsocket", socket, "--save", "", "--appendonly", "no",
     "--maxmemory-policy", "noeviction",
     "--hash-max-listpack-value", "1024", "--zset-max-listpack-entries", "0",
   ];
@@ -387,7 +401,7 @@ function startRedis(dir, callgrindOut) {
     : process.env.BENCH_REDIS_CPUS
       ? spawn("taskset", ["-c", process.env.BENCH_REDIS_CPUS, "redis-server", ...flags], { stdio: "ignore" })
       : spawn("redis-server", flags, { stdio: "ignore" });
-  return { child, socket };
+  return { child, socket, port };
 }
 
 /**
@@ -438,15 +452,20 @@ async function completedReach(counter, target, label) {
 async function run(o, system, round) {
   const dir = mkdtempSync(join(tmpdir(), "bench-bullmq-"));
   const profile = process.env.BENCH_CALLGRIND;
-  const redis = startRedis(dir, profile && join(profile, `callgrind.${system}.${round}.out`));
+  const clientsOverTcp = o.transport === "tcp";
+  const gatewayOverTcp = o.gatewayRedis === "tcp";
+  const redisPort = clientsOverTcp || gatewayOverTcp ? await freePort() : 0;
+  const redis = startRedis(dir, profile && join(profile, `callgrind.${system}.${round}.out`), redisPort);
   await waitFor("redis-server", async () => existsSync(redis.socket) && (await redisCpu(redis.socket)) >= 0, 120);
   let gateway;
-  let target = redis.socket;
+  // BullMQ's clients: the Redis socket path, or `redis://` over TCP.
+  let target = clientsOverTcp ? `redis://127.0.0.1:${redisPort}` : redis.socket;
   if (system.startsWith("qlessd")) {
     const listen = o.transport === "unix" ? `unix:${join(dir, "qlessd.sock")}` : `127.0.0.1:${await freePort()}`;
     target = o.transport === "unix" ? listen : `http://${listen}`;
+    const redisUrl = gatewayOverTcp ? `redis://127.0.0.1:${redisPort}` : `unix://${redis.socket}`;
     const extra = (process.env.BENCH_QLESSD_ARGS ?? "").split(" ").filter(Boolean);
-    gateway = spawn(o.qlessd, ["--redis-url", `unix://${redis.socket}`, "--listen", listen, ...extra], {
+    gateway = spawn(o.qlessd, ["--redis-url", redisUrl, "--listen", listen, ...extra], {
       stdio: "ignore",
     });
     const probe = await undiciPool(target, 1);
@@ -550,7 +569,7 @@ async function main() {
   const systems = SYSTEMS.filter((s) => o.only.includes(s));
   console.log(
     `BullMQ vs qlessd: ${o.jobs} jobs timed after ${o.warmup} untimed, ${o.lanes} lanes, ${o.rounds} rounds, ` +
-      `${o.client} HTTP client over ${o.transport}, qlessd ${o.qlessd}`,
+      `clients over ${o.transport} (${o.client} HTTP client), qlessd to Redis over ${o.gatewayRedis}, qlessd ${o.qlessd}`,
   );
   const results = Object.fromEntries(systems.map((s) => [s, []]));
   for (let round = 1; round <= o.rounds; round++) {
