@@ -289,8 +289,10 @@ Qless = setmetatable({
           mean = old + (v - old) / total
           vk = (tonumber(cur[2]) or 0) + (v - mean) * (v - old)
         end
-        -- mean and vk as Lua numbers: Redis writes them with %.17g itself, for less
-        -- than string.format costs from Lua.
+        -- mean and vk as Lua numbers, written by Redis itself (for less than
+        -- string.format costs from Lua): %.17g before Redis 7.2, the shortest text that
+        -- reads back as the same number from 7.2 on and in Valkey. Every stats write
+        -- does the same, so a batch and its calls one by one leave the same text.
         redis.call('hset', key, 'mean', mean, 'vk', vk == 0 and '0' or vk)
         return
       end
@@ -325,8 +327,7 @@ Qless = setmetatable({
           vk = vk + (v - mean) * (v - old)
         end
       end
-      local args = { 'total', format('%d', total), 'mean', format('%.17g', mean),
-        'vk', vk == 0 and '0' or format('%.17g', vk) }
+      local args = { 'total', format('%d', total), 'mean', mean, 'vk', vk == 0 and '0' or vk }
       for i = 1, #names do
         local b = names[i]
         args[#args + 1] = b

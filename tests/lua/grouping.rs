@@ -26,17 +26,18 @@ fn evalsha_calls(redis: &RedisServer) -> u64 {
         .unwrap_or(0)
 }
 
-/// Keeps Redis busy for `millis` with a script of its own, on its own connection.
+/// Holds every client's commands for `millis`, as a long script would: `CLIENT PAUSE`
+/// rather than a script that loops until `TIME` has moved on, since Redis 7.2 and later
+/// (and Valkey) give a script the same `TIME` throughout. The pause starts before the
+/// thread ends.
 fn occupy_redis(redis: &RedisServer, millis: u64) -> std::thread::JoinHandle<()> {
     let client = redis.client();
     std::thread::spawn(move || {
         let mut conn = client.get_connection().unwrap();
-        let busy = "local s = redis.call('time') repeat local n = redis.call('time') \
-                    until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])";
-        redis::cmd("EVAL")
-            .arg(busy)
-            .arg(0)
-            .arg(millis * 1000)
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(millis)
+            .arg("ALL")
             .query::<()>(&mut conn)
             .unwrap();
     })
