@@ -141,7 +141,8 @@ local function command(name)
     -- args shaped like ARGV ({ command, now, arguments... }). The whole list is checked
     -- before anything runs, so a malformed list writes nothing.
     local function batch_calls(A, i, who)
-      local n, calls, handlers = #A, {}, {}
+      -- (Room for one call: `pop.after` usually carries one.)
+      local n, calls, handlers = #A, { nil, nil }, {}
       if n < i then Qless.raise('QL_ARG', who, 'At least one call is required') end
       while i <= n do
         local sub, argc = A[i], tonumber(A[i + 1])
@@ -180,7 +181,8 @@ local function command(name)
     -- statistics are written once per (kind, queue) at the end (a stats call sees the
     -- ones before it): the numbers are those of the calls run one by one, folded in order.
     local function run_calls(now, calls, collect)
-      local replies, failed, any = {}, nil, false
+      -- (Room for one call's reply and the two pop.after adds: its usual three.)
+      local replies, failed, any = { nil, nil, nil }, nil, false
       local flush
       if collect then
         failed = {}
