@@ -34,8 +34,8 @@ function queue_factory(name)
       -- (backoff): that queue then looks at -scheduled again.) A single queue (pop) has
       -- its lists built in one go, without growing tables.
       local distinct, index, cfg, probed
-      local done = {}        -- per distinct queue: which upkeep is known to be done
-      local qkeys = {}       -- per distinct queue: P .. 'q:' .. queue
+      local done = { nil }   -- per distinct queue: which upkeep is known to be done
+      local qkeys = { nil }  -- per distinct queue: P .. 'q:' .. queue
       local seen = Qless.SEEN
       if #queues == 1 then
         local q = queues[1]
