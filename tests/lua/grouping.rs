@@ -26,34 +26,28 @@ fn evalsha_calls(redis: &RedisServer) -> u64 {
         .unwrap_or(0)
 }
 
-/// Holds every client's commands for `millis`, as a long script would: `CLIENT PAUSE`
-/// rather than a script that loops until `TIME` has moved on, since Redis 7.2 and later
-/// (and Valkey) give a script the same `TIME` throughout. The pause starts before the
-/// thread ends.
-fn occupy_redis(redis: &RedisServer, millis: u64) -> std::thread::JoinHandle<()> {
-    let client = redis.client();
-    std::thread::spawn(move || {
-        let mut conn = client.get_connection().unwrap();
-        redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(millis)
-            .arg("ALL")
-            .query::<()>(&mut conn)
-            .unwrap();
-    })
+/// Holds every client's commands for `millis` from now on, as a long script would:
+/// `CLIENT PAUSE` rather than a script that loops until `TIME` has moved on, since
+/// Redis 7.2 and later (and Valkey) give a script the same `TIME` throughout.
+fn pause_redis(redis: &RedisServer, millis: u64) {
+    let mut conn = redis.client().get_connection().unwrap();
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(millis)
+        .arg("ALL")
+        .query::<()>(&mut conn)
+        .unwrap();
 }
 
 /// Puts jobs `j0`..`j<count>` from concurrent tasks while Redis is held up, so the
 /// calls queue and leave in groups; returns each put's reply, in jid order.
 async fn put_while_busy(redis: &RedisServer, qless: &Qless, count: usize) -> Vec<String> {
-    let busy = occupy_redis(redis, 150);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    pause_redis(redis, 150);
     let calls = (0..count).map(|i| {
         let qless = qless.clone();
         tokio::spawn(async move { qless.put(START, job(&format!("j{i}"))).await })
     });
     let replies = futures_util::future::join_all(calls).await;
-    busy.join().unwrap();
     replies.into_iter().map(|r| r.unwrap().unwrap()).collect()
 }
 
@@ -84,8 +78,7 @@ async fn assert_each_put_once(qless: &Qless, count: usize) {
 async fn a_refused_call_in_a_group_fails_alone_and_writes_nothing() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let busy = occupy_redis(&redis, 150);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    pause_redis(&redis, 150);
     let put =
         |qless: Qless, jid: String| tokio::spawn(async move { qless.put(START, job(&jid)).await });
     let before = put(qless.clone(), "before".into());
@@ -103,7 +96,6 @@ async fn a_refused_call_in_a_group_fails_alone_and_writes_nothing() {
         })
     };
     let after = put(qless.clone(), "after".into());
-    busy.join().unwrap();
     assert_eq!(before.await.unwrap().unwrap(), "before");
     assert_eq!(after.await.unwrap().unwrap(), "after");
     match refused.await.unwrap() {
@@ -117,9 +109,8 @@ async fn a_refused_call_in_a_group_fails_alone_and_writes_nothing() {
 async fn a_call_whose_caller_gave_up_before_it_left_is_not_sent() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let busy = occupy_redis(&redis, 300);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    // Two calls fill both slots in flight (both wait behind the busy script) ...
+    pause_redis(&redis, 300);
+    // Two calls fill both slots in flight (both held by the pause) ...
     let first = tokio::spawn({
         let qless = qless.clone();
         async move { qless.put(START, job("first")).await }
@@ -133,7 +124,6 @@ async fn a_call_whose_caller_gave_up_before_it_left_is_not_sent() {
     // ... so this one queues, and its caller stops waiting before a slot frees.
     let abandoned = tokio::time::timeout(Duration::from_millis(50), qless.put(START, job("gone")));
     assert!(abandoned.await.is_err(), "the abandoned put answered");
-    busy.join().unwrap();
     assert_eq!(first.await.unwrap().unwrap(), "first");
     assert_eq!(second.await.unwrap().unwrap(), "second");
     // Anything queued behind has left by now: a call made after it is answered.
@@ -146,8 +136,7 @@ async fn a_call_whose_caller_gave_up_before_it_left_is_not_sent() {
 async fn concurrent_batch_calls_are_never_nested_in_a_group() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let busy = occupy_redis(&redis, 150);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    pause_redis(&redis, 150);
     let calls = (0..4).map(|i| {
         let qless = qless.clone();
         tokio::spawn(async move {
@@ -159,7 +148,6 @@ async fn concurrent_batch_calls_are_never_nested_in_a_group() {
         })
     });
     let replies = futures_util::future::join_all(calls).await;
-    busy.join().unwrap();
     for (i, reply) in replies.into_iter().enumerate() {
         let reply = reply.unwrap().unwrap();
         assert_eq!(
@@ -190,8 +178,7 @@ async fn grouped_calls_stay_in_their_namespace() {
 async fn an_unknown_command_in_a_group_fails_alone() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    let busy = occupy_redis(&redis, 150);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    pause_redis(&redis, 150);
     let put = |jid: &'static str| {
         let qless = qless.clone();
         tokio::spawn(async move { qless.put(START, job(jid)).await })
@@ -207,7 +194,6 @@ async fn an_unknown_command_in_a_group_fails_alone() {
         tokio::spawn(async move { qless.call("no.such.command", START, &[]).await })
     };
     let after = put("after");
-    busy.join().unwrap();
     for (task, jid) in [
         (first, "first"),
         (second, "second"),
