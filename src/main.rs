@@ -17,13 +17,17 @@ fn main() -> std::process::ExitCode {
         print!("{}", core::script::SOURCE);
         return std::process::ExitCode::SUCCESS;
     }
-    // The server on `--threads` threads; a subcommand makes one request at most.
+    // The server on `--threads` threads; a subcommand makes one request at most. One
+    // thread is a current-thread runtime: the multi-thread scheduler with one worker
+    // kept `block_on`'s future on a second thread and paid for work-stealing nobody
+    // could do (single-job worker path: 2.6% fewer instructions, 10-14% more jobs/s
+    // alternated, `docs/benchmarks.md`).
     let runtime = match settings.command {
-        None => tokio::runtime::Builder::new_multi_thread()
+        None if settings.threads() > 1 => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(settings.threads())
             .enable_all()
             .build(),
-        Some(_) => tokio::runtime::Builder::new_current_thread()
+        _ => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
     };

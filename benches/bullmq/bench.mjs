@@ -87,12 +87,13 @@ function options(argv) {
     client: "dispatch",
     transport: "tcp",
     gatewayRedis: "unix",
+    pipelining: 1,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i].replace(/^--/, ""), argv[i + 1]];
     if (k === "only") o.only = v.split(",");
     else if (k === "gateway-redis") o.gatewayRedis = v;
-    else if (["jobs", "rounds", "lanes", "warmup"].includes(k)) o[k] = Number(v);
+    else if (["jobs", "rounds", "lanes", "warmup", "pipelining"].includes(k)) o[k] = Number(v);
     else o[k] = v;
   }
   if (!["tcp", "unix", "mixed"].includes(o.transport)) throw new Error(`--transport tcp|unix|mixed, not ${o.transport}`);
@@ -118,11 +119,12 @@ function payload(i) {
  * An undici pool of `lanes` connections to `target`: an `http://` origin, or
  * `unix:PATH` for qlessd on a Unix socket.
  */
-async function undiciPool(target, lanes) {
+async function undiciPool(target, lanes, pipelining = 1) {
   const { Pool } = await import("undici");
+  const options = { connections: Math.ceil(lanes / pipelining), pipelining };
   return target.startsWith("unix:")
-    ? new Pool("http://localhost", { connections: lanes, socketPath: target.slice("unix:".length) })
-    : new Pool(target, { connections: lanes });
+    ? new Pool("http://localhost", { ...options, socketPath: target.slice("unix:".length) })
+    : new Pool(target, options);
 }
 
 /** An HTTP/1.1 keep-alive client for qlessd: one socket per lane. */
@@ -179,8 +181,8 @@ async function undiciClient(base, lanes) {
  * response (Node's streams cost more CPU per request than the parsing itself). What a
  * worker library would use on its hot path; `--client undici` keeps `request`.
  */
-async function dispatchClient(base, lanes) {
-  const pool = await undiciPool(base, lanes);
+async function dispatchClient(base, lanes, pipelining) {
+  const pool = await undiciPool(base, lanes, pipelining);
   const headers = { "content-type": "application/json" };
   return (method, path, body) =>
     new Promise((resolve, reject) => {
@@ -188,7 +190,7 @@ async function dispatchClient(base, lanes) {
       let status = 0;
       const chunks = [];
       pool.dispatch(
-        { method, path, headers, body: text },
+        { method, path, headers, body: text, idempotent: pipelining > 1 },
         {
           onRequestStart() {},
           onResponseStart(_controller, statusCode) {
@@ -271,7 +273,7 @@ async function role(o) {
     o.client === "http"
       ? qlessdClient(o.target, lanes)
       : o.client === "dispatch"
-        ? await dispatchClient(o.target, lanes)
+        ? await dispatchClient(o.target, lanes, o.pipelining)
         : await undiciClient(o.target, lanes);
   if (o.role === "producer") {
     await produce((batch) =>
@@ -487,7 +489,7 @@ async function run(o, system, round) {
     await redisCommand(redis.socket, "HSET", `${prefix}config`, "jobs-history-count", String(o.warmup + o.jobs + 1));
   }
   const args = ["--system", system, "--target", target, "--jobs", String(o.jobs), "--lanes", String(o.lanes),
-    "--client", o.client, "--warmup", String(o.warmup)];
+    "--client", o.client, "--warmup", String(o.warmup), "--pipelining", String(o.pipelining)];
   const child = (r) => fork(fileURLToPath(import.meta.url), ["--role", r, ...args], { stdio: "inherit" });
   const worker = child("worker");
   const producer = child("producer");
