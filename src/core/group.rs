@@ -563,7 +563,7 @@ impl Driver {
             {
                 let err = Error::Unavailable("READONLY the Redis node is not a primary".to_owned());
                 fail(call.sent, &err);
-                self.drop_link(&err.to_string());
+                self.drop_link_with(&err);
                 return;
             }
             if matches!(value, Value::ServerError(ref err) if super::error::not_here(Some(err.code())).is_some())
@@ -574,7 +574,7 @@ impl Driver {
                 // which a promoted replica or a new owner may not hold).
                 let moved = matches!(&value, Value::ServerError(err) if matches!(err.code(), "MOVED" | "READONLY"));
                 let err = value_to_result(value).expect_err("an error reply");
-                self.drop_link(&err.to_string());
+                self.drop_link_with(&err);
                 if moved && !call.retried && !matches!(call.sent, Sent::Load | Sent::Wait) {
                     self.send_again(call.sent, err).await;
                 } else {
@@ -603,26 +603,32 @@ impl Driver {
         }
     }
 
-    /// Gives up the connection, failing everything in flight on it.
+    /// Gives up the connection, failing everything in flight on it as unavailable.
     fn drop_link(&mut self, why: &str) {
+        self.drop_link_with(&Error::Unavailable(why.to_owned()));
+    }
+
+    /// Gives up the connection, failing everything in flight on it with `err` itself:
+    /// a redirection (`MOVED`, `READONLY`) reaches every call as Redis said it, so each
+    /// answer names the reason, whichever call happened to read it first.
+    fn drop_link_with(&mut self, err: &Error) {
         if let Some(link) = self.link.take() {
             // An idle connection closing (Redis restarting, or stopping as qlessd shuts
             // down) loses nothing: the next call opens another.
             if link.in_flight.is_empty() {
-                tracing::debug!(why, "dropping the idle script connection");
+                tracing::debug!(why = %err, "dropping the idle script connection");
             } else {
                 tracing::warn!(
-                    why,
+                    why = %err,
                     in_flight = link.in_flight.len(),
                     "dropping the script connection"
                 );
             }
-            let err = Error::Unavailable(why.to_owned());
             if let Some((call, _)) = link.acknowledging {
-                fail(call.sent, &err);
+                fail(call.sent, err);
             }
             for call in link.in_flight {
-                fail(call.sent, &err);
+                fail(call.sent, err);
             }
         }
     }
