@@ -8,7 +8,7 @@
 //     node benches/bullmq/bench.mjs [--jobs 20000] [--warmup 5000] [--rounds 3] [--lanes 50]
 //                                   [--qlessd target/release/qlessd] [--only a,b]
 //                                   [--client dispatch|undici|http] [--transport tcp|unix|mixed]
-//                                   [--gateway-redis unix|tcp]
+//                                   [--gateway-redis unix|tcp] [--pipelining N]
 //
 // Four runs per round (names for --only):
 // * `bullmq`: producer `queue.add` (one job per call), one `Worker` with concurrency
@@ -22,7 +22,10 @@
 //   `"pop": {"count": 10, "wait": 1}` (one request per 10 jobs).
 // The HTTP workers use undici (the client behind Node's `fetch`) through its callback
 // interface `dispatch` (`--client undici` for its `request`, which wraps each response
-// in a stream; `--client http` for `node:http`), one keep-alive connection per lane.
+// in a stream; `--client http` for `node:http`), one keep-alive connection per lane;
+// with `--pipelining N` (dispatch only), one connection per N lanes, each sending up to
+// N requests before the first answer (HTTP/1.1 pipelining; marked idempotent, which
+// undici requires before it pipelines a POST).
 //
 // `--transport` decides how the clients (producer and worker processes) reach their
 // server, the same for both systems: `tcp` (the default), loopback TCP, as workers on
