@@ -182,28 +182,89 @@ fn remaining(text: Option<&str>) -> i64 {
 /// extra keys plus `when` and `what`, which win); an object stored as such is read as
 /// it is; anything else is left out, as the script's JSON leaves it out.
 fn history_entry(stored: &str) -> Result<Option<HistoryEntry>, Error> {
-    let object = match serde_json::from_str::<Json>(stored) {
-        Ok(Json::Array(items)) => {
-            let mut items = items.into_iter();
-            let (when, what) = (items.next(), items.next());
-            let mut object = match items.next() {
+    let invalid = |err: serde_json::Error| Error::reply(format!("{err}: {stored}"));
+    match serde_json::from_str::<StoredEntry>(stored) {
+        Ok(StoredEntry::Positional { when, what, extra }) => {
+            let mut extra = match extra {
                 Some(Json::Object(extra)) => extra,
                 _ => Map::new(),
             };
-            for (key, value) in [("when", when), ("what", what)] {
-                match value {
-                    Some(value) if !value.is_null() => object.insert(key.to_owned(), value),
-                    _ => object.remove(key),
-                };
-            }
-            object
+            extra.remove("when");
+            extra.remove("what");
+            let required = |value: Option<Json>, name: &'static str| {
+                value
+                    .filter(|value| !value.is_null())
+                    .ok_or_else(|| serde::de::Error::missing_field(name))
+            };
+            let when = required(when, "when")
+                .and_then(wire::number)
+                .map_err(invalid)?;
+            let what = required(what, "what")
+                .and_then(String::deserialize)
+                .map_err(invalid)?;
+            Ok(Some(HistoryEntry { when, what, extra }))
         }
-        Ok(Json::Object(object)) => object,
-        _ => return Ok(None),
-    };
-    HistoryEntry::deserialize(Json::Object(object))
-        .map(Some)
-        .map_err(|err| Error::reply(format!("{err}: {stored}")))
+        Ok(StoredEntry::Object(object)) => HistoryEntry::deserialize(Json::Object(object))
+            .map(Some)
+            .map_err(invalid),
+        // Not JSON, or JSON of another shape.
+        Err(_) => Ok(None),
+    }
+}
+
+/// A stored history entry as written: the first three items of the script's array
+/// (read straight into their places, without the array and the object the entry was
+/// once rebuilt from: a third of the leased jobs' reading), or an object.
+enum StoredEntry {
+    Positional {
+        when: Option<Json>,
+        what: Option<Json>,
+        extra: Option<Json>,
+    },
+    Object(Map<String, Json>),
+}
+
+impl<'de> Deserialize<'de> for StoredEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntryVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for EntryVisitor {
+            type Value = StoredEntry;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a history entry (an array or an object)")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut items: A,
+            ) -> Result<StoredEntry, A::Error> {
+                let when = items.next_element()?;
+                let what = if when.is_some() {
+                    items.next_element()?
+                } else {
+                    None
+                };
+                let extra = if what.is_some() {
+                    items.next_element()?
+                } else {
+                    None
+                };
+                while items.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(StoredEntry::Positional { when, what, extra })
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<StoredEntry, A::Error> {
+                Map::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(StoredEntry::Object)
+            }
+        }
+
+        deserializer.deserialize_any(EntryVisitor)
+    }
 }
 
 #[cfg(test)]
@@ -310,9 +371,33 @@ mod tests {
             .unwrap();
         assert_eq!(object.what, "put");
         assert!(history_entry("not json").unwrap().is_none());
+        assert!(history_entry("7").unwrap().is_none());
+        assert!(history_entry(r#""put""#).unwrap().is_none());
         assert!(
             history_entry(r#"[1]"#).is_err(),
             "an entry without `what` fails, as in JSON"
+        );
+        assert!(
+            history_entry(r#"[null,"put"]"#).is_err(),
+            "a null `when` is missing"
+        );
+        assert!(history_entry(r#"[1,7]"#).is_err(), "`what` is text");
+        // A numeric text for `when`, a fourth item ignored, an extra that is not an
+        // object dropped, and extra keys of any kind kept.
+        let entry = history_entry(r#"["12.5","put",{"q":"a","n":[1,{"x":null}]},"more"]"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!((entry.when, entry.what.as_str()), (12.5, "put"));
+        assert_eq!(
+            entry.extra,
+            serde_json::from_str::<Map<_, _>>(r#"{"q":"a","n":[1,{"x":null}]}"#).unwrap()
+        );
+        assert!(
+            history_entry(r#"[3,"popped","w"]"#)
+                .unwrap()
+                .unwrap()
+                .extra
+                .is_empty()
         );
     }
 
