@@ -132,10 +132,12 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pool_size: Option<u32>,
 
-    /// Most concurrent script calls sent to Redis together as one invocation. Calls
-    /// that arrive while others are in flight leave as a group: each runs as if alone
-    /// and gets its own reply, and Redis pays the invocation's fixed cost once per
-    /// group. A call never waits to form a group. 1 sends every call by itself.
+    /// Most concurrent script calls sent to Redis together as one invocation, counted
+    /// in jobs: a call that leases or ends several (a pop of ten, a batch completion
+    /// that leases the next ten) counts each. Calls that arrive while others are in
+    /// flight leave as a group: each runs as if alone and gets its own reply, and Redis
+    /// pays the invocation's fixed cost once per group. A call never waits to form a
+    /// group. 1 sends every call by itself.
     #[arg(long, env = "QLESSD_GROUP_CALLS", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub group_calls: u32,

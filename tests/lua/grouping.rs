@@ -65,6 +65,35 @@ async fn concurrent_calls_share_invocations_and_each_gets_its_own_reply() {
     assert_each_put_once(&qless, 200).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_are_bounded_by_the_jobs_their_calls_lease_not_by_their_number() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, None).await;
+    put_while_busy(&redis, &qless, 400).await;
+    // 40 pops of ten while Redis is held: counted in calls they would leave as one
+    // group of 38 behind the first two; counted in jobs (100 a group), as four of ten.
+    let before = evalsha_calls(&redis);
+    pause_redis(&redis, 150);
+    let pops = (0..40).map(|i| {
+        let qless = qless.clone();
+        tokio::spawn(async move { qless.pop(START, "q", &format!("w{i}"), 10).await })
+    });
+    let mut leased = Vec::new();
+    for pop in futures_util::future::join_all(pops).await {
+        let jobs = pop.unwrap().unwrap();
+        assert_eq!(jobs.len(), 10, "a pop of ten leased {}", jobs.len());
+        leased.extend(jobs.into_iter().map(|job| job.jid));
+    }
+    leased.sort();
+    leased.dedup();
+    assert_eq!(leased.len(), 400, "a job was leased twice");
+    let invocations = evalsha_calls(&redis) - before;
+    assert!(
+        (6..=12).contains(&invocations),
+        "40 pops of ten took {invocations} invocations"
+    );
+}
+
 /// Jobs `j0`..`j<count>` exist, each put exactly once (one history entry).
 async fn assert_each_put_once(qless: &Qless, count: usize) {
     for i in 0..count {
