@@ -436,22 +436,18 @@ impl Driver {
                 let mut work = weight(call.command, &call.args);
                 let mut calls = vec![call];
                 while work < self.max_calls {
-                    match self.waiting.try_recv() {
-                        // A `batch` cannot be nested in the batch of a group, and a
-                        // call that would take the group past its bound starts the next.
-                        Ok(call)
-                            if call.command != "batch"
-                                && work + weight(call.command, &call.args) <= self.max_calls =>
-                        {
-                            work += weight(call.command, &call.args);
-                            calls.push(call);
-                        }
-                        Ok(other) => {
-                            self.held = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
+                    let Ok(call) = self.waiting.try_recv() else {
+                        break;
+                    };
+                    // A `batch` cannot be nested in the batch of a group, and a call that
+                    // would take the group past its bound starts the next one.
+                    let more = weight(call.command, &call.args);
+                    if call.command == "batch" || work + more > self.max_calls {
+                        self.held = Some(call);
+                        break;
                     }
+                    work += more;
+                    calls.push(call);
                 }
                 calls.retain(|call| !call.reply.is_closed());
                 METRICS.group(calls.len());

@@ -26,23 +26,10 @@ fn evalsha_calls(redis: &RedisServer) -> u64 {
         .unwrap_or(0)
 }
 
-/// Holds every client's commands for `millis` from now on, as a long script would:
-/// `CLIENT PAUSE` rather than a script that loops until `TIME` has moved on, since
-/// Redis 7.2 and later (and Valkey) give a script the same `TIME` throughout.
-fn pause_redis(redis: &RedisServer, millis: u64) {
-    let mut conn = redis.client().get_connection().unwrap();
-    redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(millis)
-        .arg("ALL")
-        .query::<()>(&mut conn)
-        .unwrap();
-}
-
 /// Puts jobs `j0`..`j<count>` from concurrent tasks while Redis is held up, so the
 /// calls queue and leave in groups; returns each put's reply, in jid order.
 async fn put_while_busy(redis: &RedisServer, qless: &Qless, count: usize) -> Vec<String> {
-    pause_redis(redis, 150);
+    redis.pause_clients(150);
     let calls = (0..count).map(|i| {
         let qless = qless.clone();
         tokio::spawn(async move { qless.put(START, job(&format!("j{i}"))).await })
@@ -73,7 +60,7 @@ async fn groups_are_bounded_by_the_jobs_their_calls_lease_not_by_their_number() 
     // 40 pops of ten while Redis is held: counted in calls they would leave as one
     // group of 38 behind the first two; counted in jobs (100 a group), as four of ten.
     let before = evalsha_calls(&redis);
-    pause_redis(&redis, 150);
+    redis.pause_clients(150);
     let pops = (0..40).map(|i| {
         let qless = qless.clone();
         tokio::spawn(async move { qless.pop(START, "q", &format!("w{i}"), 10).await })
@@ -107,7 +94,7 @@ async fn assert_each_put_once(qless: &Qless, count: usize) {
 async fn a_refused_call_in_a_group_fails_alone_and_writes_nothing() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    pause_redis(&redis, 150);
+    redis.pause_clients(150);
     let put =
         |qless: Qless, jid: String| tokio::spawn(async move { qless.put(START, job(&jid)).await });
     let before = put(qless.clone(), "before".into());
@@ -138,7 +125,7 @@ async fn a_refused_call_in_a_group_fails_alone_and_writes_nothing() {
 async fn a_call_whose_caller_gave_up_before_it_left_is_not_sent() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    pause_redis(&redis, 300);
+    redis.pause_clients(300);
     // Two calls fill both slots in flight (both held by the pause) ...
     let first = tokio::spawn({
         let qless = qless.clone();
@@ -165,7 +152,7 @@ async fn a_call_whose_caller_gave_up_before_it_left_is_not_sent() {
 async fn concurrent_batch_calls_are_never_nested_in_a_group() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    pause_redis(&redis, 150);
+    redis.pause_clients(150);
     let calls = (0..4).map(|i| {
         let qless = qless.clone();
         tokio::spawn(async move {
@@ -207,7 +194,7 @@ async fn grouped_calls_stay_in_their_namespace() {
 async fn an_unknown_command_in_a_group_fails_alone() {
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    pause_redis(&redis, 150);
+    redis.pause_clients(150);
     let put = |jid: &'static str| {
         let qless = qless.clone();
         tokio::spawn(async move { qless.put(START, job(jid)).await })

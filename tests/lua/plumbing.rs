@@ -138,7 +138,7 @@ async fn a_call_redis_answers_late_is_still_answered() {
     // Redis ran but answered later would be reported as failed.
     let redis = RedisServer::start();
     let qless = connect(&redis, None).await;
-    pause_clients(&redis, 1200);
+    redis.pause_clients(1200);
     let started = std::time::Instant::now();
     let value = qless
         .call("config.get", START, &["heartbeat".into()])
@@ -150,17 +150,6 @@ async fn a_call_redis_answers_late_is_still_answered() {
         "the pause did not hold the call: {:?}",
         started.elapsed()
     );
-}
-
-/// Holds every client's commands for `millis` (CLIENT PAUSE).
-fn pause_clients(redis: &RedisServer, millis: u64) {
-    let mut admin = redis.client().get_connection().unwrap();
-    redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(millis)
-        .arg("ALL")
-        .query::<()>(&mut admin)
-        .unwrap();
 }
 
 /// Options for a handle on `url` with a short response timeout.
@@ -208,7 +197,7 @@ async fn a_call_unanswered_past_the_response_timeout_fails_and_the_next_one_work
     let qless = Qless::connect(options(redis.url(), Duration::from_millis(300)))
         .await
         .unwrap();
-    pause_clients(&redis, 1000);
+    redis.pause_clients(1000);
     let started = std::time::Instant::now();
     let err = qless
         .call("config.get", START, &["heartbeat".into()])

@@ -80,6 +80,20 @@ impl RedisServer {
         redis::Client::open(self.url()).expect("client")
     }
 
+    /// Holds every client's commands for `millis` from now on (`CLIENT PAUSE ... ALL`),
+    /// as a long script would. (Not a script that loops until `TIME` moves on: Redis
+    /// 7.2 and later, and Valkey, give a script one `TIME` throughout.)
+    #[allow(dead_code)]
+    pub fn pause_clients(&self, millis: u64) {
+        let mut admin = self.client().get_connection().unwrap();
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(millis)
+            .arg("ALL")
+            .query::<()>(&mut admin)
+            .unwrap();
+    }
+
     fn wait_until_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
