@@ -101,6 +101,7 @@ function options(argv) {
   }
   if (!["tcp", "unix", "mixed"].includes(o.transport)) throw new Error(`--transport tcp|unix|mixed, not ${o.transport}`);
   if (!["tcp", "unix"].includes(o.gatewayRedis)) throw new Error(`--gateway-redis unix|tcp, not ${o.gatewayRedis}`);
+  if (!Number.isInteger(o.pipelining) || o.pipelining < 1) throw new Error(`--pipelining takes a whole number of at least 1, not ${o.pipelining}`);
   return o;
 }
 
