@@ -36,7 +36,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
 use axum::response::Response;
@@ -48,6 +47,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tower::Service;
 
+use crate::server::App;
 use crate::settings::{Listen, Settings};
 
 /// The connection limits (see the module documentation).
@@ -86,8 +86,6 @@ impl ConnectionLimits {
     }
 }
 
-/// Serves `router` on `listener` within `limits` until `shutdown` resolves, then shuts
-/// down within `limits.shutdown_timeout`.
 /// Where connections come from.
 #[derive(Debug)]
 pub enum Listener {
@@ -148,9 +146,11 @@ enum Accepted {
     Unix(UnixStream),
 }
 
+/// Serves `app` on `listener` within `limits` until `shutdown` resolves, then shuts
+/// down within `limits.shutdown_timeout`.
 pub async fn serve(
     listener: impl Into<Listener>,
-    router: Router,
+    app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
     limits: ConnectionLimits,
 ) -> io::Result<()> {
@@ -166,12 +166,12 @@ pub async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = accept(&listener, &permits) => match accepted {
                 Ok((accepted, permit)) => {
-                    let (router, closed) = (router.clone(), closed.clone());
+                    let (app, closed) = (app.clone(), closed.clone());
                     match accepted {
                         Accepted::Tcp(stream) => connections
-                            .spawn(serve_connection(stream, router, limits, closed, permit)),
+                            .spawn(serve_connection(stream, app, limits, closed, permit)),
                         Accepted::Unix(stream) => connections
-                            .spawn(serve_connection(stream, router, limits, closed, permit)),
+                            .spawn(serve_connection(stream, app, limits, closed, permit)),
                     };
                 }
                 Err(err) => accept_failed(err).await,
@@ -249,7 +249,7 @@ async fn accept_failed(err: io::Error) {
 /// Serves one connection until it closes, a timeout closes it, or shutdown does.
 async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
-    router: Router,
+    app: App,
     limits: ConnectionLimits,
     mut closing: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
@@ -260,7 +260,7 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         activity: activity.clone(),
     });
     let service = Tracked {
-        router,
+        app,
         activity: activity.clone(),
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -452,14 +452,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 }
 
-/// The router as hyper calls it, counting the connection's requests in progress.
+/// The application as hyper calls it, counting the connection's requests in progress.
 #[derive(Clone)]
 struct Tracked {
-    router: Router,
+    app: App,
     activity: Arc<Activity>,
 }
 
-type RouterFuture = <Router as Service<Request<Incoming>>>::Future;
+type AppFuture = <App as Service<Request>>::Future;
 
 impl hyper::service::Service<Request<Incoming>> for Tracked {
     type Response = Response;
@@ -469,7 +469,8 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         self.activity.request_started();
         Answering {
-            future: self.router.clone().call(request),
+            // (The application is always ready: see [`App`].)
+            future: self.app.clone().call(request.map(Body::new)),
             busy: Some(Busy(self.activity.clone())),
         }
     }
@@ -481,7 +482,7 @@ pin_project_lite::pin_project! {
     /// streamed body (an event stream) when the body ends.
     struct Answering {
         #[pin]
-        future: RouterFuture,
+        future: AppFuture,
         busy: Option<Busy>,
     }
 }

@@ -187,7 +187,7 @@ async fn a_time_repeated_by_fall_back_fires_once() {
 }
 
 /// A second gateway (its own state and connections) on `app`'s Redis and clock.
-async fn second_gateway(app: &TestApp) -> (Qless, axum::Router) {
+async fn second_gateway(app: &TestApp) -> (Qless, server::App) {
     let qless = connect(&app.redis, None).await;
     let settings = Settings::for_redis(app.redis.url());
     let state = AppState::new(

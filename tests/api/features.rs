@@ -2,11 +2,10 @@
 //! results beside a job's data, idempotent puts, retry backoff and throttles. The
 //! once-only rules are also driven through two gateways (two routers on one Redis).
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
-use qlessd::server::{self, AppState, Limits};
+use qlessd::server::{self, App, AppState, Limits};
 use qlessd::settings::Settings;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -17,7 +16,7 @@ use crate::support::{TestApp, TestResponse, connect};
 
 /// A second gateway: its own router, connection and leasing, on the same Redis and
 /// the same clock as `app`.
-async fn second_gateway(app: &TestApp) -> Router {
+async fn second_gateway(app: &TestApp) -> App {
     let qless = connect(&app.redis, None).await;
     let settings = Settings::for_redis(app.redis.url());
     let state = AppState::new(qless, app.clock.clone(), Limits::from_settings(&settings));
@@ -26,7 +25,7 @@ async fn second_gateway(app: &TestApp) -> Router {
 
 /// Sends a JSON request with extra headers to `router`.
 async fn send(
-    router: &Router,
+    router: &App,
     method: Method,
     uri: &str,
     body: Value,

@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use qlessd::clock::Clock;
 use qlessd::core::{ConnectOptions, Qless};
-use qlessd::server::{self, AppState, Limits};
+use qlessd::server::{self, App, AppState, Limits};
 use qlessd::settings::Settings;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -24,7 +23,7 @@ pub struct TestApp {
     pub redis: RedisServer,
     pub qless: Qless,
     pub clock: Clock,
-    pub router: Router,
+    pub router: App,
     /// The state behind the router (event bus, leasing service).
     pub state: AppState,
 }
