@@ -478,7 +478,7 @@ pub fn protocol(what: String) -> io::Error {
 /// The line at the front of `data` (without its CRLF) and where the next one starts,
 /// or `None` while incomplete.
 fn line(data: &[u8]) -> Option<(&[u8], usize)> {
-    let end = data.iter().position(|&byte| byte == b'\r')?;
+    let end = memchr::memchr(b'\r', data)?;
     (data.len() > end + 1).then(|| (&data[..end], end + 2))
 }
 
