@@ -5,15 +5,17 @@
 //!   failed, retried and timed out through this gateway, wait times seen at pop, HTTP
 //!   request durations by route template, script-call latency and errors, group sizes,
 //!   event-stream clients, sweeper runs, embedded Redis restarts. Each costs a few
-//!   atomic operations: label values are `&'static str` or small integers, so a
-//!   lookup allocates nothing once a series exists.
+//!   atomic operations: label values are `&'static str` or small integers, or, for a
+//!   queue's series, found in [`QueueSeries`] by the names given, so a lookup
+//!   allocates nothing once a series exists.
 //! * read at scrape time from Redis, for the namespace the scrape addresses
 //!   ([`Scrape`]): jobs per queue and state (the script's `queues`, so work done by
 //!   any qless client counts), paused queues, failure groups, long-poll waiters, and
 //!   Redis memory (`INFO memory`). These are cached for [`SCRAPE_CACHE`] so frequent
 //!   scrapes of many queues stay cheap for Redis.
 
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -94,10 +96,53 @@ pub struct Metrics {
     sweep_seconds: Histogram,
     redis_restarts: Counter,
     spans_dropped: Counter,
-    /// Jobs popped through this gateway and not yet completed: jid to queue and
-    /// pop time, for the run time at completion. Bounded: when full, new pops are
-    /// not timed.
-    leased: std::sync::Mutex<std::collections::HashMap<String, (String, f64)>>,
+    /// Each queue's series, by namespace then queue.
+    queues: parking_lot::RwLock<HashMap<String, QueuesOf, Hasher>>,
+    /// Jobs popped through this gateway and not yet completed: jid to its queue's
+    /// series and its pop time, for the run time at completion. Bounded: when full,
+    /// new pops are not timed.
+    leased: parking_lot::Mutex<HashMap<String, (Arc<QueueSeries>, f64), Hasher>>,
+}
+
+/// The hasher of the maps keyed by names clients choose (queues, jids): seeded per
+/// process, and several times faster than the standard library's SipHash on short
+/// keys.
+type Hasher = foldhash::quality::RandomState;
+
+/// One namespace's queues' series, by queue.
+type QueuesOf = HashMap<String, Arc<QueueSeries>, Hasher>;
+
+/// The job events counted per queue (`qless_jobs_total`'s `event` label).
+const EVENTS: [&str; 6] = [
+    "put",
+    "popped",
+    "completed",
+    "failed",
+    "retried",
+    "timed_out",
+];
+
+/// One queue's series, each made in its family the first time it is used (so a
+/// scrape shows the same series as before there was this cache) and kept here.
+/// prometheus-client's families are keyed by label sets that own their strings: a
+/// lookup there costs two allocations and a SipHash of the labels, and a job is
+/// counted five times on its way (put, popped, its wait, completed, its run time).
+#[derive(Debug)]
+struct QueueSeries {
+    namespace: String,
+    queue: String,
+    events: [OnceLock<Counter>; EVENTS.len()],
+    wait: OnceLock<Histogram>,
+    run: OnceLock<Histogram>,
+}
+
+impl QueueSeries {
+    fn label(&self) -> QueueLabel {
+        QueueLabel {
+            namespace: self.namespace.clone(),
+            queue: self.queue.clone(),
+        }
+    }
 }
 
 /// Most jobs [`Metrics`] remembers the pop time of.
@@ -205,6 +250,7 @@ impl Metrics {
             sweep_seconds,
             redis_restarts,
             spans_dropped,
+            queues: Default::default(),
             leased: Default::default(),
         }
     }
@@ -212,34 +258,66 @@ impl Metrics {
     /// Counts `event` (`put`, `popped`, `completed`, `failed`, `retried`,
     /// `timed_out`) for `queue` of `namespace` (`""`: the plain `ql:` prefix).
     pub fn job(&self, namespace: &str, queue: &str, event: &'static str) {
-        self.jobs
-            .get_or_create(&QueueEvent {
-                namespace: namespace.to_owned(),
-                queue: queue.to_owned(),
-                event,
+        self.count(&self.series(namespace, queue), event);
+    }
+
+    /// The series of `queue` of `namespace`, made on first use.
+    fn series(&self, namespace: &str, queue: &str) -> Arc<QueueSeries> {
+        if let Some(found) = self.queues.read().get(namespace).and_then(|q| q.get(queue)) {
+            return found.clone();
+        }
+        self.queues
+            .write()
+            .entry(namespace.to_owned())
+            .or_default()
+            .entry(queue.to_owned())
+            .or_insert_with(|| {
+                Arc::new(QueueSeries {
+                    namespace: namespace.to_owned(),
+                    queue: queue.to_owned(),
+                    events: Default::default(),
+                    wait: OnceLock::new(),
+                    run: OnceLock::new(),
+                })
             })
-            .inc();
+            .clone()
+    }
+
+    /// Counts `event` in `series`.
+    fn count(&self, series: &QueueSeries, event: &'static str) {
+        let make = || {
+            self.jobs
+                .get_or_create(&QueueEvent {
+                    namespace: series.namespace.clone(),
+                    queue: series.queue.clone(),
+                    event,
+                })
+                .clone()
+        };
+        match EVENTS.iter().position(|known| *known == event) {
+            Some(at) => series.events[at].get_or_init(make).inc(),
+            // (Not one of the kept events: counted in the family itself.)
+            None => make().inc(),
+        };
     }
 
     /// Counts the jobs of a pop, and how long each waited (from the history entry
     /// before its `popped` one).
     pub fn popped(&self, namespace: &str, jobs: &[Job]) {
         for job in jobs {
-            self.job(namespace, &job.queue, "popped");
+            let series = self.series(namespace, &job.queue);
+            self.count(&series, "popped");
             if let [.., before, popped] = job.history.as_slice() {
-                let mut leased = self.leased.lock().expect("leased lock");
-                if leased.len() < LEASED_LIMIT {
-                    leased.insert(job.jid.clone(), (job.queue.clone(), popped.when));
-                }
-                drop(leased);
                 let waited = popped.when - before.when;
                 if waited.is_finite() && waited >= 0.0 {
-                    self.wait
-                        .get_or_create(&QueueLabel {
-                            namespace: namespace.to_owned(),
-                            queue: job.queue.clone(),
-                        })
-                        .observe(waited);
+                    let wait = series
+                        .wait
+                        .get_or_init(|| self.wait.get_or_create(&series.label()).clone());
+                    wait.observe(waited);
+                }
+                let mut leased = self.leased.lock();
+                if leased.len() < LEASED_LIMIT {
+                    leased.insert(job.jid.clone(), (series, popped.when));
                 }
             }
         }
@@ -250,21 +328,25 @@ impl Metrics {
     /// it (fail, timeout), under the queue this gateway leased the job from; a
     /// completion also records its run time when this gateway saw its pop.
     pub fn finished(&self, namespace: &str, queue: &str, event: &'static str, jid: &str, now: f64) {
-        let popped = self.leased.lock().expect("leased lock").remove(jid);
-        let queue = match (&popped, queue) {
-            (Some((leased_from, _)), "") => leased_from.as_str(),
-            _ => queue,
+        let popped = self.leased.lock().remove(jid);
+        let series = match &popped {
+            // Usually the job's own queue, known from its pop.
+            Some((leased, _))
+                if leased.namespace == namespace && (queue.is_empty() || leased.queue == queue) =>
+            {
+                leased.clone()
+            }
+            Some((leased, _)) if queue.is_empty() => self.series(namespace, &leased.queue),
+            _ => self.series(namespace, queue),
         };
-        self.job(namespace, queue, event);
+        self.count(&series, event);
         if let (Some((_, at)), "completed") = (&popped, event) {
             let seconds = now - at;
             if seconds.is_finite() && seconds >= 0.0 {
-                self.run
-                    .get_or_create(&QueueLabel {
-                        namespace: namespace.to_owned(),
-                        queue: queue.to_owned(),
-                    })
-                    .observe(seconds);
+                let run = series
+                    .run
+                    .get_or_init(|| self.run.get_or_create(&series.label()).clone());
+                run.observe(seconds);
             }
         }
     }
@@ -513,4 +595,103 @@ fn live_figures(state: &AppState) -> Result<String, ApiError> {
     prometheus_client::encoding::text::encode_registry(&mut text, &registry)
         .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A leased job of `queue`, put at 100 and popped at 103.
+    fn leased(jid: &str, queue: &str) -> Job {
+        serde_json::from_value(json!({
+            "jid": jid, "klass": "K", "state": "running", "queue": queue, "worker": "w",
+            "tracked": false, "priority": 0, "expires": 160, "retries": 5, "remaining": 5,
+            "data": {}, "tags": [], "failure": null, "spawned_from_jid": null,
+            "dependents": [], "dependencies": [],
+            "history": [
+                {"when": 100, "what": "put", "q": queue},
+                {"when": 103, "what": "popped", "worker": "w"},
+            ],
+        }))
+        .expect("a job")
+    }
+
+    fn exposition(metrics: &Metrics) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &metrics.registry).unwrap();
+        text
+    }
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn a_queues_series_count_as_the_families_would_and_only_once_used() {
+        let metrics = Metrics::new();
+        metrics.job("", "mail", "put");
+        metrics.job("", "mail", "put");
+        metrics.job("ns", "mail", "put");
+        metrics.popped("", &[leased("a", "mail"), leased("b", "mail")]);
+        // Completed naming its queue, failed naming none (the leased queue counts).
+        metrics.finished("", "mail", "completed", "a", 110.0);
+        metrics.finished("", "", "failed", "b", 111.0);
+        // A job this gateway did not lease: no run time.
+        metrics.finished("", "mail", "completed", "elsewhere", 112.0);
+        let text = exposition(&metrics);
+        let jobs = |labels: &str| sample(&text, &format!("qless_jobs_total{{{labels}}}"));
+        let plain = |event: &str| jobs(&format!("namespace=\"\",queue=\"mail\",event=\"{event}\""));
+        assert_eq!(plain("put"), Some(2.0), "{text}");
+        assert_eq!(plain("popped"), Some(2.0), "{text}");
+        assert_eq!(plain("completed"), Some(2.0), "{text}");
+        assert_eq!(plain("failed"), Some(1.0), "{text}");
+        assert_eq!(
+            jobs("namespace=\"ns\",queue=\"mail\",event=\"put\""),
+            Some(1.0),
+            "{text}"
+        );
+        // Nothing retried or timed out: no such series, as before series were kept.
+        assert_eq!(plain("retried"), None, "{text}");
+        assert!(!text.contains("queue=\"\""), "{text}");
+        let seconds = |what: &str, part: &str| {
+            sample(
+                &text,
+                &format!("qless_job_{what}_seconds_{part}{{namespace=\"\",queue=\"mail\"}}"),
+            )
+        };
+        assert_eq!(seconds("wait", "count"), Some(2.0), "{text}");
+        assert_eq!(seconds("wait", "sum"), Some(6.0), "{text}");
+        assert_eq!(seconds("run", "count"), Some(1.0), "{text}");
+        assert_eq!(seconds("run", "sum"), Some(7.0), "{text}");
+        assert!(
+            !text.contains("qless_job_wait_seconds_count{namespace=\"ns\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_job_that_moved_queues_counts_where_its_caller_says() {
+        let metrics = Metrics::new();
+        metrics.popped("", &[leased("a", "first")]);
+        metrics.finished("", "second", "completed", "a", 104.0);
+        let text = exposition(&metrics);
+        assert_eq!(
+            sample(
+                &text,
+                "qless_jobs_total{namespace=\"\",queue=\"second\",event=\"completed\"}"
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "qless_job_run_seconds_count{namespace=\"\",queue=\"second\"}"
+            ),
+            Some(1.0),
+            "{text}"
+        );
+    }
 }
