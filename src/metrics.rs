@@ -98,10 +98,9 @@ pub struct Metrics {
     spans_dropped: Counter,
     /// Each queue's series, by namespace then queue.
     queues: parking_lot::RwLock<HashMap<String, QueuesOf, Hasher>>,
-    /// Jobs popped through this gateway and not yet completed: jid to its queue's
-    /// series and its pop time, for the run time at completion. Bounded: when full,
-    /// new pops are not timed.
-    leased: parking_lot::Mutex<HashMap<String, (Arc<QueueSeries>, f64), Hasher>>,
+    /// Jobs popped through this gateway and not yet completed, for the run time at
+    /// completion. Bounded: when full, new pops are not timed.
+    leased: parking_lot::Mutex<Leased>,
 }
 
 /// The hasher of the maps keyed by names clients choose (queues, jids): seeded per
@@ -111,6 +110,44 @@ type Hasher = foldhash::quality::RandomState;
 
 /// One namespace's queues' series, by queue.
 type QueuesOf = HashMap<String, Arc<QueueSeries>, Hasher>;
+
+/// A leased job's queue series and pop time.
+type LeasedJob = (Arc<QueueSeries>, f64);
+
+/// The jobs leased through this gateway, by namespace then jid (two namespaces may
+/// hold jobs of the same jid): each job's queue series and pop time.
+#[derive(Debug, Default)]
+struct Leased {
+    by_namespace: HashMap<String, HashMap<String, LeasedJob, Hasher>, Hasher>,
+    /// How many jobs all namespaces hold together.
+    count: usize,
+}
+
+impl Leased {
+    /// Remembers a leased job, unless [`LEASED_LIMIT`] jobs are remembered already.
+    fn insert(&mut self, jid: &str, series: Arc<QueueSeries>, at: f64) {
+        if self.count >= LEASED_LIMIT {
+            return;
+        }
+        let jobs = match self.by_namespace.get_mut(&series.namespace) {
+            Some(jobs) => jobs,
+            None => self
+                .by_namespace
+                .entry(series.namespace.clone())
+                .or_default(),
+        };
+        if jobs.insert(jid.to_owned(), (series, at)).is_none() {
+            self.count += 1;
+        }
+    }
+
+    /// Forgets the job `jid` of `namespace`, returning what was remembered.
+    fn remove(&mut self, namespace: &str, jid: &str) -> Option<LeasedJob> {
+        let found = self.by_namespace.get_mut(namespace)?.remove(jid)?;
+        self.count -= 1;
+        Some(found)
+    }
+}
 
 /// The job events counted per queue (`qless_jobs_total`'s `event` label).
 const EVENTS: [&str; 6] = [
@@ -315,10 +352,7 @@ impl Metrics {
                         .get_or_init(|| self.wait.get_or_create(&series.label()).clone());
                     wait.observe(waited);
                 }
-                let mut leased = self.leased.lock();
-                if leased.len() < LEASED_LIMIT {
-                    leased.insert(job.jid.clone(), (series, popped.when));
-                }
+                self.leased.lock().insert(&job.jid, series, popped.when);
             }
         }
     }
@@ -328,15 +362,10 @@ impl Metrics {
     /// it (fail, timeout), under the queue this gateway leased the job from; a
     /// completion also records its run time when this gateway saw its pop.
     pub fn finished(&self, namespace: &str, queue: &str, event: &'static str, jid: &str, now: f64) {
-        let popped = self.leased.lock().remove(jid);
+        let popped = self.leased.lock().remove(namespace, jid);
         let series = match &popped {
             // Usually the job's own queue, known from its pop.
-            Some((leased, _))
-                if leased.namespace == namespace && (queue.is_empty() || leased.queue == queue) =>
-            {
-                leased.clone()
-            }
-            Some((leased, _)) if queue.is_empty() => self.series(namespace, &leased.queue),
+            Some((leased, _)) if queue.is_empty() || leased.queue == queue => leased.clone(),
             _ => self.series(namespace, queue),
         };
         self.count(&series, event);
@@ -669,6 +698,37 @@ mod tests {
             !text.contains("qless_job_wait_seconds_count{namespace=\"ns\""),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_same_jid_leased_in_two_namespaces_is_timed_in_each() {
+        let metrics = Metrics::new();
+        metrics.popped("a", &[leased("same", "qa")]);
+        metrics.popped("b", &[leased("same", "qb")]);
+        // A fail names no queue: each counts under its own namespace's leased queue.
+        metrics.finished("b", "", "failed", "same", 105.0);
+        metrics.finished("a", "", "completed", "same", 108.0);
+        let text = exposition(&metrics);
+        let count = |labels: &str| sample(&text, &format!("qless_jobs_total{{{labels}}}"));
+        assert_eq!(
+            count("namespace=\"b\",queue=\"qb\",event=\"failed\""),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            count("namespace=\"a\",queue=\"qa\",event=\"completed\""),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "qless_job_run_seconds_sum{namespace=\"a\",queue=\"qa\"}"
+            ),
+            Some(5.0),
+            "{text}"
+        );
+        assert_eq!(metrics.leased.lock().count, 0);
     }
 
     #[test]
