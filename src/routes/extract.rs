@@ -56,6 +56,10 @@ fn is_json(headers: &HeaderMap) -> bool {
     else {
         return false;
     };
+    // What nearly every client sends, compared at once.
+    if value.eq_ignore_ascii_case("application/json") {
+        return true;
+    }
     let essence = value.split(';').next().unwrap_or_default().trim();
     let Some((kind, subtype)) = essence.split_once('/') else {
         return false;
