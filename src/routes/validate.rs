@@ -4,9 +4,7 @@
 
 use crate::error::ApiError;
 use crate::model::wire::RawJson;
-
-/// Longest accepted name (queue, worker, group, tag, jid, option), in characters.
-pub const MAX_NAME_LEN: usize = 256;
+use crate::model::{MAX_NAME_LEN, is_blank};
 
 /// Largest page a listing returns.
 pub const MAX_PAGE: u32 = 1000;
@@ -32,7 +30,10 @@ pub fn name(kind: &str, value: &str) -> Result<(), ApiError> {
             "{kind} is longer than {MAX_NAME_LEN} characters"
         )));
     }
-    if let Some(bad) = value.chars().find(|&c| blank(c) || matches!(c, '{' | '}')) {
+    if let Some(bad) = value
+        .chars()
+        .find(|&c| is_blank(c) || matches!(c, '{' | '}'))
+    {
         return Err(ApiError::BadRequest(format!(
             "{kind} contains the character {bad:?}, which is not allowed in names"
         )));
@@ -43,16 +44,10 @@ pub fn name(kind: &str, value: &str) -> Result<(), ApiError> {
 /// Checks free text that must say something (a job class, a log message): at least
 /// one character that is not blank (`model::Text`).
 pub fn text(kind: &str, value: &str) -> Result<(), ApiError> {
-    if value.chars().all(blank) {
+    if value.chars().all(is_blank) {
         return Err(ApiError::BadRequest(format!("{kind} must not be empty")));
     }
     Ok(())
-}
-
-/// Whitespace, control characters and the byte order mark (an invisible character
-/// that JSON Schema's `\s` counts as whitespace).
-fn blank(c: char) -> bool {
-    c.is_whitespace() || c.is_control() || c == '\u{feff}'
 }
 
 /// Most names (jids, tags, queues) one request may list.
@@ -202,7 +197,7 @@ mod tests {
         // Every ASCII byte: the quick check agrees with the rule by characters.
         for byte in 0u8..0x80 {
             let c = char::from(byte);
-            let allowed = !(blank(c) || matches!(c, '{' | '}'));
+            let allowed = !(is_blank(c) || matches!(c, '{' | '}'));
             assert_eq!(name("queue", &format!("a{c}b")).is_ok(), allowed, "{c:?}");
         }
         for bad in ["a\u{85}b", "a\u{a0}b", "\u{feff}q", "a\u{2028}"] {
