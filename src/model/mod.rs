@@ -22,8 +22,8 @@ pub use job::{Failure, HistoryEntry, Job, JobState};
 pub use jobs_api::*;
 pub use leasing_api::*;
 pub use names::{
-    GroupName, IdempotencyKey, Jid, MAX_NAME_LEN, Name, NameError, OptionName, QueueName, Tag,
-    ThrottleName, WorkerName, is_blank,
+    GroupName, IdempotencyKey, Jid, Name, NameError, OptionName, QueueName, Tag, ThrottleName,
+    WorkerName, is_blank,
 };
 pub use page::PageQuery;
 pub use problem::{

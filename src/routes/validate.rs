@@ -4,8 +4,8 @@
 //! size limit) and nothing is written.
 
 use crate::error::ApiError;
+use crate::model::is_blank;
 use crate::model::wire::RawJson;
-use crate::model::{MAX_NAME_LEN, is_blank};
 
 /// Largest page a listing returns.
 pub const MAX_PAGE: u32 = 1000;
@@ -114,40 +114,6 @@ pub fn at_most_list<T>(kind: &str, values: &[T]) -> Result<(), ApiError> {
         )));
     }
     Ok(())
-}
-
-/// Checks a name used in keys (the dashboard's check, until its handlers take the
-/// name types of the model).
-pub fn name(kind: &str, value: &str) -> Result<(), ApiError> {
-    if value.is_empty() {
-        return Err(ApiError::BadRequest(format!("{kind} must not be empty")));
-    }
-    if value.chars().count() > MAX_NAME_LEN {
-        return Err(ApiError::BadRequest(format!(
-            "{kind} is longer than {MAX_NAME_LEN} characters"
-        )));
-    }
-    if let Some(bad) = value
-        .chars()
-        .find(|&c| is_blank(c) || matches!(c, '{' | '}'))
-    {
-        return Err(ApiError::BadRequest(format!(
-            "{kind} contains the character {bad:?}, which is not allowed in names"
-        )));
-    }
-    Ok(())
-}
-
-/// Checks a list of 1 to [`MAX_LIST`] valid names (the dashboard's check).
-pub fn names(kind: &str, values: &[String]) -> Result<(), ApiError> {
-    list(kind, values)?;
-    values.iter().try_for_each(|value| name(kind, value))
-}
-
-/// Checks a list of at most [`MAX_LIST`] valid names (the dashboard's check).
-pub fn names_or_none(kind: &str, values: &[String]) -> Result<(), ApiError> {
-    at_most_list(kind, values)?;
-    values.iter().try_for_each(|value| name(kind, value))
 }
 
 /// Checks a number that must be finite (JSON allows huge exponents).
