@@ -855,7 +855,8 @@ async fn scrape(options: &Options) {
     for run in 0..runs {
         if run > 0 {
             // Past the cache's lifetime, so this scrape reads Redis again.
-            tokio::time::sleep(qlessd::metrics::SCRAPE_CACHE + Duration::from_millis(200)).await;
+            tokio::time::sleep(qlessd::routes::metrics::SCRAPE_CACHE + Duration::from_millis(200))
+                .await;
         }
         let started = Instant::now();
         let response = connection.expect_ok("GET", "/metrics", b"").await;

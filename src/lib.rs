@@ -75,6 +75,7 @@ pub mod openapi;
 pub mod routes;
 pub mod server;
 pub mod settings;
+pub mod state;
 pub mod sweeper;
 pub mod telemetry;
 pub mod tenants;

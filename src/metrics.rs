@@ -1,43 +1,26 @@
-//! Prometheus metrics, served at `/metrics` in the text exposition format.
+//! The process's Prometheus registry: the figures counted as things happen (served at
+//! `/metrics` by `routes::metrics`, which adds those read from Redis at scrape time).
 //!
-//! Two kinds of figures:
-//! * counted as things happen, process-wide ([`METRICS`]): jobs put, popped, completed,
+//! Counted process-wide ([`METRICS`]): jobs put, popped, completed,
 //!   failed, retried and timed out through this gateway, wait times seen at pop, HTTP
 //!   request durations by route template, script-call latency and errors, group sizes,
 //!   event-stream clients, sweeper runs, embedded Redis restarts. Each costs a few
 //!   atomic operations: label values are `&'static str` or small integers, or, for a
 //!   queue's series, found in [`QueueSeries`] by the names given, so a lookup
 //!   allocates nothing once a series exists.
-//! * read at scrape time from Redis, for the namespace the scrape addresses
-//!   ([`Scrape`]): jobs per queue and state (the script's `queues`, so work done by
-//!   any qless client counts), paused queues, failure groups, long-poll waiters, and
-//!   Redis memory (`INFO memory`). These are cached for [`SCRAPE_CACHE`] so frequent
-//!   scrapes of many queues stay cheap for Redis.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::sync::Mutex;
 
-use crate::error::ApiError;
 use crate::model::Job;
-use crate::server::AppState;
-
-/// How long a scrape's Redis figures are reused.
-pub const SCRAPE_CACHE: Duration = Duration::from_secs(5);
-
-/// The exposition's content type.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueEvent {
@@ -426,6 +409,11 @@ impl Metrics {
         self.spans_dropped.inc();
     }
 
+    /// The registry, for the exposition.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// An event stream opened; it counts until the guard is dropped.
     pub fn event_stream(&self) -> StreamGuard {
         self.event_streams.inc();
@@ -441,189 +429,6 @@ impl Drop for StreamGuard {
     fn drop(&mut self) {
         METRICS.event_streams.dec();
     }
-}
-
-/// The cached scrape-time figures of one namespace.
-#[derive(Debug, Default)]
-pub struct Scrape {
-    cached: Mutex<Option<(Instant, String)>>,
-}
-
-/// `GET /metrics`: the process-wide metrics and this namespace's Redis figures.
-pub async fn serve(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let redis = {
-        let mut cached = state.scrape.cached.lock().await;
-        match &*cached {
-            Some((at, text)) if at.elapsed() < SCRAPE_CACHE => text.clone(),
-            _ => match redis_figures(&state).await {
-                Ok(text) => {
-                    *cached = Some((Instant::now(), text.clone()));
-                    text
-                }
-                // The gateway's own figures are still worth a scrape: Redis is down.
-                Err(err) => {
-                    tracing::warn!(%err, "metrics: cannot read Redis's figures");
-                    redis_up(false)?
-                }
-            },
-        }
-    };
-    let mut text = String::with_capacity(16 * 1024);
-    prometheus_client::encoding::text::encode_registry(&mut text, &METRICS.registry)
-        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
-    text.push_str(&redis);
-    text.push_str(&live_figures(&state)?);
-    prometheus_client::encoding::text::encode_eof(&mut text)
-        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QueueState {
-    namespace: String,
-    queue: String,
-    state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NamespaceQueue {
-    namespace: String,
-    queue: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NamespaceGroup {
-    namespace: String,
-    group: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NamespaceLabel {
-    namespace: String,
-}
-
-fn namespace_of(state: &AppState) -> String {
-    state
-        .qless
-        .namespace_key()
-        .map(|key| {
-            key.trim_start_matches("ql:{")
-                .trim_end_matches('}')
-                .to_owned()
-        })
-        .unwrap_or_default()
-}
-
-/// `qless_redis_up`, alone.
-fn redis_up(up: bool) -> Result<String, ApiError> {
-    let mut registry = Registry::default();
-    let gauge = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
-    gauge.set(i64::from(up));
-    registry.register("qless_redis_up", "1 when Redis answered the scrape", gauge);
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode_registry(&mut text, &registry)
-        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
-    Ok(text)
-}
-
-/// Figures read from Redis: two script calls and one `INFO memory`.
-async fn redis_figures(state: &AppState) -> Result<String, ApiError> {
-    let namespace = namespace_of(state);
-    let now = state.clock.now();
-    let queues = state.qless.queues(now).await?;
-    let failed = state.qless.failed(now).await?;
-    let memory = state.qless.memory().await?;
-    let mut registry = Registry::default();
-    let jobs = Family::<QueueState, Gauge>::default();
-    let paused = Family::<NamespaceQueue, Gauge>::default();
-    for counts in &queues {
-        for (name, value) in [
-            ("waiting", counts.waiting),
-            ("running", counts.running),
-            ("scheduled", counts.scheduled),
-            ("stalled", counts.stalled),
-            ("depends", counts.depends),
-            ("recurring", counts.recurring),
-        ] {
-            jobs.get_or_create(&QueueState {
-                namespace: namespace.clone(),
-                queue: counts.name.clone(),
-                state: name,
-            })
-            .set(value);
-        }
-        paused
-            .get_or_create(&NamespaceQueue {
-                namespace: namespace.clone(),
-                queue: counts.name.clone(),
-            })
-            .set(i64::from(counts.paused));
-    }
-    let oldest = Family::<NamespaceQueue, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-    for (queue, put) in state.qless.oldest_waiting(now).await? {
-        oldest
-            .get_or_create(&NamespaceQueue {
-                namespace: namespace.clone(),
-                queue,
-            })
-            .set((now - put).max(0.0));
-    }
-    registry.register(
-        "qless_queue_oldest_waiting_seconds",
-        "Age of the job next in line per queue (its oldest waiting job when priorities \
-         are equal), for queues with a waiting job",
-        oldest,
-    );
-    registry.register("qless_queue_jobs", "Jobs per queue and state", jobs);
-    registry.register("qless_queue_paused", "1 when the queue is paused", paused);
-    let groups = Family::<NamespaceGroup, Gauge>::default();
-    for (group, count) in failed {
-        groups
-            .get_or_create(&NamespaceGroup {
-                namespace: namespace.clone(),
-                group,
-            })
-            .set(count);
-    }
-    registry.register("qless_failed_jobs", "Failed jobs per failure group", groups);
-    let used = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
-    used.set(i64::try_from(memory.used).unwrap_or(i64::MAX));
-    registry.register(
-        "qless_redis_memory_used_bytes",
-        "Memory Redis uses (INFO memory used_memory)",
-        used,
-    );
-    let max = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
-    max.set(i64::try_from(memory.max).unwrap_or(i64::MAX));
-    registry.register(
-        "qless_redis_memory_max_bytes",
-        "Redis's memory limit (maxmemory; 0: none)",
-        max,
-    );
-    let mut text = redis_up(true)?;
-    prometheus_client::encoding::text::encode_registry(&mut text, &registry)
-        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
-    Ok(text)
-}
-
-/// Figures of this process, read at every scrape.
-fn live_figures(state: &AppState) -> Result<String, ApiError> {
-    let mut registry = Registry::default();
-    let waiters = Family::<NamespaceLabel, Gauge>::default();
-    waiters
-        .get_or_create(&NamespaceLabel {
-            namespace: namespace_of(state),
-        })
-        .set(i64::try_from(state.leasing.waiting()).unwrap_or(i64::MAX));
-    registry.register(
-        "qless_longpoll_waiters",
-        "Pop requests waiting for jobs",
-        waiters,
-    );
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode_registry(&mut text, &registry)
-        .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
-    Ok(text)
 }
 
 #[cfg(test)]

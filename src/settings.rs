@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 use crate::core::embedded::MaxMemory;
+pub use crate::telemetry::LogFormat;
 
 /// Where the HTTP server listens (`--listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,15 +63,6 @@ impl fmt::Display for Listen {
             Listen::Unix(path) => write!(f, "unix:{}", path.display()),
         }
     }
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line, for log shippers.
-    Json,
 }
 
 /// qlessd: an HTTP/JSON job-queue server speaking the qless protocol over Redis.

@@ -5,6 +5,7 @@
 mod support;
 
 mod api;
+mod architecture;
 mod lua;
 mod process;
 mod ui;

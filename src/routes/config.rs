@@ -18,7 +18,7 @@ use crate::model::{
     ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, ConfigWriteQuery, OptionName,
     Problem, Unavailable, UnsupportedMediaType,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Longest duration an option may hold: ten years, in seconds.
 const MAX_SECONDS: f64 = 315_360_000.0;

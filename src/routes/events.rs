@@ -19,7 +19,7 @@ use super::extract::Query;
 use crate::core::events::Event;
 use crate::error::ApiError;
 use crate::model::{EventsQuery, Problem};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// How often an idle stream sends a comment so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// A JSON body (`Content-Type: application/json` or `application/*+json`).
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use crate::model::{
     FailureGroups, GroupName, JidPage, PageQuery, Problem, Unavailable, UnfailRequest,
     UnfailResult, UnsupportedMediaType,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {

@@ -30,7 +30,7 @@ use crate::model::{
     RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, Tag,
     TrackedJobsResponse, Unavailable, UnsupportedMediaType,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {

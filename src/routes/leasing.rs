@@ -12,7 +12,7 @@ use crate::leasing::{Strategy, WeightedQueue};
 use crate::model::{
     Job, MultiPopRequest, PayloadTooLarge, PopStrategy, Problem, Unavailable, UnsupportedMediaType,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Most queues one multi-queue pop may serve.
 const MAX_QUEUES: usize = 64;

@@ -9,6 +9,7 @@ mod failures;
 mod health;
 mod jobs;
 mod leasing;
+pub mod metrics;
 mod queues;
 mod recurring;
 mod tags;
@@ -18,7 +19,7 @@ mod workers;
 
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The API's validation of a config value, shared with the dashboard's config form.
 pub(crate) use config::stored_text as config_text;

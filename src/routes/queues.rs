@@ -20,7 +20,7 @@ use crate::model::{
     PutJobsRequest, PutJobsResponse, QueueCounts, QueueJids, QueueJobState, QueueJobsQuery,
     QueueName, QueueStats, QueueStatsQuery, Tag, ThrottleName, Unavailable, UnsupportedMediaType,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Most jobs one batch put accepts.
 pub const MAX_BATCH: usize = 1000;

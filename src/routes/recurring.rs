@@ -13,7 +13,7 @@ use crate::model::{
     Jid, PayloadTooLarge, Problem, RecurringJob, RecurringJobUpdate, RecurringTags,
     RecurringTagsChange, Tag, Unavailable, UnsupportedMediaType,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {

@@ -7,7 +7,7 @@ use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
 use crate::model::{JidPage, PageQuery, Problem, Tag, TopTags, Unavailable};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {

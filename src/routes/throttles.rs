@@ -12,7 +12,7 @@ use crate::model::{
     PayloadTooLarge, Problem, SetThrottleRequest, Throttle, ThrottleName, Unavailable,
     UnsupportedMediaType,
 };
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {

@@ -7,7 +7,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{Json, Path};
 use crate::error::ApiError;
 use crate::model::{Problem, Unavailable, WorkerJobs, WorkerName, WorkerSummary};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {

@@ -29,7 +29,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use crate::auth::{Grants, Scope};
 use crate::error::ApiError;
 use crate::model::NameError;
-use crate::server::AppState;
+use crate::state::AppState;
 
 pub use live::Throughput;
 
