@@ -391,6 +391,17 @@ async fn serve_with(
         .await
         .map_err(|err| format!("cannot read Redis's clock: {err}"))?;
     tokio::spawn(clock.clone().follow(qless.clone(), stopped.clone()));
+    if qless.namespace_key().is_none() {
+        // The plain prefix belongs to the qless protocol: qlessd's own keys of an older
+        // version there move to `qlessd:` before anything is served (lua/README.md).
+        let moved = qless
+            .migrate(clock.now(), true)
+            .await
+            .map_err(|err| format!("cannot move qlessd's own keys out of ql: {err}"))?;
+        if moved > 0 {
+            tracing::info!(moved, "moved qlessd's own keys from ql: to qlessd:");
+        }
+    }
     let namespaces = Namespaces {
         options: options(None),
         clock: clock.clone(),

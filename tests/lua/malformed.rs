@@ -669,6 +669,17 @@ const CASES: &[(&str, &[&str], &str)] = &[
         &["zzz", "t"],
         "Untag(): Job zzz does not exist",
     ),
+    // migrate (extension)
+    (
+        "migrate",
+        &["x"],
+        "Migrate(): Arg \"cursor\" must be a SCAN cursor: x",
+    ),
+    (
+        "migrate",
+        &["0", "0"],
+        "Migrate(): Arg \"count\" must be positive: 0",
+    ),
     // config
     ("config.set", &[], "config.set(): Arg \"option\" missing"),
     (

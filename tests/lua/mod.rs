@@ -14,6 +14,7 @@ mod memory;
 mod namespaces;
 mod plumbing;
 mod pop_after;
+mod prefix;
 mod queues;
 mod recurring;
 mod workers;
