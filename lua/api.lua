@@ -32,9 +32,10 @@ local function command(name)
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
       local last = string.byte(jid, -1)
       if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing')
-      end
+      -- Missing means absent: an empty worker is a name like any other, which the
+      -- job's state and owner checks refuse with the texts clients match (a qless
+      -- client heartbeats a job that is not running with an empty worker).
+      if worker == nil then Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing') end
       local progress
       if data == 'progress' or A[6] == 'progress' then
         if data == 'progress' then data = nil end
@@ -81,9 +82,8 @@ local function command(name)
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
       local last = string.byte(jid, -1)
       if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing')
-      end
+      -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
+      if worker == nil then Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing') end
       if queue == nil or queue == '' then
         Qless.raise('QL_ARG', 'Complete', 'Arg "queue" missing')
       end
@@ -521,9 +521,8 @@ local function command(name)
     -- fail(jid, worker, group, message, [data]) -> jid
     return function(now, A)
       local jid, worker, group, message, data = Qless.jid_arg(A[3]), A[4], A[5], A[6], A[7]
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Fail', 'Arg "worker" missing')
-      end
+      -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
+      if worker == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "worker" missing') end
       if group == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "group" missing') end
       if message == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "message" missing') end
       if data ~= nil and Qless.json_decode(data) == nil then
@@ -537,9 +536,8 @@ local function command(name)
     return function(now, A)
       local jid, queue, worker = Qless.jid_arg(A[3]), A[4], A[5]
       if queue == nil or queue == '' then Qless.raise('QL_ARG', 'Retry', 'Arg "queue" missing') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing')
-      end
+      -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
+      if worker == nil then Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing') end
       local delay = 0
       if A[6] == 'backoff' then
         -- Extension: the delay is the job's backoff for this attempt (0 without one).
