@@ -30,8 +30,8 @@
 //!
 //! On the plain prefix the sweeper also moves, every [`SLOW_PASS`], whatever a gateway
 //! of the version before qlessd's keys left `ql:` still wrote there during an upgrade
-//! (due times, cron ticks, throttles: [`Qless::migrate`]; the gateway moved the rest at
-//! start-up).
+//! ([`Qless::migrate`]: due times, cron ticks and throttles, once the gateway's pass at
+//! start-up has moved the rest; the whole pass again if that one failed).
 
 use std::time::{Duration, Instant};
 
@@ -126,7 +126,7 @@ pub async fn run(qless: Qless, clock: Clock, holder: String, mut stop: watch::Re
             crate::metrics::METRICS.sweep(started.elapsed(), swept.is_err());
             if legacy && migrated.is_none_or(|at| at.elapsed() >= SLOW_PASS) {
                 migrated = Some(Instant::now());
-                match qless.migrate(now, false).await {
+                match qless.migrate(now, true).await {
                     Ok(0) => {}
                     Ok(moved) => tracing::info!(moved, "moved qlessd's own keys from ql:"),
                     Err(err) => tracing::debug!(%err, "moving qlessd's own keys failed"),

@@ -172,11 +172,11 @@ impl Qless {
 
     /// `migrate`, to the end: moves qlessd's own keys of the plain prefix from their
     /// names of before (under `ql:`) to `qlessd:`, and returns how many keys it moved.
-    /// With `scan`, a full pass over the keys under `ql:` unless one was done before
-    /// (run at start-up, before serving; [`MIGRATE_SCAN`] keys a step, each step one
-    /// atomic call); without, only the families an index names (due times, cron
-    /// ticks, throttles), which a gateway of the older version may still write during
-    /// an upgrade. Nothing to do in a namespace.
+    /// Always the families an index names (due times, cron ticks, throttles), which a
+    /// gateway of the older version may still write during an upgrade; with `scan`
+    /// also a full pass over the keys under `ql:` unless one was done before
+    /// (`MIGRATE_SCAN` keys a step, each step one atomic call). Nothing to do in a
+    /// namespace.
     pub async fn migrate(&self, now: f64, scan: bool) -> Result<i64, Error> {
         let mut cursor = "0".to_owned();
         let mut moved = 0;

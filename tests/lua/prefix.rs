@@ -649,7 +649,7 @@ async fn a_due_time_filed_under_its_old_name_is_swept_once_moved() {
     seed(&redis, &[&["RENAME", "qlessd:due", "ql:due"]]);
     let sweep = |now| qless.sweep(now, 1000, 0, 0);
     assert_eq!(sweep(20.0).await.unwrap().promoted, 0, "not in the index");
-    // The sweeper's periodic look (no scan) moves it.
+    // The indexed part alone (all the sweeper looks at once a full pass is done) moves it.
     assert_eq!(qless.migrate(20.0, false).await.unwrap(), 1);
     assert_eq!(sweep(20.0).await.unwrap().promoted, 1);
     assert!(!keys(&redis).contains("ql:due"));
