@@ -936,8 +936,8 @@ function queue_factory(name)
       local cfg = redis.call('hmget', Qless.P .. 'config', 'grace-period', 'max-job-history')
       local grace = tonumber(cfg[1]) or 10
       local cap = Qless.history_cap(cfg[2])
-      local names = redis.call('zrangebyscore', Qless.OWN .. 'due', '-inf', Qless.NOWS, 'LIMIT', '0',
-        string.format('%d', limit))
+      local names = redis.call('zrangebyscore', Qless.OWN .. 'due', '-inf', Qless.NOWS, 'LIMIT',
+        '0', string.format('%d', limit))
       local seen = {}
       for i = 1, #names do seen[names[i]] = true end
       local queues = redis.call('zcard', Qless.P .. 'queues')

@@ -135,8 +135,8 @@ const QUIET: Duration = Duration::from_secs(15);
 
 impl EventBus {
     /// Starts bridging the channels under `prefix` (`ql:` or `ql:{ns}:`), and under
-    /// qlessd's own prefix that goes with it, from the Redis at `url` (not TLS: see [`EventBus::start_at`]); reconnects by itself when the
-    /// connection drops.
+    /// qlessd's own prefix that goes with it, from the Redis at `url` (not TLS: see
+    /// [`EventBus::start_at`]); reconnects by itself when the connection drops.
     pub fn start(url: String, prefix: String) -> Self {
         Self::start_at(Endpoint::plain(url), prefix)
     }
