@@ -890,8 +890,9 @@ async fn scrape(options: &Options) {
 /// measurement. Side by side, each phase the same wall time, in alternation:
 /// * idle: no sweeper at all (Redis's own housekeeping);
 /// * every queue: a sweep that visits all 1,000 queues every second, as the sweeper
-///   did before `ql:due` (emulated with today's script: a slow-pass slice of all the
-///   queues, which also refiles each queue's due time, so slightly dearer);
+///   did before the due index, `qlessd:due` (emulated with today's script: a slow-pass
+///   slice of all the queues, which also refiles each queue's due time, so slightly
+///   dearer);
 /// * due only: the sweeper as it runs now (due queues, plus a slice of the slow pass).
 async fn sweeper(options: &Options) {
     const QUEUES: usize = 1000;

@@ -32,9 +32,10 @@ local function command(name)
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
       local last = string.byte(jid, -1)
       if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing')
-      end
+      -- Missing means absent: an empty worker is a name like any other, which the
+      -- job's state and owner checks refuse with the texts clients match (a qless
+      -- client heartbeats a job that is not running with an empty worker).
+      if worker == nil then Qless.raise('QL_ARG', 'Heatbeat', 'Arg "worker" missing') end
       local progress
       if data == 'progress' or A[6] == 'progress' then
         if data == 'progress' then data = nil end
@@ -81,9 +82,8 @@ local function command(name)
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
       local last = string.byte(jid, -1)
       if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing')
-      end
+      -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
+      if worker == nil then Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing') end
       if queue == nil or queue == '' then
         Qless.raise('QL_ARG', 'Complete', 'Arg "queue" missing')
       end
@@ -482,11 +482,11 @@ local function command(name)
 
   elseif name == 'throttle.list' then
     -- Extension. throttle.list(offset, count) -> JSON array of throttle.get's objects
-    -- for the throttles with limits (P throttles), by name
+    -- for the throttles with limits (OWN throttles), by name
     return function(now, A)
       local offset = Qless.count_arg(A[3], 0, 'Throttle', 'Arg "offset" not a number: ', 0)
       local count = Qless.count_arg(A[4], 25, 'Throttle', 'Arg "count" not a number: ', 0)
-      local names = redis.call('smembers', Qless.P .. 'throttles')
+      local names = redis.call('smembers', Qless.OWN .. 'throttles')
       table.sort(names)
       local out = {}
       for i = offset + 1, math.min(offset + count, #names) do
@@ -521,9 +521,8 @@ local function command(name)
     -- fail(jid, worker, group, message, [data]) -> jid
     return function(now, A)
       local jid, worker, group, message, data = Qless.jid_arg(A[3]), A[4], A[5], A[6], A[7]
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Fail', 'Arg "worker" missing')
-      end
+      -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
+      if worker == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "worker" missing') end
       if group == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "group" missing') end
       if message == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "message" missing') end
       if data ~= nil and Qless.json_decode(data) == nil then
@@ -537,9 +536,8 @@ local function command(name)
     return function(now, A)
       local jid, queue, worker = Qless.jid_arg(A[3]), A[4], A[5]
       if queue == nil or queue == '' then Qless.raise('QL_ARG', 'Retry', 'Arg "queue" missing') end
-      if worker == nil or worker == '' then
-        Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing')
-      end
+      -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
+      if worker == nil then Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing') end
       local delay = 0
       if A[6] == 'backoff' then
         -- Extension: the delay is the job's backoff for this attempt (0 without one).
@@ -600,12 +598,12 @@ local function command(name)
 
   elseif name == 'queues.ext' then
     -- Extension. queues.ext([queue]) -> as queues, each counts object with `throttled`:
-    -- the queue's jobs waiting for room in a throttle (q:<Q>-throttled)
+    -- the queue's jobs waiting for room in a throttle (OWN q:<Q>-throttled)
     return function(now, A)
       local function counts(queue)
         local text = Qless.Queue.counts(now, queue)
         return text:sub(1, -2) .. ',"throttled":' ..
-          redis.call('zcard', Qless.P .. 'q:' .. queue .. '-throttled') .. '}'
+          redis.call('zcard', Qless.OWN .. 'q:' .. queue .. '-throttled') .. '}'
       end
       if A[3] then return counts(A[3]) end
       local names = redis.call('zrange', Qless.P .. 'queues', '0', '-1')
@@ -667,7 +665,7 @@ local function command(name)
       local names = Qless.rest(A, 3)
       if #names == 0 then Qless.raise('QL_ARG', 'Forget', 'Arg "queue" missing') end
       Qless.batch('zrem', Qless.P .. 'queues', names)
-      Qless.batch('zrem', Qless.P .. 'due', names)   -- sweep skips forgotten queues
+      Qless.batch('zrem', Qless.OWN .. 'due', names)   -- sweep skips forgotten queues
       return nil
     end
 
@@ -943,7 +941,7 @@ local function command(name)
   elseif name == 'sweep' then
     -- Extension. sweep([limit=1000], [scan=0], [cursor=0]) -> {"promoted":n,
     -- "spawned":n,"stalled":n,"available":n,"visited":n,"cursor":c,"next":t}: the
-    -- upkeep of the queues due in `P due`, plus `scan` queues of `P queues` from rank
+    -- upkeep of the queues due in `OWN due`, plus `scan` queues of `P queues` from rank
     -- `cursor` on (the slow pass that finds work other clients wrote).
     return function(now, A)
       local function count(i, name, least)
@@ -959,6 +957,20 @@ local function command(name)
       local scan = count(4, 'scan', 0) or 0
       local cursor = count(5, 'cursor', 0) or 0
       return Qless.Queue.sweep(now, limit, scan, cursor)
+    end
+
+  elseif name == 'migrate' then
+    -- Extension. migrate([cursor], [count=1000]) -> { next cursor, keys moved }: moves
+    -- qlessd's own keys of the plain prefix out of 'ql:' (extra.lua). Without a cursor
+    -- only the indexed families; with one, also one SCAN step of COUNT `count` from it
+    -- (a pass starts at '0' and is done when '0' comes back).
+    return function(now, A)
+      local cursor = A[3]
+      if cursor ~= nil and not string.find(cursor, '^%d+$') then
+        Qless.raise('QL_ARG', 'Migrate', 'Arg "cursor" must be a SCAN cursor: ' .. cursor)
+      end
+      local count = Qless.count_arg(A[4], 1000, 'Migrate', 'Arg "count" must be positive: ', 1)
+      return Qless.Extra.migrate(now, cursor, string.format('%d', count))
     end
   end
   return nil
@@ -978,6 +990,7 @@ if #KEYS == 1 then
       '" must contain a non-empty {hash tag}')
   end
   Qless.P = tagged .. ':'
+  Qless.OWN = Qless.P
   Qless.PUBLISH = 'spublish'
 elseif #KEYS > 1 then
   return redis.error_reply('QL_KEYS user_script:1: Qless(): No Keys should be provided')
@@ -1024,7 +1037,7 @@ if Qless.AVAILABLE then
     local q = a[i]
     local n = a[q]
     if n > 0 then
-      redis.call(Qless.PUBLISH, Qless.P .. 'available',
+      redis.call(Qless.PUBLISH, Qless.OWN .. 'available',
         '{"queue":' .. cjson.encode(q) .. ',"count":' ..
         (n == 1 and '1' or string.format('%d', n)) .. '}')
     end

@@ -56,6 +56,14 @@ Qless = setmetatable({
   -- namespaced calls (set by the dispatcher in api.lua before any command runs).
   P = 'ql:',
 
+  -- Prefix of every key and channel of qlessd's own, which the qless protocol does not
+  -- have (the due index, availability announcements, idempotency keys, cron ticks,
+  -- throttles, the layout marker: lua/README.md, "Key schema"): 'qlessd:' for 0-key
+  -- calls, since the plain 'ql:' prefix belongs to the protocol and the stock clients
+  -- and tools that read and watch it; the namespace's own P for namespaced calls (its
+  -- keys need its hash tag, and only this script reads a namespace). Set with P.
+  OWN = 'qlessd:',
+
   -- The command every event is published with, chosen with P: PUBLISH on the plain
   -- 'ql:' prefix (stock qless clients subscribe there), SPUBLISH under a namespace, so
   -- that a namespace's events stay on the shard of its slot in a Redis Cluster (Redis 7
@@ -93,7 +101,7 @@ Qless = setmetatable({
   -- call, and any rarer branch of those that writes such a key, starts it over (see
   -- Qless.seen). Fields: `pop`, `done` (per queue: the options pop / complete read),
   -- `queues` (per queue: in ql:queues), `due` (per queue: the expiry pop last put in
-  -- `P due`, which only ZADD LT touches during the batch), `probe` (per queue: no
+  -- `OWN due`, which only ZADD LT touches during the batch), `probe` (per queue: no
   -- pause, throttle, recurring or scheduled job to look at), `locks` (per queue: no
   -- lock expired at `now`), `tracked` (whether ql:tracked exists) and `completed` (the
   -- completed set's size and oldest score). Whatever schedules a job or a spawn, or
@@ -104,7 +112,7 @@ Qless = setmetatable({
   -- The queues in which this invocation made jobs available to pop, in order, each
   -- once (a queue is also a key of the table, whose value is how many jobs). Filled by
   -- Qless.available, lowered by pop for the jobs it leased itself, and published on
-  -- `P available` by the dispatcher (api.lua) when the invocation ends, so a
+  -- `OWN available` by the dispatcher (api.lua) when the invocation ends, so a
   -- batch of puts into one queue is one message. false until something is announced.
   -- (put, the hot path, notes its job inline.)
   AVAILABLE = false,
@@ -787,10 +795,10 @@ Qless = setmetatable({
 
   elseif name == 'due' then
     -- Something of `queue` falls due at `at` (a score as text: a scheduled job, a
-    -- recurring spawn, a lock expiry): `P due` keeps each queue's earliest such time
-    -- (ZADD LT never raises it), so `sweep` visits only the queues that are due.
+    -- recurring spawn, a lock expiry): `OWN due` keeps each queue's earliest such
+    -- time (ZADD LT never raises it), so `sweep` visits only the queues that are due.
     return function(queue, at)
-      redis.call('zadd', Qless.P .. 'due', 'LT', at, queue)
+      redis.call('zadd', Qless.OWN .. 'due', 'LT', at, queue)
       -- Something was scheduled (or a lock given grace): a batch's memo of what pop
       -- need not look at is out of date. (Outside a batch there is none: the method
       -- is not even built.)

@@ -61,9 +61,17 @@ function extra_factory(name)
 
   elseif name == 'idempotent' then
     -- The jid an idempotency key answers while it is fresh (its `until` is after
-    -- now), or nil.
+    -- now), or nil. Beside the plain prefix a key is also looked for under its name
+    -- of before qlessd's keys left 'ql:' (`ql:idem:<key>`): the start-up migration
+    -- (Qless.migrate) moves those, but a gateway of the older version still serving
+    -- during a rolling upgrade writes them until it stops, and a request retried
+    -- from it to this one must still find its put. (Only a key not found pays the
+    -- second read; the old keys expire with their ttl.)
     return function(now, ikey)
-      local f = redis.call('hmget', Qless.P .. 'idem:' .. ikey, 'jid', 'until')
+      local f = redis.call('hmget', Qless.OWN .. 'idem:' .. ikey, 'jid', 'until')
+      if not f[1] and Qless.OWN ~= Qless.P then
+        f = redis.call('hmget', Qless.P .. 'idem:' .. ikey, 'jid', 'until')
+      end
       if f[1] and (tonumber(f[2]) or 0) > now then return f[1] end
       return nil
     end
@@ -72,7 +80,7 @@ function extra_factory(name)
     -- Records that idempotency key ikey answers jid until now + ttl. Redis expires
     -- the key a little after that (by its own clock) so that it does not pile up.
     return function(now, ikey, jid, ttl)
-      local key = Qless.P .. 'idem:' .. ikey
+      local key = Qless.OWN .. 'idem:' .. ikey
       redis.call('hset', key, 'jid', jid, 'until', Qless.numarg(now + ttl))
       redis.call('expire', key, string.format('%d', math.ceil(ttl) + 60))
     end
@@ -141,6 +149,104 @@ function extra_factory(name)
       local throttles = redis.call('hget', key, 'throttles')
       if throttles then Qless.Throttle.release(now, jid, throttles, queue) end
       return true
+    end
+
+  elseif name == 'migrate' then
+    -- migrate(now, cursor, count) -> { next cursor, keys moved }: moves qlessd's own
+    -- keys of the plain prefix from their names of before (under 'ql:', where the
+    -- qless protocol has no such keys) to OWN ('qlessd:'); lua/README.md, "Moving
+    -- qlessd's keys out of ql:". Atomic per call and idempotent: a key is moved or
+    -- merged into its new name and deleted, so a second run, or two gateways running
+    -- it at once, find nothing more to do. In a namespace (OWN is P) there is nothing
+    -- to move.
+    --
+    -- Every call first moves the families whose members an index names, together:
+    -- the due index; the cron index with each listed template's ticks; the set of
+    -- throttles with limits with each one's limits, holders, leases and waiting jobs,
+    -- and the -throttled set of each waiting job's queue. So no call ever leaves a
+    -- due time, a tick or a throttle half moved. Then, with a cursor (a SCAN cursor,
+    -- '0' to start), it looks at one SCAN step of the keys under 'ql:' and moves
+    -- those of qlessd's kinds that no index names (idempotency keys, the holders of
+    -- throttles without limits, the old sweeper lease), until a full pass is done:
+    -- `OWN migrated` then records it (its value is `now`), and later calls stop at
+    -- the indexed families, which are cheap to look for (one EXISTS), for a gateway
+    -- of the older version may still write them during a rolling upgrade.
+    return function(now, cursor, count)
+      local P, OWN = Qless.P, Qless.OWN
+      if P == OWN then return { '0', 0 } end
+      local call = redis.call
+      local moved = 0
+      -- Moves old key `old` (if it exists) to `new`: sorted sets and sets are merged
+      -- into what the new name already has (a sorted set keeps each member's lowest
+      -- score: the earliest due time or tick); anything else is renamed, keeping its
+      -- expiry, unless the new name exists already, which was written since by this
+      -- version and so wins.
+      local function move(old, new)
+        local kind = call('type', old).ok
+        if kind == 'none' then return end
+        if kind == 'zset' then
+          call('zunionstore', new, '2', new, old, 'AGGREGATE', 'MIN')
+          call('del', old)
+        elseif kind == 'set' then
+          call('sunionstore', new, new, old)
+          call('del', old)
+        elseif call('exists', new) == 1 then
+          call('del', old)
+        else
+          call('rename', old, new)
+        end
+        moved = moved + 1
+      end
+      if call('exists', P .. 'due', P .. 'cron', P .. 'throttles') > 0 then
+        move(P .. 'due', OWN .. 'due')
+        local crons = call('zrange', P .. 'cron', '0', '-1')
+        for i = 1, #crons do move(P .. 'cron:' .. crons[i], OWN .. 'cron:' .. crons[i]) end
+        move(P .. 'cron', OWN .. 'cron')
+        local names = call('smembers', P .. 'throttles')
+        local queues = {}
+        for i = 1, #names do
+          local th = 'th:' .. names[i]
+          local waiting = call('zrange', P .. th .. '-waiting', '0', '-1')
+          for k = 1, #waiting do
+            local q = call('hget', P .. 'j:' .. waiting[k], 'queue')
+            if q and not queues[q] then
+              queues[q] = true
+              move(P .. 'q:' .. q .. '-throttled', OWN .. 'q:' .. q .. '-throttled')
+            end
+          end
+          move(P .. th, OWN .. th)
+          move(P .. th .. '-locks', OWN .. th .. '-locks')
+          move(P .. th .. '-leases', OWN .. th .. '-leases')
+          move(P .. th .. '-waiting', OWN .. th .. '-waiting')
+        end
+        move(P .. 'throttles', OWN .. 'throttles')
+      end
+      if not cursor or call('exists', OWN .. 'migrated') == 1 then return { '0', moved } end
+      local step = call('scan', cursor, 'MATCH', P .. '*', 'COUNT', count)
+      local keys = step[2]
+      local plen = #P
+      for i = 1, #keys do
+        local key = keys[i]
+        local rest = string.sub(key, plen + 1)
+        -- (Keys of the namespaces, `ql:{ns}:...`, are not the plain prefix's.)
+        if string.byte(rest, 1) ~= 123 then
+          if rest == 'sweeper' then
+            -- The lease of a gateway of the older version: nothing reads it now (this
+            -- version's is OWN sweeper). Such a gateway still running takes it again
+            -- and sweeps beside this version's until it stops, which is harmless
+            -- (each sweep is atomic); the lease then expires within seconds.
+            call('del', key)
+            moved = moved + 1
+          elseif rest == 'due' or rest == 'cron' or rest == 'throttles'
+              or string.sub(rest, 1, 5) == 'idem:' or string.sub(rest, 1, 5) == 'cron:'
+              or string.sub(rest, 1, 3) == 'th:'
+              or (string.sub(rest, 1, 2) == 'q:' and string.sub(rest, -10) == '-throttled') then
+            move(key, OWN .. rest)
+          end
+        end
+      end
+      if step[1] == '0' then call('set', OWN .. 'migrated', Qless.NOWS) end
+      return { step[1], moved }
     end
   end
 end

@@ -20,7 +20,8 @@ function job_factory(name)
         Qless.raise('QL_NOTFOUND', 'Heartbeat', 'Job ' .. jid .. ' does not exist')
       elseif state ~= 'running' then
         Qless.raise('QL_STATE', 'Heartbeat', 'Job ' .. jid .. ' not currently running: ' .. state)
-      elseif f[2] ~= worker then
+      elseif f[2] ~= worker or worker == '' then
+        -- (An empty worker never holds a lock, whatever the job's field says: spec.)
         Qless.raise('QL_WORKER', 'Heartbeat', 'Job ' .. jid .. ' given out to another worker: ' ..
           tostring(f[2]))
       end

@@ -50,14 +50,14 @@ function queue_factory(name)
         if seen and seen.probe[q] then
           probed = 0
         else
-          probed = call('exists', P .. 'paused_queues', P .. 'throttles', qkey .. '-recur',
+          probed = call('exists', P .. 'paused_queues', Qless.OWN .. 'throttles', qkey .. '-recur',
             qkey .. '-scheduled')
           if seen and probed == 0 then seen.probe[q] = true end
         end
       else
         distinct, index = {}, {}
         local fields = { 'heartbeat', 'grace-period', 'max-job-history' }
-        local probe = { P .. 'paused_queues', P .. 'throttles' }
+        local probe = { P .. 'paused_queues', Qless.OWN .. 'throttles' }
         for i = 1, #queues do
           local q = queues[i]
           if not index[q] then
@@ -174,7 +174,7 @@ function queue_factory(name)
               for i = 1, #top, 2 do jids[#jids + 1] = top[i] end
               -- (throttle.lua) Only once some throttle has limits: jobs whose throttle
               -- is full wait apart and the next jobs take their place.
-              if throttles == nil then throttles = call('exists', P .. 'throttles') == 1 end
+              if throttles == nil then throttles = call('exists', Qless.OWN .. 'throttles') == 1 end
               if throttles and #top > 0 then
                 jids = Qless.Throttle.admit(now, q, qkey, jids, handed, top)
               end
@@ -273,7 +273,7 @@ function queue_factory(name)
             -- The sweeper visits the queue when its earliest lock expires. (Within a
             -- batch, a pop that leased with the same expiry before has done this.)
             if got > 0 and not (seen and seen.due[q] == eargs) then
-              call('zadd', P .. 'due', 'LT', eargs, q)
+              call('zadd', Qless.OWN .. 'due', 'LT', eargs, q)
               if seen then seen.due[q] = eargs end
             end
             -- Jobs taken over from expired locks are not in -work, but are removed from it
@@ -880,7 +880,7 @@ function queue_factory(name)
     -- Sweep's upkeep of one queue: promotes and spawns what is due (announced), sends
     -- the grace notice for newly expired locks, and announces the expired locks whose
     -- notice is out (or with grace <= 0), which the next pop hands over. Then records
-    -- the queue's next due time in `P due` (now if `limit` cut the work short), or
+    -- the queue's next due time in `OWN due` (now if `limit` cut the work short), or
     -- removes it when nothing is pending. Returns promoted, spawned, stalled, expired.
     return function(now, q, limit, grace, cap)
       local qkey = Qless.P .. 'q:' .. q
@@ -919,9 +919,9 @@ function queue_factory(name)
         end
       end
       if nextt then
-        redis.call('zadd', Qless.P .. 'due', Qless.numarg(nextt), q)
+        redis.call('zadd', Qless.OWN .. 'due', Qless.numarg(nextt), q)
       else
-        redis.call('zrem', Qless.P .. 'due', q)
+        redis.call('zrem', Qless.OWN .. 'due', q)
       end
       return promoted, spawned, stalled, expired
     end
@@ -929,15 +929,15 @@ function queue_factory(name)
   elseif name == 'sweep' then
     -- sweep(now, limit, scan, cursor) -> {"promoted":n,"spawned":n,"stalled":n,
     -- "expired":n,"visited":n,"queues":n,"cursor":c,"next":t}: pop's upkeep, without
-    -- leasing anything, for the queues due by now in `P due` (at most `limit` of them),
+    -- leasing anything, for the queues due by now in `OWN due` (at most `limit` of them),
     -- then for `scan` queues of `P queues` from rank `cursor` on, which finds work
-    -- written by clients that do not keep `P due` (extension, lua/README.md).
+    -- written by clients that do not keep `OWN due` (extension, lua/README.md).
     return function(now, limit, scan, cursor)
       local cfg = redis.call('hmget', Qless.P .. 'config', 'grace-period', 'max-job-history')
       local grace = tonumber(cfg[1]) or 10
       local cap = Qless.history_cap(cfg[2])
-      local names = redis.call('zrangebyscore', Qless.P .. 'due', '-inf', Qless.NOWS, 'LIMIT', '0',
-        string.format('%d', limit))
+      local names = redis.call('zrangebyscore', Qless.OWN .. 'due', '-inf', Qless.NOWS, 'LIMIT',
+        '0', string.format('%d', limit))
       local seen = {}
       for i = 1, #names do seen[names[i]] = true end
       local queues = redis.call('zcard', Qless.P .. 'queues')
@@ -962,7 +962,7 @@ function queue_factory(name)
         promoted, spawned, stalled, expired = promoted + p, spawned + s, stalled + st,
           expired + e
       end
-      local first = redis.call('zrange', Qless.P .. 'due', '0', '0', 'WITHSCORES')
+      local first = redis.call('zrange', Qless.OWN .. 'due', '0', '0', 'WITHSCORES')
       return '{"promoted":' .. promoted .. ',"spawned":' .. spawned .. ',"stalled":' ..
         stalled .. ',"expired":' .. expired .. ',"visited":' .. #names .. ',"queues":' ..
         queues .. ',"cursor":' .. nextcursor .. ',"next":' ..

@@ -6,8 +6,9 @@
 --
 -- Cron templates (an extension, lua/README.md) have the hash fields `cron` and
 -- `timezone`. Lua knows no time zones, so the gateway computes their upcoming fire
--- times and stores them in ql:cron:<jid> (a zset, tick -> tick); spawn fires from
--- there, and ql:cron (jid -> time) tells the gateway when a template's list runs low.
+-- times and stores them in OWN cron:<jid> (a zset, tick -> tick); spawn fires from
+-- there, and OWN cron (jid -> time) tells the gateway when a template's list runs low.
+-- (OWN, not P: the ticks are qlessd's bookkeeping, which stock clients never read.)
 
 -- The methods of Qless.Recurring, made on first use (see base.lua).
 function recurring_factory(name)
@@ -55,7 +56,7 @@ function recurring_factory(name)
           if t[8] then
             -- A cron template fires from its stored ticks. Ticks missed while nothing
             -- ran: the latest one fires (backlog 0), or the latest `backlog` of them.
-            local tkey = Qless.P .. 'cron:' .. rid
+            local tkey = Qless.OWN .. 'cron:' .. rid
             local ticks = redis.call('zrangebyscore', tkey, '-inf', Qless.NOWS)
             local first = #ticks - math.max(backlog, 1) + 1
             local fired
@@ -97,7 +98,7 @@ function recurring_factory(name)
     -- dropping those not after its last fired tick, and sets when the gateway should
     -- add more: once the middle stored tick is due. Returns the first stored tick.
     return function(jid, ticks, fired)
-      local tkey = Qless.P .. 'cron:' .. jid
+      local tkey = Qless.OWN .. 'cron:' .. jid
       fired = tonumber(fired) or -math.huge
       for i = 1, #ticks do
         if ticks[i] > fired then
@@ -107,20 +108,20 @@ function recurring_factory(name)
       end
       local n = redis.call('zcard', tkey)
       if n == 0 then
-        redis.call('zrem', Qless.P .. 'cron', jid)
+        redis.call('zrem', Qless.OWN .. 'cron', jid)
         return nil
       end
       local middle = redis.call('zrange', tkey, math.floor((n - 1) / 2), math.floor((n - 1) / 2),
         'WITHSCORES')
-      redis.call('zadd', Qless.P .. 'cron', middle[2], jid)
+      redis.call('zadd', Qless.OWN .. 'cron', middle[2], jid)
       return redis.call('zrange', tkey, 0, 0, 'WITHSCORES')[2]
     end
 
   elseif name == 'cron_off' then
     -- Forgets the cron schedule of template `jid` (its fields stay for the caller).
     return function(jid)
-      redis.call('del', Qless.P .. 'cron:' .. jid)
-      redis.call('zrem', Qless.P .. 'cron', jid)
+      redis.call('del', Qless.OWN .. 'cron:' .. jid)
+      redis.call('zrem', Qless.OWN .. 'cron', jid)
       redis.call('hdel', Qless.P .. 'r:' .. jid, 'cron', 'timezone', 'fired')
     end
 
@@ -129,17 +130,17 @@ function recurring_factory(name)
     -- templates whose stored ticks run low (stored: how many, last: the latest or '').
     -- Entries whose template is gone or no longer cron are dropped.
     return function(limit)
-      local jids = redis.call('zrangebyscore', Qless.P .. 'cron', '-inf', Qless.NOWS, 'LIMIT', 0,
+      local jids = redis.call('zrangebyscore', Qless.OWN .. 'cron', '-inf', Qless.NOWS, 'LIMIT', 0,
         limit)
       local out = {}
       for i = 1, #jids do
         local jid = jids[i]
         local f = redis.call('hmget', Qless.P .. 'r:' .. jid, 'cron', 'timezone')
         if not f[1] then
-          redis.call('zrem', Qless.P .. 'cron', jid)
-          redis.call('del', Qless.P .. 'cron:' .. jid)
+          redis.call('zrem', Qless.OWN .. 'cron', jid)
+          redis.call('del', Qless.OWN .. 'cron:' .. jid)
         else
-          local tkey = Qless.P .. 'cron:' .. jid
+          local tkey = Qless.OWN .. 'cron:' .. jid
           local last = redis.call('zrange', tkey, -1, -1)[1]
           out[#out + 1] = jid
           out[#out + 1] = f[1]
@@ -214,7 +215,7 @@ function recurring_factory(name)
       if ext then
         local upcoming = {}
         if f[12] then
-          local ticks = redis.call('zrange', Qless.P .. 'cron:' .. jid, 0, 4)
+          local ticks = redis.call('zrange', Qless.OWN .. 'cron:' .. jid, 0, 4)
           for i = 1, #ticks do upcoming[i] = ticks[i] end
           extra = ',"cron":' .. cjson.encode(f[12]) ..
             ',"timezone":' .. cjson.encode(f[13] or 'UTC')
@@ -330,7 +331,7 @@ function recurring_factory(name)
       end
       if cron then
         local fired = redis.call('hget', key, 'fired')
-        redis.call('del', Qless.P .. 'cron:' .. jid)
+        redis.call('del', Qless.OWN .. 'cron:' .. jid)
         redis.call('hset', key, 'cron', given.cron, 'timezone', given.timezone,
           'interval', Qless.Recurring.period(given.ticks, interval))
         local first = Qless.Recurring.store_ticks(jid, given.ticks, fired)

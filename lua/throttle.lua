@@ -1,14 +1,16 @@
 -- throttle.lua: throttles, limits shared by the jobs that name them.
 --
--- A throttle T has limits in ql:th:<T> (`maximum` jobs holding it at once, at most
--- `rate-jobs` leases per `rate-seconds`), its holders in ql:th:<T>-locks (jid -> lease
--- time), its recent leases in ql:th:<T>-leases (jid@time -> lease time) and the jobs
--- waiting for a slot in ql:th:<T>-waiting (jid -> the job's -work score). A job names
--- its throttles in its hash field `throttles` (JSON list). ql:throttles is the set of
--- throttles with limits: while it does not exist pop does not look at throttles at
--- all. A job waiting for a slot is out of its queue's -work, in ql:q:<Q>-throttled,
--- with state `waiting` (stock clients see a waiting job); its hash field `throttled`
--- names the throttle it waits on.
+-- Throttles are qlessd's own (the qless protocol has none), so every key of theirs is
+-- under OWN ('qlessd:' beside the plain 'ql:' prefix; a namespace's own prefix in a
+-- namespace). A throttle T has limits in OWN th:<T> (`maximum` jobs holding it at
+-- once, at most `rate-jobs` leases per `rate-seconds`), its holders in OWN th:<T>-locks
+-- (jid -> lease time), its recent leases in OWN th:<T>-leases (jid@time -> lease time)
+-- and the jobs waiting for a slot in OWN th:<T>-waiting (jid -> the job's -work
+-- score). A job names its throttles in its hash field `throttles` (JSON list).
+-- OWN throttles is the set of throttles with limits: while it does not exist pop does
+-- not look at throttles at all. A job waiting for a slot is out of its queue's -work,
+-- in OWN q:<Q>-throttled, with state `waiting` (stock clients see a waiting job); its
+-- hash field `throttled` names the throttle it waits on.
 
 -- The methods of Qless.Throttle, made on first use (see base.lua).
 function throttle_factory(name)
@@ -16,10 +18,10 @@ function throttle_factory(name)
     -- set(now, name, maximum, rate_jobs, rate_seconds): 0 means no such limit. Jobs
     -- waiting on it are reconsidered (a higher maximum may let some run).
     return function(now, tname, maximum, rjobs, rsec)
-      local th = Qless.P .. 'th:' .. tname
+      local th = Qless.OWN .. 'th:' .. tname
       redis.call('hset', th, 'maximum', Qless.numarg(maximum), 'rate-jobs', Qless.numarg(rjobs),
         'rate-seconds', Qless.numarg(rsec))
-      redis.call('sadd', Qless.P .. 'throttles', tname)
+      redis.call('sadd', Qless.OWN .. 'throttles', tname)
       Qless.Throttle.drain(now, tname)
       return 1
     end
@@ -28,9 +30,9 @@ function throttle_factory(name)
     -- delete(now, name) -> 1 if it had limits, else 0. Its waiting jobs go back to
     -- their queues; its holders keep running (and free nothing when they finish).
     return function(now, tname)
-      local th = Qless.P .. 'th:' .. tname
+      local th = Qless.OWN .. 'th:' .. tname
       local had = redis.call('del', th, th .. '-leases')
-      redis.call('srem', Qless.P .. 'throttles', tname)
+      redis.call('srem', Qless.OWN .. 'throttles', tname)
       Qless.Throttle.drain(now, tname)
       return had > 0 and 1 or 0
     end
@@ -39,7 +41,7 @@ function throttle_factory(name)
     -- get(now, name) -> JSON {name, maximum, rate, running, waiting}, or nil when the
     -- throttle has no limits, no holder and no waiting job.
     return function(now, tname)
-      local th = Qless.P .. 'th:' .. tname
+      local th = Qless.OWN .. 'th:' .. tname
       local f = redis.call('hmget', th, 'maximum', 'rate-jobs', 'rate-seconds')
       local running = redis.call('zrange', th .. '-locks', '0', '-1')
       local waiting = redis.call('zrevrange', th .. '-waiting', '0', '-1')
@@ -64,7 +66,7 @@ function throttle_factory(name)
     return function(now, tname, cache)
       local l = cache[tname]
       if l then return l end
-      local th = Qless.P .. 'th:' .. tname
+      local th = Qless.OWN .. 'th:' .. tname
       local f = redis.call('hmget', th, 'maximum', 'rate-jobs', 'rate-seconds')
       l = { key = th, max = tonumber(f[1]) or 0, rjobs = tonumber(f[2]) or 0,
         rsec = tonumber(f[3]) or 0 }
@@ -133,8 +135,8 @@ function throttle_factory(name)
         else
           local score = scores[jid] or '0'
           if full then
-            redis.call('zadd', Qless.P .. 'th:' .. full .. '-waiting', score, jid)
-            redis.call('zadd', qkey .. '-throttled', score, jid)
+            redis.call('zadd', Qless.OWN .. 'th:' .. full .. '-waiting', score, jid)
+            redis.call('zadd', Qless.OWN .. 'q:' .. queue .. '-throttled', score, jid)
             redis.call('hset', key, 'throttled', full)
           else
             local at = Qless.numarg(retry_at)
@@ -163,11 +165,11 @@ function throttle_factory(name)
     return function(now, jid, throttles, queue)
       local names = Qless.stored_tags(throttles)
       for k = 1, #names do
-        local th = Qless.P .. 'th:' .. names[k]
+        local th = Qless.OWN .. 'th:' .. names[k]
         local freed = redis.call('zrem', th .. '-locks', jid)
         if redis.call('zrem', th .. '-waiting', jid) == 1 then
           if queue and queue ~= '' then
-            redis.call('zrem', Qless.P .. 'q:' .. queue .. '-throttled', jid)
+            redis.call('zrem', Qless.OWN .. 'q:' .. queue .. '-throttled', jid)
           end
           redis.call('hdel', Qless.P .. 'j:' .. jid, 'throttled')
         end
@@ -178,9 +180,10 @@ function throttle_factory(name)
   elseif name == 'drain' then
     -- Moves the jobs waiting on throttle `tname` that now have room (all of them when
     -- it has no maximum) back to the top of their queues' -work, with an
-    -- `unthrottled` event on ql:log each, and announces them on ql:available.
+    -- `unthrottled` event on OWN log each (not on the protocol's log: stock clients
+    -- know no such event), and announces them on OWN available.
     return function(now, tname)
-      local th = Qless.P .. 'th:' .. tname
+      local th = Qless.OWN .. 'th:' .. tname
       local waiting = th .. '-waiting'
       local n = redis.call('zcard', waiting)
       if n == 0 then return end
@@ -196,10 +199,10 @@ function throttle_factory(name)
         local q = redis.call('hget', key, 'queue')
         if q and q ~= '' then
           local qkey = Qless.P .. 'q:' .. q
-          redis.call('zrem', qkey .. '-throttled', jid)
+          redis.call('zrem', Qless.OWN .. 'q:' .. q .. '-throttled', jid)
           redis.call('zadd', qkey .. '-work', top[i + 1], jid)
           redis.call('hdel', key, 'throttled')
-          redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"jid":' .. cjson.encode(jid) ..
+          redis.call(Qless.PUBLISH, Qless.OWN .. 'log', '{"jid":' .. cjson.encode(jid) ..
             ',"event":"unthrottled","queue":' .. cjson.encode(q) .. '}')
           Qless.available(q, 1)
         end

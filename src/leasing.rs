@@ -4,7 +4,8 @@
 //! The script itself announces every transition that makes jobs poppable (a put, a
 //! retry, an unfail, released dependents, a promotion or spawn by the sweeper, a lock
 //! handed over, an unpause, a freed concurrency or throttle slot...): one message per
-//! queue and invocation on `<prefix>available`, `{"queue":Q,"count":n}`. Every gateway
+//! queue and invocation on `<own prefix>available` (`qlessd:available` beside the plain
+//! `ql:` prefix, whose channels are the protocol's), `{"queue":Q,"count":n}`. Every gateway
 //! relays it ([`Leasing::listen`]) to the waiters of Q only, one waiter per job, so one
 //! job is contended by one request rather than by a thundering herd, and a retry made
 //! on another gateway, or by any client running this script, wakes a waiter here

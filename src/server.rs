@@ -284,6 +284,17 @@ async fn serve_with(
         .await
         .map_err(|err| format!("cannot read Redis's clock: {err}"))?;
     tokio::spawn(clock.clone().follow(qless.clone(), stopped.clone()));
+    if qless.namespace_key().is_none() {
+        // The plain prefix belongs to the qless protocol: qlessd's own keys of an older
+        // version there move to `qlessd:` before anything is served (lua/README.md).
+        // A Redis that refuses (out of memory, say) still gets served, as it would be
+        // otherwise: the sweeper tries again every 30 seconds.
+        match qless.migrate(clock.now(), true).await {
+            Ok(0) => {}
+            Ok(moved) => tracing::info!(moved, "moved qlessd's own keys from ql: to qlessd:"),
+            Err(err) => tracing::warn!(%err, "could not move qlessd's own keys out of ql: yet"),
+        }
+    }
     let namespaces = Namespaces {
         options: options(None),
         clock: clock.clone(),

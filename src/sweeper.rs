@@ -3,28 +3,35 @@
 //! locks at the due time even on queues nobody pops; and it tops up the fire times of
 //! cron templates ([`crate::cron::top_up`]).
 //!
-//! It visits what is due, not every queue: the script keeps `<prefix>due`, a sorted
+//! It visits what is due, not every queue: the script keeps `<own prefix>due` (the
+//! prefix of qlessd's own keys: `qlessd:` beside the plain `ql:`, which belongs to the
+//! qless protocol; the namespace's own in a namespace), a sorted
 //! set of queue → the earliest time something of that queue falls due (a scheduled
 //! job, a recurring spawn, a lock expiry), lowered on every write that sets such a
 //! time, and a sweep visits only the queues due by now and reports when the next one
 //! is. The task sleeps until then (at least [`MIN_IDLE`], at most [`MAX_IDLE`]: a
 //! time set by another gateway meanwhile is seen within a tick). Whatever the sweep
 //! makes poppable (promotions, spawns, expired locks past their notice) the script
-//! announces itself on `<prefix>available`, so the long-poll waiters of every gateway
+//! announces itself on `<own prefix>available`, so the long-poll waiters of every gateway
 //! wake for it: the sweeper wakes nobody.
 //!
 //! Clients that do not run this script (stock qless clients on the legacy prefix)
-//! write schedules without touching `<prefix>due`. For them each tick also visits a
+//! write schedules without touching `<own prefix>due`. For them each tick also visits a
 //! slice of the registered queues, sized so that a slow pass covers them all every
 //! [`SLOW_PASS`]; visiting a queue also files its next due time in the index.
 //!
 //! Several qlessd processes may serve the same Redis, but only one at a time sweeps a
-//! namespace: the one holding its sweeper lease (`<prefix>sweeper`, the holder's
+//! namespace: the one holding its sweeper lease (`<own prefix>sweeper`, the holder's
 //! [`gateway_id`], expiring after [`LEASE_TTL`] unless the holder renews it). The others
 //! try to take the lease every [`MAX_IDLE`], so when the holder dies one of them takes
 //! over within [`LEASE_TTL`] and a second. (Should two ever sweep at once, nothing
 //! breaks: each sweep is one atomic script call, so a due job is promoted or spawned
 //! exactly once whoever gets there first.)
+//!
+//! On the plain prefix the sweeper also moves, every [`SLOW_PASS`], whatever a gateway
+//! of the version before qlessd's keys left `ql:` still wrote there during an upgrade
+//! ([`Qless::migrate`]: due times, cron ticks and throttles, once the gateway's pass at
+//! start-up has moved the rest; the whole pass again if that one failed).
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +45,7 @@ use crate::core::Qless;
 pub const MAX_IDLE: Duration = Duration::from_secs(1);
 
 /// How long the slow pass takes to visit every registered queue: bounds how late
-/// schedules written by clients that do not keep `<prefix>due` are acted on.
+/// schedules written by clients that do not keep `<own prefix>due` are acted on.
 pub const SLOW_PASS: Duration = Duration::from_secs(30);
 
 /// Shortest sleep, so a due time in the past cannot make the loop spin.
@@ -55,7 +62,7 @@ pub const LEASE_TTL: Duration = Duration::from_secs(5);
 /// long has passed since the last renewal), well inside [`LEASE_TTL`].
 const RENEW_EVERY: Duration = Duration::from_secs(1);
 
-/// The lease's key under the namespace's prefix.
+/// The lease's key under qlessd's own prefix.
 const LEASE: &str = "sweeper";
 
 /// This process's name as a lease holder: its process id and start time, unique
@@ -85,6 +92,9 @@ pub async fn run(qless: Qless, clock: Clock, holder: String, mut stop: watch::Re
     let mut cursor = 0u64;
     let mut queues = 0i64;
     let mut sliced: Option<Instant> = None;
+    // The last look for keys written under their old names (plain prefix only).
+    let legacy = qless.namespace_key().is_none();
+    let mut migrated: Option<Instant> = None;
     loop {
         if renewed.is_none_or(|at| at.elapsed() >= RENEW_EVERY) {
             let held = match qless.hold_lease(LEASE, &holder, LEASE_TTL).await {
@@ -114,6 +124,14 @@ pub async fn run(qless: Qless, clock: Clock, holder: String, mut stop: watch::Re
             let started = Instant::now();
             let swept = qless.sweep(now, LIMIT, scan, cursor).await;
             crate::metrics::METRICS.sweep(started.elapsed(), swept.is_err());
+            if legacy && migrated.is_none_or(|at| at.elapsed() >= SLOW_PASS) {
+                migrated = Some(Instant::now());
+                match qless.migrate(now, true).await {
+                    Ok(0) => {}
+                    Ok(moved) => tracing::info!(moved, "moved qlessd's own keys from ql:"),
+                    Err(err) => tracing::debug!(%err, "moving qlessd's own keys failed"),
+                }
+            }
             // After the sweep, so ticks missed while nothing ran have fired first.
             if let Err(err) = crate::cron::top_up(&qless, now).await {
                 tracing::debug!(%err, "cron top-up failed");

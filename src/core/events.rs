@@ -1,6 +1,7 @@
 //! The script's pub/sub, bridged into the process: one Redis subscription per qlessd
-//! (a pattern on the namespace prefix), fanned out to any number of in-process
-//! listeners through broadcast channels. Long-poll waiters and SSE clients listen
+//! (patterns on the plain `ql:` prefix and qlessd's own `qlessd:`, or a namespace's
+//! shard channels), fanned out to any number of in-process listeners through
+//! broadcast channels. Long-poll waiters and SSE clients listen
 //! here instead of each holding a Redis connection.
 //!
 //! A busy queue publishes two or three events per job (the spec's `log` events, for
@@ -24,8 +25,11 @@ use super::subscription::{Channels, Subscription};
 /// One message the script published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    /// The channel without the namespace prefix: `log`, `w:<worker>`, `put`, `popped`,
-    /// `completed`, `failed`, `stalled`, `canceled`, `track`, `untrack`, `available`.
+    /// The channel without its prefix: `log`, `w:<worker>`, `put`, `popped`,
+    /// `completed`, `failed`, `stalled`, `canceled`, `track`, `untrack` under the
+    /// namespace's prefix; `available`, and `log` for qlessd's own events (throttled
+    /// jobs let go), under qlessd's own (`qlessd:` beside the plain `ql:`, where the
+    /// protocol has no such messages; the same prefix in a namespace).
     pub channel: String,
     /// The payload exactly as published (JSON for `log`, `w:*` and `available`, a jid
     /// otherwise).
@@ -130,9 +134,9 @@ const BUFFER: usize = 4096;
 const QUIET: Duration = Duration::from_secs(15);
 
 impl EventBus {
-    /// Starts bridging the channels under `prefix` (`ql:` or `ql:{ns}:`) from the Redis
-    /// at `url` (not TLS: see [`EventBus::start_at`]); reconnects by itself when the
-    /// connection drops.
+    /// Starts bridging the channels under `prefix` (`ql:` or `ql:{ns}:`), and under
+    /// qlessd's own prefix that goes with it, from the Redis at `url` (not TLS: see
+    /// [`EventBus::start_at`]); reconnects by itself when the connection drops.
     pub fn start(url: String, prefix: String) -> Self {
         Self::start_at(Endpoint::plain(url), prefix)
     }
@@ -238,7 +242,7 @@ async fn listen(
 }
 
 /// The channels the script publishes on that the gateway listens to (all but
-/// `w:<worker>`, which repeats `log` events for qless workers).
+/// `w:<worker>`, which repeats `log` events for qless workers), in a namespace.
 pub const CHANNELS: &[&str] = &[
     "log",
     "put",
@@ -252,12 +256,26 @@ pub const CHANNELS: &[&str] = &[
     "available",
 ];
 
-/// What to subscribe to under `prefix`: the plain `ql:` prefix is published with
-/// `PUBLISH` (stock qless clients listen there), a namespace with `SPUBLISH`
-/// (`lua/base.lua`), whose shard channels cannot be matched by a pattern.
+/// qlessd's own prefix beside `prefix`: `qlessd:` beside the plain `ql:`, a
+/// namespace's own prefix otherwise (`Qless::own_prefix`).
+fn own_prefix(prefix: &str) -> &str {
+    if prefix == "ql:" {
+        super::script::OWN_PREFIX
+    } else {
+        prefix
+    }
+}
+
+/// What to subscribe to under `prefix`: the plain `ql:` prefix and qlessd's own
+/// `qlessd:` are published with `PUBLISH` (stock qless clients listen on the former),
+/// a namespace with `SPUBLISH` (`lua/base.lua`), whose shard channels cannot be
+/// matched by a pattern.
 fn channels(prefix: &str) -> Channels {
     if prefix == "ql:" {
-        Channels::Pattern(format!("{prefix}*"))
+        Channels::Patterns(vec![
+            format!("{prefix}*"),
+            format!("{}*", own_prefix(prefix)),
+        ])
     } else {
         Channels::Sharded(
             CHANNELS
@@ -277,6 +295,7 @@ async fn relay(
     quiet: Duration,
 ) -> std::io::Result<()> {
     let legacy = prefix == "ql:";
+    let own = own_prefix(prefix);
     let mut pinged = false;
     // One timer for the whole silence check rather than one per message: it fires
     // `quiet` after it was set, and only then looks at when the last frame came.
@@ -312,7 +331,12 @@ async fn relay(
                 continue;
             }
         };
-        let Some(channel) = message.channel.strip_prefix(prefix.as_bytes()) else {
+        // (A gateway of the version before qlessd's channels left `ql:` announces on
+        // `ql:available`: relayed alike, its announcements wake this one's waiters
+        // while both serve during an upgrade.)
+        let Some(channel) = (message.channel.strip_prefix(prefix.as_bytes()))
+            .or_else(|| message.channel.strip_prefix(own.as_bytes()))
+        else {
             continue;
         };
         // In the legacy namespace the pattern `ql:*` also matches the channels of
@@ -363,7 +387,7 @@ mod tests {
     /// A subscription to a fake Redis: the test plays the server.
     async fn subscribed() -> (Subscription, DuplexStream) {
         let (client, mut server) = tokio::io::duplex(4096);
-        let channels = Channels::Pattern("ql:*".to_owned());
+        let channels = Channels::Patterns(vec!["ql:*".to_owned()]);
         let opening = tokio::spawn(async move {
             Subscription::over(Connection::over(Box::new(client)), &channels).await
         });
@@ -407,6 +431,59 @@ mod tests {
         let err = relaying.await.unwrap().unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
         assert!(started.elapsed() >= 2 * quiet, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn the_plain_prefix_is_heard_with_qlessd_own_and_a_namespace_alone() {
+        match channels("ql:") {
+            Channels::Patterns(patterns) => assert_eq!(patterns, ["ql:*", "qlessd:*"]),
+            other => panic!("{other:?}"),
+        }
+        match channels("ql:{a}:") {
+            Channels::Sharded(names) => {
+                assert!(names.contains(&"ql:{a}:available".to_owned()), "{names:?}");
+                assert!(names.iter().all(|name| name.starts_with("ql:{a}:")));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn qlessd_own_channels_are_relayed_beside_the_protocol_ones() {
+        let (subscription, mut server) = subscribed().await;
+        let streams = Streams::new(16);
+        let mut every = streams.every.subscribe();
+        let mut available = streams.available.subscribe();
+        let quiet = Duration::from_secs(60);
+        let relaying =
+            tokio::spawn(async move { relay(subscription, "ql:", &streams, quiet).await });
+        for (channel, payload) in [
+            ("qlessd:available", r#"{"queue":"q","count":1}"#),
+            // Another tenant's namespace, matched by `ql:*`: not this gateway's.
+            ("ql:{ns}:log", "{}"),
+            (
+                "qlessd:log",
+                r#"{"jid":"j","event":"unthrottled","queue":"q"}"#,
+            ),
+            ("ql:log", r#"{"jid":"j","event":"put","queue":"q"}"#),
+        ] {
+            server.write_all(&pmessage(channel, payload)).await.unwrap();
+        }
+        let mut heard = Vec::new();
+        for _ in 0..3 {
+            let event = every.recv().await.unwrap();
+            heard.push(format!("{} {}", event.channel, event.payload));
+        }
+        assert_eq!(
+            heard,
+            [
+                r#"available {"queue":"q","count":1}"#,
+                r#"log {"jid":"j","event":"unthrottled","queue":"q"}"#,
+                r#"log {"jid":"j","event":"put","queue":"q"}"#,
+            ]
+        );
+        assert_eq!(available.recv().await.unwrap().channel, "available");
+        relaying.abort();
     }
 
     #[test]

@@ -261,15 +261,26 @@ impl Qless {
         Ok((number(&seconds)?, number(&micros)?))
     }
 
-    /// Takes the lease `<prefix><name>` for `holder`, or keeps it if `holder` has it
-    /// already, for `ttl`: true when `holder` holds it now. One atomic script, so a
+    /// The prefix of qlessd's own keys and channels, which the qless protocol does not
+    /// have: `qlessd:` beside the plain `ql:` prefix (which belongs to the protocol and
+    /// the stock clients sharing it), the namespace's `ql:{ns}:` in a namespace (whose
+    /// keys need its hash tag). The script's `OWN` (`lua/base.lua`).
+    pub fn own_prefix(&self) -> String {
+        match &self.inner.namespace_key {
+            Some(key) => format!("{key}:"),
+            None => script::OWN_PREFIX.to_owned(),
+        }
+    }
+
+    /// Takes the lease `<own prefix><name>` for `holder`, or keeps it if `holder` has
+    /// it already, for `ttl`: true when `holder` holds it now. One atomic script, so a
     /// lease that another holder took meanwhile is never overwritten or extended.
     pub async fn hold_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, Error> {
         const HOLD: &str = "local held = redis.call('get', KEYS[1]) \
             if held == false then redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
             if held == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end \
             return 0";
-        let key = format!("{}{name}", self.prefix());
+        let key = format!("{}{name}", self.own_prefix());
         let ttl = ttl.as_millis().max(1).to_string();
         let reply = self
             .command(&["EVAL", HOLD, "1", &key, holder, &ttl])
@@ -278,12 +289,12 @@ impl Qless {
         Ok(held == 1)
     }
 
-    /// Gives up the lease `<prefix><name>` if `holder` holds it, so another takes it
-    /// over at once instead of when it expires.
+    /// Gives up the lease `<own prefix><name>` if `holder` holds it, so another takes
+    /// it over at once instead of when it expires.
     pub async fn release_lease(&self, name: &str, holder: &str) -> Result<(), Error> {
         const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
             redis.call('del', KEYS[1]) end return 0";
-        let key = format!("{}{name}", self.prefix());
+        let key = format!("{}{name}", self.own_prefix());
         self.command(&["EVAL", RELEASE, "1", &key, holder]).await?;
         Ok(())
     }

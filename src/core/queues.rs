@@ -1,5 +1,6 @@
 //! Queue commands (`lua/queue.lua`): listings, counts, pausing, statistics, failure
-//! groups, and the upkeep pass.
+//! groups, and the upkeep: the sweep and the move of qlessd's own keys out of the
+//! plain `ql:` prefix (`migrate`, `lua/extra.lua`).
 
 use std::collections::BTreeMap;
 
@@ -553,4 +554,35 @@ impl Qless {
         )
         .await
     }
+
+    /// `migrate`, to the end: moves qlessd's own keys of the plain prefix from their
+    /// names of before (under `ql:`) to `qlessd:`, and returns how many keys it moved.
+    /// Always the families an index names (due times, cron ticks, throttles), which a
+    /// gateway of the older version may still write during an upgrade; with `scan`
+    /// also a full pass over the keys under `ql:` unless one was done before
+    /// (`MIGRATE_SCAN` keys a step, each step one atomic call). Nothing to do in a
+    /// namespace.
+    pub async fn migrate(&self, now: f64, scan: bool) -> Result<i64, Error> {
+        let mut cursor = "0".to_owned();
+        let mut moved = 0;
+        loop {
+            let args = if scan {
+                vec![cursor, MIGRATE_SCAN.to_string()]
+            } else {
+                Vec::new()
+            };
+            let reply = self.call("migrate", now, args).await?;
+            let (next, count): (String, i64) =
+                redis::from_redis_value(reply).map_err(Error::reply)?;
+            moved += count;
+            if next == "0" {
+                return Ok(moved);
+            }
+            cursor = next;
+        }
+    }
 }
+
+/// Keys one step of [`Qless::migrate`]'s pass looks at (SCAN's COUNT): a few
+/// milliseconds of Redis time, so other clients are not held up for long.
+const MIGRATE_SCAN: u32 = 2000;

@@ -30,6 +30,13 @@ macro_rules! lua_files {
     };
 }
 
+/// The prefix of qlessd's own keys and channels beside the plain `ql:` prefix (the
+/// script's `OWN`, `lua/base.lua`): the due index, the availability announcements,
+/// the sweeper lease, idempotency keys, cron ticks, throttles. The plain prefix holds
+/// only what the qless protocol names, since stock clients and tools read and watch
+/// it; in a namespace qlessd's own keys share the namespace's prefix (and its slot).
+pub const OWN_PREFIX: &str = "qlessd:";
+
 /// The exact script qlessd loads into Redis (what `qlessd --print-lua` prints).
 ///
 /// The shebang (`#!lua`, no flags) declares the script to Redis 7 as one that writes

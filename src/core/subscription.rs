@@ -34,9 +34,10 @@ pub struct Subscription {
 /// What a subscription listens to.
 #[derive(Debug, Clone)]
 pub enum Channels {
-    /// Every channel matching a pattern (`PSUBSCRIBE`): the plain `ql:` prefix, where
-    /// the script publishes with `PUBLISH` as stock qless clients expect.
-    Pattern(String),
+    /// Every channel matching one of these patterns (`PSUBSCRIBE`): the plain `ql:`
+    /// prefix and qlessd's own `qlessd:`, where the script publishes with `PUBLISH` as
+    /// stock qless clients expect.
+    Patterns(Vec<String>),
     /// These shard channels (`SSUBSCRIBE`): a namespaced prefix, where the script
     /// publishes with `SPUBLISH`, so events stay on the namespace's shard.
     Sharded(Vec<String>),
@@ -54,7 +55,11 @@ impl Subscription {
     pub async fn over(conn: Connection, channels: &Channels) -> io::Result<Self> {
         let mut subscription = Subscription { conn };
         let (command, confirm, names): (&str, &[u8], Vec<&str>) = match channels {
-            Channels::Pattern(pattern) => ("PSUBSCRIBE", b"psubscribe", vec![pattern]),
+            Channels::Patterns(patterns) => (
+                "PSUBSCRIBE",
+                b"psubscribe",
+                patterns.iter().map(String::as_str).collect(),
+            ),
             Channels::Sharded(names) => (
                 "SSUBSCRIBE",
                 b"ssubscribe",
@@ -64,7 +69,7 @@ impl Subscription {
         let mut words = vec![command];
         words.extend(&names);
         subscription.send(&words).await?;
-        // One confirmation per channel.
+        // One confirmation per channel or pattern.
         for _ in &names {
             let conn = &mut subscription.conn;
             match conn.reader.next_value(&mut conn.socket).await? {

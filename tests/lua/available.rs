@@ -1,6 +1,7 @@
 //! Script semantics (announcements and the due index): every transition that makes a
-//! job poppable is announced on `ql:available` once per queue and invocation, and the
-//! sweep visits only the queues filed in `ql:due` (plus its slow-pass slice).
+//! job poppable is announced on `qlessd:available` once per queue and invocation, and
+//! the sweep visits only the queues filed in `qlessd:due` (plus its slow-pass slice).
+//! (Both are qlessd's own, so they are not under the protocol's plain `ql:` prefix.)
 
 use qlessd::core::{PutArgs, Qless, RecurArgs, RetryArgs};
 use serde_json::Value;
@@ -10,7 +11,7 @@ use super::jobs::{complete, config, finish, job, pop, put, raw, start, strs};
 use crate::support::RedisServer;
 
 async fn listen(redis: &RedisServer) -> Listener {
-    Listener::with_announcements(redis, "ql:*", "ql:~end-of-test").await
+    Listener::start(redis, "qlessd:*", "qlessd:~end-of-test").await
 }
 
 /// The announcements published since the last call: (queue, count), in order.
@@ -19,7 +20,7 @@ async fn announced(listener: &mut Listener) -> Vec<(String, u64)> {
         .drain()
         .await
         .into_iter()
-        .filter(|(channel, _)| channel == "ql:available")
+        .filter(|(channel, _)| channel == "qlessd:available")
         .map(|(_, payload)| {
             let value: Value = serde_json::from_str(&payload).unwrap();
             (
@@ -34,10 +35,10 @@ fn said(items: &[(&str, u64)]) -> Vec<(String, u64)> {
     items.iter().map(|(q, n)| (q.to_string(), *n)).collect()
 }
 
-/// The queues filed in `ql:due` with their scores.
+/// The queues filed in `qlessd:due` with their scores.
 fn due(redis: &RedisServer) -> Vec<(String, f64)> {
     redis::cmd("ZRANGE")
-        .arg("ql:due")
+        .arg("qlessd:due")
         .arg(0)
         .arg(-1)
         .arg("WITHSCORES")
@@ -348,7 +349,7 @@ async fn the_slow_pass_finds_work_written_by_clients_that_keep_no_due_index() {
     for i in 0..5 {
         put(&qless, 0.0, &format!("q{i}"), &format!("j{i}")).await;
     }
-    // A stock client schedules `j3` in q3: the job and its queue set, no `ql:due`.
+    // A stock client schedules `j3` in q3: the job and its queue set, no `qlessd:due`.
     let mut conn = raw(&redis);
     let _: () = redis::pipe()
         .cmd("ZREM")

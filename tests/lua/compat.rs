@@ -57,6 +57,12 @@ async fn script_errors_carry_the_marker_qless_clients_look_for() {
             &["heartbeat", "1", "gone", "w"],
             "QL_NOTFOUND user_script:1: Heartbeat(): Job gone does not exist",
         ),
+        // The Ruby client heartbeats a job that is not running with an empty worker,
+        // and matches the state in the answer.
+        (
+            &["heartbeat", "1", "a", ""],
+            "QL_STATE user_script:1: Heartbeat(): Job a not currently running: waiting",
+        ),
         (
             &["put", "1", "w", "q", "j", "K", "{}", "soon"],
             "QL_ARG user_script:1: Put(): Arg \"delay\" not a number: soon",

@@ -213,8 +213,29 @@ const CASES: &[(&str, &[&str], &str)] = &[
         &["q", "x"],
         "Peek(): Arg \"count\" missing or not a number: x",
     ),
-    // heartbeat
+    // heartbeat. An empty worker is a value, not a missing one: a job that is not
+    // running says so (a qless client heartbeats such a job with an empty worker).
     ("heartbeat", &["b"], "Heatbeat(): Arg \"worker\" missing"),
+    (
+        "heartbeat",
+        &["zzz", ""],
+        "Heartbeat(): Job zzz does not exist",
+    ),
+    (
+        "heartbeat",
+        &["a", ""],
+        "Heartbeat(): Job a not currently running: waiting",
+    ),
+    (
+        "heartbeat",
+        &["f", ""],
+        "Heartbeat(): Job f not currently running: complete",
+    ),
+    (
+        "heartbeat",
+        &["b", ""],
+        "Heartbeat(): Job b given out to another worker: w",
+    ),
     ("heartbeat", &["b", "w", "{bad"], ""),
     (
         "heartbeat",
@@ -233,6 +254,21 @@ const CASES: &[(&str, &[&str], &str)] = &[
     ),
     // complete
     ("complete", &["b"], "Complete(): Arg \"worker\" missing"),
+    (
+        "complete",
+        &["zzz", "", "q", "{}"],
+        "Complete(): Job zzz does not exist",
+    ),
+    (
+        "complete",
+        &["a", "", "q", "{}"],
+        "Complete(): Job a is not currently running: waiting",
+    ),
+    (
+        "complete",
+        &["b", "", "q", "{}"],
+        "Complete(): Job b has been handed out to another worker: w",
+    ),
     ("complete", &["b", "w"], "Complete(): Arg \"queue\" missing"),
     ("complete", &["b", "w", "q"], ""),
     ("complete", &["b", "w", "q", "{bad"], ""),
@@ -278,6 +314,21 @@ const CASES: &[(&str, &[&str], &str)] = &[
     ),
     // fail
     ("fail", &["b"], "Fail(): Arg \"worker\" missing"),
+    (
+        "fail",
+        &["zzz", "", "g", "m"],
+        "Fail(): Job zzzdoes not exist",
+    ),
+    (
+        "fail",
+        &["d", "", "g", "m"],
+        "Fail(): Job dnot currently running: scheduled",
+    ),
+    (
+        "fail",
+        &["b", "", "g", "m"],
+        "Fail(): Job b running with another worker: w",
+    ),
     ("fail", &["b", "w"], "Fail(): Arg \"group\" missing"),
     ("fail", &["b", "w", "g"], "Fail(): Arg \"message\" missing"),
     ("fail", &["b", "w", "g", "m", "{bad"], ""),
@@ -295,6 +346,16 @@ const CASES: &[(&str, &[&str], &str)] = &[
     // retry
     ("retry", &["b"], "Retry(): Arg \"queue\" missing"),
     ("retry", &["b", "q"], "Retry(): Arg \"worker\" missing"),
+    (
+        "retry",
+        &["e", "q", ""],
+        "Retry(): Job e is not currently running: depends",
+    ),
+    (
+        "retry",
+        &["b", "q", ""],
+        "Retry(): Job b has been given to another worker: w",
+    ),
     (
         "retry",
         &["b", "q", "w", "x"],
@@ -668,6 +729,17 @@ const CASES: &[(&str, &[&str], &str)] = &[
         "recur.untag",
         &["zzz", "t"],
         "Untag(): Job zzz does not exist",
+    ),
+    // migrate (extension)
+    (
+        "migrate",
+        &["x"],
+        "Migrate(): Arg \"cursor\" must be a SCAN cursor: x",
+    ),
+    (
+        "migrate",
+        &["0", "0"],
+        "Migrate(): Arg \"count\" must be positive: 0",
     ),
     // config
     ("config.set", &[], "config.set(): Arg \"option\" missing"),

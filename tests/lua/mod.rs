@@ -15,6 +15,7 @@ mod memory;
 mod namespaces;
 mod plumbing;
 mod pop_after;
+mod prefix;
 mod queues;
 mod recurring;
 mod workers;

@@ -209,7 +209,7 @@ async fn a_gateway_whose_clock_runs_a_minute_ahead_keeps_leases_to_redis_time() 
 fn sweeper(redis: &RedisServer) -> Option<String> {
     let mut conn = redis.client().get_connection().unwrap();
     redis::cmd("GET")
-        .arg("ql:sweeper")
+        .arg("qlessd:sweeper")
         .query(&mut conn)
         .unwrap()
 }
@@ -413,4 +413,74 @@ async fn a_long_poll_on_one_gateway_wakes_promptly_for_work_made_available_elsew
         "woken after: put {put:?}, retry {retry:?}, unfail {unfail:?}, raw script put \
          {raw:?}, a 1 s delay {scheduled:?}"
     );
+}
+
+#[tokio::test]
+async fn a_gateway_moves_an_older_versions_keys_out_of_ql_before_it_serves() {
+    let redis = RedisServer::start();
+    // What a qlessd of the version before issue 34 left under the plain prefix: a job
+    // scheduled a second from now with its due time in `ql:due` (on a queue the slow
+    // pass does not visit, so only the due index finds it), an idempotency key, and a
+    // sweeper lease held by a gateway that is gone.
+    let qless = crate::support::connect(&redis, None).await;
+    let (seconds, micros) = qless.time().await.unwrap();
+    let now = seconds as f64 + micros as f64 / 1e6;
+    let job = qlessd::core::PutArgs {
+        worker: "old".into(),
+        queue: "q".into(),
+        jid: "old".into(),
+        klass: "K".into(),
+        data: "{}".into(),
+        delay: 1.0,
+        ..Default::default()
+    };
+    qless.put(now, job).await.unwrap();
+    let mut conn = redis.client().get_connection().unwrap();
+    let _: () = redis::pipe()
+        .cmd("RENAME")
+        .arg("qlessd:due")
+        .arg("ql:due")
+        .cmd("ZREM")
+        .arg("ql:queues")
+        .arg("q")
+        .cmd("HSET")
+        .arg("ql:idem:k")
+        .arg("jid")
+        .arg("old")
+        .arg("until")
+        .arg(now + 3600.0)
+        .cmd("SET")
+        .arg("ql:sweeper")
+        .arg("gone")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+    drop(qless);
+
+    let gateway = Gateway::start(&redis, None).await;
+    // Ready means moved: nothing of qlessd's is left under `ql:`.
+    let exists = |key: &str| -> bool {
+        redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut redis.client().get_connection().unwrap())
+            .unwrap()
+    };
+    for key in ["ql:due", "ql:idem:k", "ql:sweeper"] {
+        assert!(!exists(key), "{key} is still there");
+    }
+    assert!(exists("qlessd:idem:k") && exists("qlessd:migrated"));
+    until(
+        Duration::from_secs(5),
+        "the gateway takes the sweeper lease",
+        async || sweeper(&redis).is_some_and(|holder| holder != "gone"),
+    )
+    .await;
+    // The due time moved with it: the job is promoted on time, nobody popping.
+    until(
+        Duration::from_secs(5),
+        "the scheduled job is promoted",
+        async || gateway.get("/v1/jobs/old").await["state"] == "waiting",
+    )
+    .await;
 }
