@@ -52,6 +52,7 @@ pub const SENT: &[&str] = &[
     "unfail",
     "stats",
     "sweep",
+    "migrate",
     // lua/recurring.lua
     "recur",
     "recur.get.ext",

@@ -205,7 +205,8 @@ impl Qless {
         &self.inner.endpoint
     }
 
-    /// The prefix of every key and channel: `ql:` or `ql:{ns}:`.
+    /// The prefix of the protocol's keys and channels: `ql:` or `ql:{ns}:` (qlessd's own
+    /// are under [`own_prefix`](Self::own_prefix)).
     pub fn prefix(&self) -> String {
         match &self.inner.namespace_key {
             Some(key) => format!("{key}:"),

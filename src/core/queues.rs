@@ -566,20 +566,40 @@ impl Qless {
         let mut cursor = "0".to_owned();
         let mut moved = 0;
         loop {
-            let args = if scan {
-                vec![cursor, MIGRATE_SCAN.to_string()]
-            } else {
-                Vec::new()
+            let step = Migrate {
+                scan: scan.then_some(cursor.as_str()),
             };
-            let reply = self.call("migrate", now, args).await?;
-            let (next, count): (String, i64) =
-                redis::from_redis_value(reply).map_err(Error::reply)?;
+            let (next, count) = self.run(now, &step).await?;
             moved += count;
             if next == "0" {
                 return Ok(moved);
             }
             cursor = next;
         }
+    }
+}
+
+/// One step of `migrate`: the indexed families, then, with a cursor, one SCAN step
+/// of [`MIGRATE_SCAN`] keys; answers the next cursor (`0`: done) and the keys moved.
+struct Migrate<'a> {
+    scan: Option<&'a str>,
+}
+
+impl Command for Migrate<'_> {
+    type Output = (String, i64);
+
+    fn name(&self) -> &'static str {
+        "migrate"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        if let Some(cursor) = self.scan {
+            args.push(cursor).push(MIGRATE_SCAN);
+        }
+    }
+
+    fn decode(&self, reply: Value) -> Result<(String, i64), Error> {
+        redis::from_redis_value(reply).map_err(Error::reply)
     }
 }
 
