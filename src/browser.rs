@@ -5,11 +5,15 @@
 //! without these checks a "simple" request (a form post, or `fetch` with a
 //! `text/plain` body or none) would still pause queues or cancel jobs. So:
 //!
-//! * A request that may change something (any method but GET, HEAD and OPTIONS) must
-//!   say `Content-Type: application/json`, body or not: browsers only send that type
-//!   across origins after a CORS preflight, which qlessd refuses unless configured.
-//! * Such a request carrying an `Origin` header (browsers add it) must come from this
-//!   server's own origin or one allowed with `--cors-origin`.
+//! * A request that may change something (any method but GET, HEAD and OPTIONS) and
+//!   carries a body must say `Content-Type: application/json`: browsers only send that
+//!   type across origins after a CORS preflight, which qlessd refuses unless
+//!   configured. Without a body it may say nothing (generated API clients send no
+//!   type when there is no body), since the next rule covers what a page could send.
+//! * Such a request carrying an `Origin` header must come from this server's own
+//!   origin or one allowed with `--cors-origin`. Browsers add `Origin` to every
+//!   cross-origin POST and preflight every cross-origin PUT, PATCH and DELETE, so a
+//!   body-less write a page could forge always names its foreign origin.
 //! * When qlessd listens on a loopback address, the `Host` header must name a loopback
 //!   host: a DNS-rebinding page (`attacker.example` re-pointed at 127.0.0.1) is the
 //!   browser's "same origin" for itself, and only its `Host` header gives it away.
@@ -52,8 +56,13 @@ impl BrowserPolicy {
     }
 
     /// Refuses the request when a browser on another site could have sent it (see the
-    /// module documentation).
-    pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
+    /// module documentation); `bodiless`: the request is known to carry no body.
+    pub fn check(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        bodiless: bool,
+    ) -> Result<(), ApiError> {
         let host = headers.get(HOST);
         if self.loopback
             && let Some(host) = host
@@ -78,15 +87,17 @@ impl BrowserPolicy {
                     .to_owned(),
             ));
         }
-        if !headers.get(CONTENT_TYPE).is_some_and(is_json) {
-            return Err(ApiError::UnsupportedMediaType(
-                "a POST, PUT, PATCH or DELETE must say Content-Type: application/json, \
-                 with a body or without one: browsers never send that type from another \
-                 site without asking first, so it shows the request is not a forged one"
+        match headers.get(CONTENT_TYPE) {
+            Some(value) if is_json(value) => Ok(()),
+            None if bodiless => Ok(()),
+            _ => Err(ApiError::UnsupportedMediaType(
+                "a POST, PUT, PATCH or DELETE with a body must say Content-Type: \
+                 application/json (one without a body may send no Content-Type): browsers \
+                 never send that type from another site without asking first, so it shows \
+                 the request is not a forged one"
                     .to_owned(),
-            ));
+            )),
         }
-        Ok(())
     }
 
     /// [`check`](Self::check), except for the dashboard's form posts (under `/ui`):
@@ -98,13 +109,14 @@ impl BrowserPolicy {
         method: &Method,
         path: &str,
         headers: &HeaderMap,
+        bodiless: bool,
     ) -> Result<(), ApiError> {
         let dashboard = path == "/ui" || path.starts_with("/ui/");
         if !dashboard || matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
-            return self.check(method, headers);
+            return self.check(method, headers, bodiless);
         }
         // The Host check, as for any GET.
-        self.check(&Method::GET, headers)?;
+        self.check(&Method::GET, headers, bodiless)?;
         let host = headers.get(HOST);
         if let Some(origin) = headers.get(ORIGIN)
             && !BrowserPolicy::default().allows_origin(origin, host)

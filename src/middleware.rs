@@ -145,6 +145,7 @@ where
             request.method(),
             request.uri().path(),
             request.headers(),
+            axum::body::HttpBody::is_end_stream(request.body()),
         ) {
             Err(refused) => Some(refused.into_response()),
             Ok(()) => match &self.auth {

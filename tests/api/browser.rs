@@ -46,11 +46,23 @@ async fn requests_a_web_page_could_forge_change_nothing() {
     );
     let cases: &[Case] = &[
         (
-            "a bodiless POST without a type",
+            "a bodiless POST without a type from another origin",
+            Method::POST,
+            "/v1/queues/q/pause",
+            &[
+                ("origin", "https://evil.example"),
+                ("host", "127.0.0.1:5858"),
+            ],
+            "",
+            403,
+            "forbidden",
+        ),
+        (
+            "a POST with a body but without a type",
             Method::POST,
             "/v1/queues/q/pause",
             &[],
-            "",
+            "{}",
             415,
             "unsupported_media_type",
         ),
@@ -160,13 +172,37 @@ async fn requests_a_web_page_could_forge_change_nothing() {
         assert!(!paused(&app).await, "{what} paused the queue");
         assert!(response.headers.contains_key("x-request-id"), "{what}");
     }
-    let refused = send(&app, Method::POST, "/v1/queues/q/pause", &[], "").await;
+    let refused = send(&app, Method::POST, "/v1/queues/q/pause", &[], "{}").await;
     let detail = refused.body["detail"].as_str().unwrap();
     assert!(
         detail.contains("Content-Type: application/json"),
         "{detail}"
     );
     assert_eq!(app.get("/v1/queues/q").await.body["waiting"], 1);
+}
+
+#[tokio::test]
+async fn a_write_without_a_body_needs_no_content_type() {
+    // What clients generated from the OpenAPI document send for an operation without
+    // a request body: no Content-Type at all.
+    let app = TestApp::start().await;
+    app.post("/v1/queues/q/jobs", json!({"jid": "j", "klass": "K"}))
+        .await;
+    let host = ("host", "127.0.0.1:5858");
+    let paused_now = send(&app, Method::POST, "/v1/queues/q/pause", &[host], "").await;
+    assert!(paused_now.status.is_success(), "{}", paused_now.text);
+    assert!(paused(&app).await);
+    // From the server's own pages (their Origin is its own), too.
+    let own = [host, ("origin", "http://127.0.0.1:5858")];
+    let resumed = send(&app, Method::POST, "/v1/queues/q/unpause", &own, "").await;
+    assert!(resumed.status.is_success(), "{}", resumed.text);
+    assert!(!paused(&app).await);
+    let cancelled = send(&app, Method::DELETE, "/v1/jobs/j", &[host], "").await;
+    assert!(cancelled.status.is_success(), "{}", cancelled.text);
+    assert_eq!(app.get("/v1/queues/q").await.body["waiting"], 0);
+    // An operation that takes a body still needs it, as JSON.
+    let put = send(&app, Method::POST, "/v1/queues/q/jobs", &[host], "").await;
+    put.assert_problem(415, "unsupported_media_type");
 }
 
 #[tokio::test]
