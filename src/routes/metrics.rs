@@ -22,11 +22,19 @@ use crate::state::AppState;
 /// How long a scrape's Redis figures are reused.
 pub const SCRAPE_CACHE: Duration = Duration::from_secs(5);
 
-/// The exposition's content type.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of OpenMetrics, served to scrapers that ask for it.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// `GET /metrics`: the process-wide metrics and this namespace's Redis figures.
-pub async fn serve(State(state): State<AppState>) -> Result<Response, ApiError> {
+/// The content type of Prometheus's text format, served unless OpenMetrics is asked
+/// for: what `promtool check metrics` and a plain `curl` read.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `GET /metrics`: the process-wide metrics and this namespace's Redis figures, in
+/// OpenMetrics when the `Accept` header names it, else in Prometheus's text format.
+pub async fn serve(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     let redis = {
         let mut cached = state.scrape.cached.lock().await;
         match &*cached {
@@ -51,7 +59,61 @@ pub async fn serve(State(state): State<AppState>) -> Result<Response, ApiError> 
     text.push_str(&live_figures(&state)?);
     prometheus_client::encoding::text::encode_eof(&mut text)
         .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("application/openmetrics-text"));
+    if openmetrics {
+        Ok(([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response())
+    } else {
+        let text = prometheus_text(&text);
+        Ok(([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response())
+    }
+}
+
+/// An OpenMetrics exposition (what the registry encodes) in Prometheus's text format
+/// 0.0.4: a counter's family takes the name of its samples (`foo_total`, where
+/// OpenMetrics names the family `foo`), an info family becomes a gauge of its
+/// `_info` sample, `unknown` is `untyped`, and the `# UNIT` and `# EOF` lines, which
+/// that format does not have, go.
+fn prometheus_text(openmetrics: &str) -> String {
+    // Each family's kind, from its `# TYPE` line (which follows its `# HELP` line).
+    let kinds: std::collections::HashMap<&str, &str> = openmetrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.split_once(' '))
+        .collect();
+    let renamed = |name: &str| match kinds.get(name).copied() {
+        Some("counter") if !name.ends_with("_total") => format!("{name}_total"),
+        Some("info") => format!("{name}_info"),
+        _ => name.to_owned(),
+    };
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        if let Some((name, kind)) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.split_once(' '))
+        {
+            let kind = match kind {
+                "info" => "gauge",
+                "unknown" => "untyped",
+                other => other,
+            };
+            out.push_str(&format!("# TYPE {} {kind}\n", renamed(name)));
+        } else if let Some((name, help)) = line
+            .strip_prefix("# HELP ")
+            .and_then(|rest| rest.split_once(' '))
+        {
+            out.push_str(&format!("# HELP {} {help}\n", renamed(name)));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -200,4 +262,51 @@ fn live_figures(state: &AppState) -> Result<String, ApiError> {
     prometheus_client::encoding::text::encode_registry(&mut text, &registry)
         .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_infos_are_named_as_their_samples_in_prometheus_text() {
+        let openmetrics = "\
+# HELP qless_jobs Jobs through this gateway.
+# TYPE qless_jobs counter
+qless_jobs_total{queue=\"q\"} 3
+# HELP http_seconds Request time.
+# TYPE http_seconds histogram
+# UNIT http_seconds seconds
+http_seconds_bucket{le=\"+Inf\"} 1
+http_seconds_sum 0.5
+http_seconds_count 1
+# HELP build Build information.
+# TYPE build info
+build_info{version=\"1\"} 1
+# HELP odd Something.
+# TYPE odd unknown
+odd 1
+# EOF
+";
+        let text = prometheus_text(openmetrics);
+        assert_eq!(
+            text,
+            "\
+# HELP qless_jobs_total Jobs through this gateway.
+# TYPE qless_jobs_total counter
+qless_jobs_total{queue=\"q\"} 3
+# HELP http_seconds Request time.
+# TYPE http_seconds histogram
+http_seconds_bucket{le=\"+Inf\"} 1
+http_seconds_sum 0.5
+http_seconds_count 1
+# HELP build_info Build information.
+# TYPE build_info gauge
+build_info{version=\"1\"} 1
+# HELP odd Something.
+# TYPE odd untyped
+odd 1
+"
+        );
+    }
 }

@@ -67,7 +67,7 @@ async fn a_scrape_names_every_fixed_metric_with_counts_from_redis_and_the_gatewa
         .await;
     assert!(failed.status.is_success(), "{}", failed.text);
 
-    let scrape = app.get("/metrics").await;
+    let scrape = openmetrics_scrape(&app).await;
     assert_eq!(scrape.status.as_u16(), 200, "{}", scrape.text);
     let content_type = scrape.headers[header::CONTENT_TYPE].to_str().unwrap();
     assert!(content_type.contains("openmetrics-text"), "{content_type}");
@@ -533,5 +533,83 @@ async fn a_tenants_job_counters_and_waits_carry_its_namespace() {
             .contains(&format!("namespace=\"\",queue=\"{queue}\"")),
         "{}",
         scrape.text
+    );
+}
+
+/// A scrape asking for OpenMetrics, as Prometheus does.
+async fn openmetrics_scrape(app: &TestApp) -> crate::support::TestResponse {
+    let request = axum::http::Request::get("/metrics")
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4",
+        )
+        .body(axum::body::Body::empty())
+        .unwrap();
+    app.send(request).await
+}
+
+#[tokio::test]
+async fn a_scrape_not_asking_for_openmetrics_is_prometheus_text_that_promtool_accepts() {
+    let app = TestApp::start().await;
+    let queue = "metrics-promtool";
+    put(&app, queue, "p1").await;
+    put(&app, queue, "p2").await;
+    let popped = app
+        .post(
+            &format!("/v1/queues/{queue}/pop"),
+            json!({"worker": "w", "count": 2}),
+        )
+        .await;
+    assert!(popped.status.is_success(), "{}", popped.text);
+    for (jid, end, body) in [
+        ("p1", "complete", json!({"worker": "w", "queue": queue})),
+        (
+            "p2",
+            "fail",
+            json!({"worker": "w", "group": "g", "message": "m"}),
+        ),
+    ] {
+        let ended = app.post(&format!("/v1/jobs/{jid}/{end}"), body).await;
+        assert!(ended.status.is_success(), "{}", ended.text);
+    }
+    let scrape = app.get("/metrics").await;
+    assert_eq!(scrape.status.as_u16(), 200, "{}", scrape.text);
+    let content_type = scrape.headers[header::CONTENT_TYPE].to_str().unwrap();
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    let text = &scrape.text;
+    assert!(
+        !text.contains("# EOF") && !text.contains("# UNIT"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE qless_jobs_total counter"), "{text}");
+    assert!(text.contains("# HELP qless_jobs_total "), "{text}");
+
+    let test = "a_scrape_not_asking_for_openmetrics_is_prometheus_text_that_promtool_accepts";
+    if !crate::process::running::toolchain("promtool", "--version", test) {
+        return;
+    }
+    let mut check = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    use std::io::Write;
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = check.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
     );
 }

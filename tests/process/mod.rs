@@ -8,6 +8,6 @@ mod examples;
 mod gateways;
 mod hardening;
 mod readme;
-mod running;
+pub(crate) mod running;
 mod topology;
 mod traces;
