@@ -105,6 +105,8 @@ pub struct EmbeddedRedis {
     socket: PathBuf,
     stop: watch::Sender<bool>,
     supervisor: tokio::task::JoinHandle<()>,
+    /// The data directory's lock, held for as long as this process runs its Redis.
+    _lock: std::fs::File,
 }
 
 impl EmbeddedRedis {
@@ -130,6 +132,9 @@ impl EmbeddedRedis {
                 data_dir.display()
             ))
         })?;
+        // One qlessd per data directory: a second one must not touch the first one's
+        // live Redis, nor run a second redis-server on the same AOF files.
+        let lock = lock_data_dir(&data_dir)?;
         let socket = data_dir.join("redis.sock");
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(Error::Startup(format!(
@@ -138,7 +143,8 @@ impl EmbeddedRedis {
             )));
         }
         // A server left running by a qlessd that was killed would fight the new one for
-        // the same AOF files: stop it first.
+        // the same AOF files: stop it first. (Holding the lock, we know no live qlessd
+        // runs it: the lock goes with the process that held it, however it ended.)
         stop_leftover(&socket).await;
 
         let spec = Arc::new(ServerSpec {
@@ -154,6 +160,7 @@ impl EmbeddedRedis {
             socket,
             stop,
             supervisor,
+            _lock: lock,
         })
     }
 
@@ -469,6 +476,52 @@ fn stop_with_parent(cmd: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn stop_with_parent(_cmd: &mut Command) {}
 
+/// The file in a data directory that the qlessd using it holds locked.
+const LOCK_FILE: &str = "qlessd.lock";
+
+/// Takes the exclusive lock of `data_dir` (an advisory lock on [`LOCK_FILE`], which
+/// the kernel releases when the process ends, even by SIGKILL) and writes this
+/// process's id in the file; refuses, naming the holder, when another process has it.
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, Error> {
+    use std::io::{Read, Seek, Write};
+    let path = data_dir.join(LOCK_FILE);
+    let cannot = |err: std::io::Error| {
+        Error::Startup(format!(
+            "cannot lock the data directory ({}): {err}",
+            path.display()
+        ))
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(cannot)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "another process".to_owned(),
+                pid => format!("the process {pid}"),
+            };
+            return Err(Error::Startup(format!(
+                "the data directory {} is in use by {holder} (another qlessd with the same \
+                 --data-dir); give this one a --data-dir of its own, or an external Redis \
+                 with --redis-url",
+                data_dir.display()
+            )));
+        }
+        Err(std::fs::TryLockError::Error(err)) => return Err(cannot(err)),
+    }
+    file.set_len(0).map_err(cannot)?;
+    file.rewind().map_err(cannot)?;
+    writeln!(file, "{}", std::process::id()).map_err(cannot)?;
+    Ok(file)
+}
+
 async fn stop_leftover(socket: &Path) {
     if !socket.exists() || !ping(socket).await {
         return;
@@ -527,6 +580,22 @@ fn missing_binary(binary: &Path) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_directory_is_locked_by_one_holder_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_data_dir(dir.path()).unwrap();
+        let err = lock_data_dir(dir.path())
+            .err()
+            .expect("a second lock is refused");
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("the process {}", std::process::id())),
+            "{message}"
+        );
+        drop(first);
+        lock_data_dir(dir.path()).expect("free again once the holder is gone");
+    }
 
     #[test]
     fn versions_are_read_from_what_redis_server_prints() {

@@ -434,3 +434,36 @@ async fn qlessd_serves_on_a_unix_socket_replacing_a_stale_one_and_removes_it_at_
     assert!(child.wait().unwrap().success());
     assert!(!socket.exists(), "the socket file outlived qlessd");
 }
+
+#[tokio::test]
+async fn a_second_qlessd_on_the_same_data_directory_refuses_to_start_and_touches_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("data");
+    let port = free_port();
+    let mut first = spawn_embedded(&dir, port, Stdio::null);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    let redis_before = redis_pid(&dir.join("redis.sock")).expect("the first one's Redis");
+
+    let second = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", &dir)
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env_remove("QLESSD_REDIS_URL")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(!second.status.success(), "the second qlessd started");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&second.stdout),
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(said.contains("is in use by"), "{said}");
+    assert!(said.contains(&first.id().to_string()), "{said}");
+    // The first one's Redis was not stopped, and it still serves.
+    assert_eq!(redis_pid(&dir.join("redis.sock")), Some(redis_before));
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(5)).await;
+    let _ = first.kill();
+    let _ = first.wait();
+}

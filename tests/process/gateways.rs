@@ -46,6 +46,10 @@ impl Gateway {
             }
             None => Command::new(BINARY),
         };
+        // A group of its own, so that the whole group is stopped on drop: `faketime`
+        // runs qlessd as a child process of its own, which killing `faketime` alone
+        // would leave running.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         command
             .env("QLESSD_REDIS_URL", redis.url())
             .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
@@ -150,6 +154,9 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
+        // The process group (see `start_logged`): qlessd itself, also under faketime.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -203,6 +210,17 @@ async fn a_gateway_whose_clock_runs_a_minute_ahead_keeps_leases_to_redis_time() 
             "{jid}: expires {by_honest}, leased at {leased_at} (Redis time)"
         );
     }
+
+    // Dropping the gateway stops qlessd itself, not only the `faketime` wrapper that
+    // started it: nothing answers on its port any more.
+    let base = ahead.base.clone();
+    drop(ahead);
+    until(
+        Duration::from_secs(10),
+        "qlessd under faketime stopped",
+        async || reqwest::get(format!("{base}/healthz")).await.is_err(),
+    )
+    .await;
 }
 
 /// The sweeper lease's holder, if any.
