@@ -585,9 +585,7 @@ mod tests {
     fn a_data_directory_is_locked_by_one_holder_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
         let first = lock_data_dir(dir.path()).unwrap();
-        let err = lock_data_dir(dir.path())
-            .err()
-            .expect("a second lock is refused");
+        let err = lock_data_dir(dir.path()).expect_err("a second lock is refused");
         let message = err.to_string();
         assert!(
             message.contains(&format!("the process {}", std::process::id())),
