@@ -67,15 +67,25 @@ impl fmt::Display for Listen {
 
 /// qlessd: an HTTP/JSON job-queue server speaking the qless protocol over Redis.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "qlessd", version, about, long_about = None)]
+#[command(name = "qlessd", version, about, long_about = None, disable_help_flag = true)]
 pub struct Settings {
-    /// Address the HTTP server listens on: `HOST:PORT`, or `unix:PATH` for a Unix
-    /// socket that workers on the same machine reach with less work than TCP
-    /// (`curl --unix-socket PATH http://localhost/...`; connecting takes write
-    /// permission on the socket file, which qlessd's umask sets, and access to its
-    /// directory). A stale socket file left by a process that is gone is replaced; a
+    /// Print the options in short (`--help-all`: every detail).
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::HelpShort, global = true)]
+    help: Option<bool>,
+
+    /// Print every option with every detail.
+    #[arg(long = "help-all", action = clap::ArgAction::HelpLong, global = true)]
+    help_all: Option<bool>,
+
+    /// Address the HTTP server listens on.
+    ///
+    /// `HOST:PORT`, or `unix:PATH` for a Unix socket that workers on the same machine reach
+    /// with less work than TCP (`curl --unix-socket PATH http://localhost/...`; connecting
+    /// takes write permission on the socket file, which qlessd's umask sets, and access to
+    /// its directory). A stale socket file left by a process that is gone is replaced; a
     /// socket something still answers on is not.
     #[arg(
+        help_heading = "HTTP",
         long,
         env = "QLESSD_LISTEN",
         default_value = "127.0.0.1:5858",
@@ -83,190 +93,249 @@ pub struct Settings {
     )]
     pub listen: Listen,
 
-    /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`;
-    /// a Sentinel-managed primary as
+    /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `unix:///run/redis.sock`; a
+    /// Sentinel-managed primary as
     /// `redis+sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]`
     /// (`?sentinel_password=...&sentinel_username=...` when the sentinels require a
-    /// password of their own); a Redis Cluster as `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]`
-    /// (needs `--namespace`). `rediss`, `rediss+sentinel`, `rediss+cluster`: TLS.
-    /// Unset: qlessd starts and supervises its own `redis-server` (embedded mode).
-    #[arg(long, env = "QLESSD_REDIS_URL")]
+    /// password of their own); a Redis Cluster as
+    /// `redis+cluster://[user:pass@]HOST:PORT[,HOST:PORT...]` (needs `--namespace`).
+    ///
+    /// `rediss`, `rediss+sentinel`, `rediss+cluster`: TLS. Unset: qlessd starts and
+    /// supervises its own `redis-server` (embedded mode).
+    #[arg(help_heading = "Redis", long, env = "QLESSD_REDIS_URL")]
     pub redis_url: Option<String>,
 
     /// Directory holding the embedded Redis's data (AOF), socket and log.
-    #[arg(long, env = "QLESSD_DATA_DIR", default_value = "./qlessd-data")]
+    #[arg(
+        help_heading = "Embedded Redis",
+        long,
+        env = "QLESSD_DATA_DIR",
+        default_value = "./qlessd-data"
+    )]
     pub data_dir: PathBuf,
 
     /// The `redis-server` binary used in embedded mode.
-    #[arg(long, env = "QLESSD_REDIS_SERVER", default_value = "redis-server")]
+    #[arg(
+        help_heading = "Embedded Redis",
+        long,
+        env = "QLESSD_REDIS_SERVER",
+        default_value = "redis-server"
+    )]
     pub redis_server: PathBuf,
 
-    /// Namespace for every key and channel. Unset: the plain `ql:` prefix shared with
-    /// other qless clients. Set to `NAME`: keys live under `ql:{NAME}:` (one Redis
-    /// Cluster slot per namespace; tenants never see each other).
-    #[arg(long, env = "QLESSD_NAMESPACE", value_parser = parse_namespace)]
+    /// Namespace for every key and channel.
+    ///
+    /// Unset: the plain `ql:` prefix shared with other qless clients. Set to `NAME`: keys
+    /// live under `ql:{NAME}:` (one Redis Cluster slot per namespace; tenants never see
+    /// each other).
+    #[arg(help_heading = "Redis", long, env = "QLESSD_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
-    /// More namespaces to serve besides `--namespace` (comma-separated), chosen per
-    /// request by the `Qless-Namespace` header. Namespaces the `--auth-file` tokens
-    /// grant are served too (from start-up, or from the reload that first grants
-    /// them). Each has its own Redis connections and sweeper.
-    #[arg(long, env = "QLESSD_NAMESPACES", value_delimiter = ',',
+    /// More namespaces to serve besides `--namespace` (comma-separated), chosen per request
+    /// by the `Qless-Namespace` header.
+    ///
+    /// Namespaces the `--auth-file` tokens grant are served too (from start-up, or from the
+    /// reload that first grants them). Each has its own Redis connections and sweeper.
+    #[arg(help_heading = "Redis", long, env = "QLESSD_NAMESPACES", value_delimiter = ',',
           value_parser = parse_namespace)]
     pub namespaces: Vec<String>,
 
-    /// Deprecated and ignored (a warning says so): qlessd keeps no pool of Redis
-    /// connections any more: per namespace, script calls share one pipelined
-    /// connection, and every other command (readiness checks, loading the script)
-    /// shares a second.
-    /// Still accepted, so that existing deployments keep starting.
-    #[arg(long, env = "QLESSD_POOL_SIZE",
+    /// Deprecated and ignored (a warning says so).
+    ///
+    /// Qlessd keeps no pool of Redis connections any more: per namespace, script calls
+    /// share one pipelined connection, and every other command (readiness checks, loading
+    /// the script) shares a second. Still accepted, so that existing deployments keep
+    /// starting.
+    #[arg(help_heading = "Redis", long, env = "QLESSD_POOL_SIZE",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pool_size: Option<u32>,
 
-    /// Most concurrent script calls sent to Redis together as one invocation, counted
-    /// in jobs: a call that leases or ends several (a pop of ten, a batch completion
-    /// that leases the next ten) counts each. Calls that arrive while others are in
-    /// flight leave as a group: each runs as if alone and gets its own reply, and Redis
-    /// pays the invocation's fixed cost once per group. A call never waits to form a
-    /// group. 1 sends every call by itself.
-    #[arg(long, env = "QLESSD_GROUP_CALLS", default_value_t = 100,
+    /// Most concurrent script calls sent to Redis together as one invocation, counted in
+    /// jobs.
+    ///
+    /// A call that leases or ends several (a pop of ten, a batch completion that leases the
+    /// next ten) counts each. Calls that arrive while others are in flight leave as a
+    /// group: each runs as if alone and gets its own reply, and Redis pays the invocation's
+    /// fixed cost once per group. A call never waits to form a group. 1 sends every call by
+    /// itself.
+    #[arg(help_heading = "Redis", long, env = "QLESSD_GROUP_CALLS", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub group_calls: u32,
 
-    /// Threads serving requests. Unset: one per CPU core, less one when Redis runs on
-    /// this machine (embedded, a `unix://` socket or a loopback address), which then
-    /// needs a core of its own: a gateway thread more would only take turns with Redis
-    /// and wake its siblings across cores for every call (a single-job worker's
-    /// requests cost the gateway a fifth less CPU on two cores with one thread than
-    /// with two, `docs/benchmarks.md`). At least 1.
-    #[arg(long, env = "QLESSD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    /// Threads serving requests.
+    ///
+    /// Unset: one per CPU core, less one when Redis runs on this machine (embedded, a
+    /// `unix://` socket or a loopback address), which then needs a core of its own: a
+    /// gateway thread more would only take turns with Redis and wake its siblings across
+    /// cores for every call (a single-job worker's requests cost the gateway a fifth less
+    /// CPU on two cores with one thread than with two, `docs/benchmarks.md`). At least 1.
+    #[arg(help_heading = "HTTP", long, env = "QLESSD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 
     /// How long opening a Redis connection may take (finding the primary,
     /// connecting, TLS, AUTH) before the requests waiting for it get a 503
     /// (milliseconds).
-    #[arg(long, env = "QLESSD_POOL_TIMEOUT_MS", default_value_t = 2000)]
+    #[arg(
+        help_heading = "Redis",
+        long,
+        env = "QLESSD_POOL_TIMEOUT_MS",
+        default_value_t = 2000
+    )]
     pub pool_timeout_ms: u64,
 
     /// Largest accepted request body, in bytes (single-job requests).
-    #[arg(long, env = "QLESSD_BODY_LIMIT", default_value_t = 1024 * 1024)]
+    #[arg(help_heading = "Limits", long, env = "QLESSD_BODY_LIMIT", default_value_t = 1024 * 1024)]
     pub body_limit: usize,
 
     /// Largest accepted body for batch endpoints, in bytes.
-    #[arg(long, env = "QLESSD_BATCH_BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
+    #[arg(help_heading = "Limits", long, env = "QLESSD_BATCH_BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
     pub batch_body_limit: usize,
 
     /// Largest job `data` accepted, in bytes of its JSON text, on every path that
     /// writes it (put, batch items, requeue, heartbeat, complete, fail, recurring).
-    #[arg(long, env = "QLESSD_MAX_JOB_SIZE", default_value_t = 1024 * 1024,
+    #[arg(help_heading = "Limits", long, env = "QLESSD_MAX_JOB_SIZE", default_value_t = 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_job_size: u64,
 
     /// How long an `Idempotency-Key` of a put answers the first put's jid (seconds).
-    #[arg(long, env = "QLESSD_IDEMPOTENCY_TTL", default_value_t = 86400,
+    #[arg(help_heading = "Limits", long, env = "QLESSD_IDEMPOTENCY_TTL", default_value_t = 86400,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idempotency_ttl: u64,
 
-    /// Requests taking longer than this are answered with 503 (seconds). Long polls are
-    /// bounded separately by `--max-wait`, which this must exceed.
-    #[arg(long, env = "QLESSD_REQUEST_TIMEOUT", default_value_t = 60)]
+    /// Requests taking longer than this are answered with 503 (seconds).
+    ///
+    /// Long polls are bounded separately by `--max-wait`, which this must exceed.
+    #[arg(
+        help_heading = "Limits",
+        long,
+        env = "QLESSD_REQUEST_TIMEOUT",
+        default_value_t = 60
+    )]
     pub request_timeout: u64,
 
     /// Upper bound of the `wait` a long-polling pop may ask for (seconds).
-    #[arg(long, env = "QLESSD_MAX_WAIT", default_value_t = 30)]
+    #[arg(
+        help_heading = "Limits",
+        long,
+        env = "QLESSD_MAX_WAIT",
+        default_value_t = 30
+    )]
     pub max_wait: u64,
 
-    /// A browser origin (`https://dash.example.com`) allowed to call the API across
-    /// origins (CORS): preflights are answered for it and its requests pass the
-    /// `Origin` check. Repeat the flag or separate origins with commas. Unset: CORS is
-    /// off, and a request from another origin that would change anything is refused.
-    #[arg(long = "cors-origin", env = "QLESSD_CORS_ORIGIN", value_delimiter = ',',
+    /// A browser origin (`https://dash.example.com`) allowed to call the API across origins
+    /// (CORS).
+    ///
+    /// Preflights are answered for it and its requests pass the `Origin` check. Repeat the
+    /// flag or separate origins with commas. Unset: CORS is off, and a request from another
+    /// origin that would change anything is refused.
+    #[arg(help_heading = "Auth", long = "cors-origin", env = "QLESSD_CORS_ORIGIN", value_delimiter = ',',
           value_parser = parse_origin)]
     pub cors_origins: Vec<String>,
 
     /// A connection must send each request's head (request line and headers) within
     /// this many seconds of its first byte (or of connecting), or it is closed.
-    #[arg(long, env = "QLESSD_HEADER_TIMEOUT", default_value_t = 10,
+    #[arg(help_heading = "HTTP", long, env = "QLESSD_HEADER_TIMEOUT", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout: u64,
 
-    /// A keep-alive connection with no request in progress and no bytes moving for
-    /// this many seconds is closed. Long polls and event streams are not idle.
-    #[arg(long, env = "QLESSD_IDLE_TIMEOUT", default_value_t = 60,
+    /// A keep-alive connection with no request in progress and no bytes moving for this
+    /// many seconds is closed.
+    ///
+    /// Long polls and event streams are not idle.
+    #[arg(help_heading = "HTTP", long, env = "QLESSD_IDLE_TIMEOUT", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout: u64,
 
-    /// Most connections served at once. At the cap, new connections wait in the
-    /// listen backlog (unanswered) until a served one closes.
-    #[arg(long, env = "QLESSD_MAX_CONNECTIONS", default_value_t = 10_000,
+    /// Most connections served at once.
+    ///
+    /// At the cap, new connections wait in the listen backlog (unanswered) until a served
+    /// one closes.
+    #[arg(help_heading = "HTTP", long, env = "QLESSD_MAX_CONNECTIONS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
     /// After SIGTERM/SIGINT, requests in flight get this many seconds to finish; then
     /// the remaining connections are dropped and the process exits.
-    #[arg(long, env = "QLESSD_SHUTDOWN_TIMEOUT", default_value_t = 30)]
+    #[arg(
+        help_heading = "HTTP",
+        long,
+        env = "QLESSD_SHUTDOWN_TIMEOUT",
+        default_value_t = 30
+    )]
     pub shutdown_timeout: u64,
 
     /// A PEM file of CA certificates trusted for `rediss://` URLs, instead of the
     /// system's roots.
-    #[arg(long, env = "QLESSD_REDIS_CA_FILE")]
+    #[arg(help_heading = "Redis", long, env = "QLESSD_REDIS_CA_FILE")]
     pub redis_ca_file: Option<PathBuf>,
 
     /// A write is reported done only once this many replicas have it (Redis `WAIT`
     /// after each invocation that wrote); one that fewer replicas have within
     /// `--min-replicas-timeout-ms` is answered 503 (its outcome unknown). 0: no waiting.
-    #[arg(long, env = "QLESSD_MIN_REPLICAS_ACK", default_value_t = 0)]
+    #[arg(
+        help_heading = "Redis",
+        long,
+        env = "QLESSD_MIN_REPLICAS_ACK",
+        default_value_t = 0
+    )]
     pub min_replicas_ack: u32,
 
     /// How long a write waits for `--min-replicas-ack` replicas (milliseconds).
-    #[arg(long, env = "QLESSD_MIN_REPLICAS_TIMEOUT_MS", default_value_t = 1000,
+    #[arg(help_heading = "Redis", long, env = "QLESSD_MIN_REPLICAS_TIMEOUT_MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub min_replicas_timeout_ms: u64,
 
     /// Log format.
-    #[arg(long, env = "QLESSD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(help_heading = "Telemetry", long, env = "QLESSD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
     /// Leave health probes (`/healthz`, `/readyz`) and metrics scrapes (`/metrics`)
     /// out of the access log.
-    #[arg(long, env = "QLESSD_QUIET_PROBES")]
+    #[arg(help_heading = "Telemetry", long, env = "QLESSD_QUIET_PROBES")]
     pub quiet_probes: bool,
 
     /// Export OpenTelemetry spans (a request's, its script calls', a job's trace) over
-    /// OTLP/HTTP to this collector: its base URL (`http://collector:4318`; spans go to
-    /// `<URL>/v1/traces`). Off by default.
-    #[arg(long, env = "QLESSD_OTLP_ENDPOINT")]
+    /// OTLP/HTTP to this collector.
+    ///
+    /// Its base URL (`http://collector:4318`; spans go to `<URL>/v1/traces`). Off by
+    /// default.
+    #[arg(help_heading = "Telemetry", long, env = "QLESSD_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
 
-    /// The share of traces whose spans are exported (0 to 1), decided where a trace
-    /// starts, from its id: a request continuing a caller's `traceparent` follows the
-    /// caller's sampled flag instead. With `--otlp-endpoint`.
-    #[arg(long, env = "QLESSD_OTLP_SAMPLE_RATIO", default_value = "1",
+    /// The share of traces whose spans are exported (0 to 1), decided where a trace starts,
+    /// from its id.
+    ///
+    /// A request continuing a caller's `traceparent` follows the caller's sampled flag
+    /// instead. With `--otlp-endpoint`.
+    #[arg(help_heading = "Telemetry", long, env = "QLESSD_OTLP_SAMPLE_RATIO", default_value = "1",
           value_parser = parse_ratio)]
     pub otlp_sample_ratio: f64,
 
     /// Print the Lua script the server loads into Redis, then exit.
-    #[arg(long)]
+    #[arg(help_heading = "Other", long)]
     pub print_lua: bool,
 
-    /// Memory limit of the embedded Redis, past which it refuses writes (and qlessd
-    /// answers 503) instead of growing until the machine swaps or kills it: a size
-    /// (`2gb`, `512mb`, bytes) or a share of the machine's memory (`50%`).
-    #[arg(long, env = "QLESSD_REDIS_MAXMEMORY", default_value = "50%",
+    /// Memory limit of the embedded Redis, past which it refuses writes (and qlessd answers
+    /// 503) instead of growing until the machine swaps or kills it.
+    ///
+    /// A size (`2gb`, `512mb`, bytes) or a share of the machine's memory (`50%`).
+    #[arg(help_heading = "Embedded Redis", long, env = "QLESSD_REDIS_MAXMEMORY", default_value = "50%",
           value_parser = parse_memory)]
     pub redis_maxmemory: MaxMemory,
 
     /// TOML file of API tokens (each a name, the SHA-256 of its secret, scopes and
-    /// optionally namespaces; make one with `qlessd token`). Every request then needs
-    /// `Authorization: Bearer <secret>`, except `/healthz`, `/readyz`, `/docs` and
-    /// `/openapi.json`. Re-read on SIGHUP.
-    #[arg(long, env = "QLESSD_AUTH_FILE")]
+    /// optionally namespaces; make one with `qlessd token`).
+    ///
+    /// Every request then needs `Authorization: Bearer <secret>`, except `/healthz`,
+    /// `/readyz`, `/docs` and `/openapi.json`. Re-read on SIGHUP.
+    #[arg(help_heading = "Auth", long, env = "QLESSD_AUTH_FILE")]
     pub auth_file: Option<PathBuf>,
 
-    /// Serve without `--auth-file` on an address other than loopback. Without this,
-    /// qlessd refuses to start there: anyone who reaches the port could do anything.
-    #[arg(long, env = "QLESSD_ALLOW_UNAUTHENTICATED")]
+    /// Serve without `--auth-file` on an address other than loopback.
+    ///
+    /// Without this, qlessd refuses to start there: anyone who reaches the port could do
+    /// anything.
+    #[arg(help_heading = "Auth", long, env = "QLESSD_ALLOW_UNAUTHENTICATED")]
     pub allow_unauthenticated: bool,
 
     /// What to do instead of serving (none: serve).

@@ -467,3 +467,27 @@ async fn a_second_qlessd_on_the_same_data_directory_refuses_to_start_and_touches
     let _ = first.kill();
     let _ = first.wait();
 }
+
+#[test]
+fn help_is_short_and_by_topic_and_help_all_has_every_detail() {
+    let run = |flag: &str| {
+        let output = Command::new(BINARY).arg(flag).output().unwrap();
+        assert!(output.status.success(), "{flag}: {output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let short = run("--help");
+    for topic in [
+        "HTTP:",
+        "Redis:",
+        "Embedded Redis:",
+        "Auth:",
+        "Limits:",
+        "Telemetry:",
+    ] {
+        assert!(short.lines().any(|line| line == topic), "no {topic}\n{short}");
+    }
+    let long = run("--help-all");
+    assert!(long.lines().count() > short.lines().count() * 2, "{long}");
+    // The details of --listen are in the long form only.
+    assert!(long.contains("unix:PATH") && !short.contains("unix:PATH"), "{short}");
+}
