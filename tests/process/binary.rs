@@ -484,10 +484,16 @@ fn help_is_short_and_by_topic_and_help_all_has_every_detail() {
         "Limits:",
         "Telemetry:",
     ] {
-        assert!(short.lines().any(|line| line == topic), "no {topic}\n{short}");
+        assert!(
+            short.lines().any(|line| line == topic),
+            "no {topic}\n{short}"
+        );
     }
     let long = run("--help-all");
     assert!(long.lines().count() > short.lines().count() * 2, "{long}");
     // The details of --listen are in the long form only.
-    assert!(long.contains("unix:PATH") && !short.contains("unix:PATH"), "{short}");
+    assert!(
+        long.contains("unix:PATH") && !short.contains("unix:PATH"),
+        "{short}"
+    );
 }
