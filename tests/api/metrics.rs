@@ -331,10 +331,22 @@ async fn the_alert_rules_and_dashboard_parse_and_name_only_metrics_a_scrape_has(
     }
     assert!(exprs.len() >= 6, "{exprs:?}");
     let dashboard = read("grafana/qlessd-dashboard.json");
+    let mut watched = Vec::new();
     for panel in dashboard["panels"].as_array().expect("panels") {
         for target in panel["targets"].as_array().expect("targets") {
-            exprs.push(target["expr"].as_str().expect("expr").to_owned());
+            let expr = target["expr"].as_str().expect("expr");
+            // Every query follows the dashboard's namespace choice (process figures
+            // through the instances that serve the namespaces chosen).
+            assert!(expr.contains("$namespace"), "{expr} ignores the namespace");
+            watched.extend(metric_names(expr));
+            exprs.push(expr.to_owned());
         }
+    }
+    for alerted in ["qless_queue_oldest_waiting_seconds", "qless_queue_paused"] {
+        assert!(
+            watched.iter().any(|name| name == alerted),
+            "no panel shows {alerted}, which the alerts use"
+        );
     }
 
     // A scrape with every kind of series present: jobs put, popped, completed, failed.
