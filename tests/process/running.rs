@@ -68,3 +68,45 @@ pub fn toolchain(program: &str, version_arg: &str, test: &str) -> bool {
     }
     found
 }
+
+#[tokio::test]
+async fn writes_without_a_body_need_no_content_type_over_real_http() {
+    // As clients generated from the OpenAPI document send them: no body, no type.
+    let qlessd = Qlessd::start().await;
+    let http = reqwest::Client::new();
+    let put = http
+        .post(format!("{}/v1/queues/q/jobs", qlessd.base))
+        .json(&serde_json::json!({"jid": "j", "klass": "K"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 201);
+    // A POST with `Content-Length: 0` and a DELETE with no length at all.
+    let paused = http
+        .post(format!("{}/v1/queues/q/pause", qlessd.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(paused.status().is_success(), "{}", paused.status());
+    assert_eq!(qlessd.get("/v1/queues/q").await["paused"], true);
+    let cancelled = http
+        .delete(format!("{}/v1/jobs/j", qlessd.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(cancelled.status().is_success(), "{}", cancelled.status());
+    let gone = http
+        .get(format!("{}/v1/jobs/j", qlessd.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status().as_u16(), 404);
+    // A body still needs its JSON type.
+    let typeless = http
+        .post(format!("{}/v1/queues/q/jobs", qlessd.base))
+        .body(r#"{"klass": "K"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(typeless.status().as_u16(), 415);
+}
