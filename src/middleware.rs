@@ -141,27 +141,34 @@ where
             quiet: self.quiet_probes && is_probe(route),
             token: None,
         };
-        let refused = match self.browser.check_request(
-            request.method(),
-            request.uri().path(),
-            request.headers(),
-            axum::body::HttpBody::is_end_stream(request.body()),
-        ) {
-            Err(refused) => Some(refused.into_response()),
-            Ok(()) => match &self.auth {
-                None => None,
-                Some(auth) => match auth.check(&mut request, matched) {
-                    Ok(token) => {
-                        what.token = token;
-                        None
-                    }
-                    Err(refused) => Some(auth::refusal(
-                        refused,
-                        request.method(),
-                        request.uri().path(),
-                    )),
-                },
+        // The token first: a request without a valid one hears 401 whatever else is
+        // wrong with it, so that only an authenticated client learns more.
+        let authenticated = match &self.auth {
+            None => Ok(()),
+            Some(auth) => match auth.check(&mut request, matched) {
+                Ok(token) => {
+                    what.token = token;
+                    Ok(())
+                }
+                Err(refused) => Err(auth::refusal(
+                    refused,
+                    request.method(),
+                    request.uri().path(),
+                )),
             },
+        };
+        let refused = match authenticated {
+            Err(response) => Some(response),
+            Ok(()) => self
+                .browser
+                .check_request(
+                    request.method(),
+                    request.uri().path(),
+                    request.headers(),
+                    axum::body::HttpBody::is_end_stream(request.body()),
+                )
+                .err()
+                .map(IntoResponse::into_response),
         };
         if let Some(refused) = refused {
             return RequestFuture {

@@ -68,7 +68,7 @@ async fn call(
         let value = header::HeaderValue::from_bytes(value.as_bytes()).unwrap();
         request = request.header(header::AUTHORIZATION, value);
     }
-    // Every write says it is JSON (the browser checks come before the token check).
+    // Every write says it is JSON (the browser checks follow the token check).
     if method != Method::GET {
         request = request.header(header::CONTENT_TYPE, "application/json");
     }
@@ -97,6 +97,32 @@ fn assert_unauthorized(response: &TestResponse) {
     response.assert_problem(401, "unauthorized");
     let challenge = response.headers[header::WWW_AUTHENTICATE].to_str().unwrap();
     assert!(challenge.starts_with("Bearer"), "{challenge}");
+}
+
+#[tokio::test]
+async fn without_a_token_a_write_hears_401_before_anything_else_about_it() {
+    let app = start().await;
+    // A body that is not JSON, and a write from a foreign page: neither is told more
+    // than that it needs a token.
+    let plain = Request::post("/v1/queues/q/jobs")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from("{}"))
+        .unwrap();
+    assert_unauthorized(&app.send(plain).await);
+    let foreign = Request::post("/v1/queues/q/pause")
+        .header("origin", "https://evil.example")
+        .body(Body::empty())
+        .unwrap();
+    assert_unauthorized(&app.send(foreign).await);
+    // With the token, the same requests are refused for what they are.
+    let plain = Request::post("/v1/queues/q/jobs")
+        .header(header::AUTHORIZATION, "Bearer secret-ops")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from("{}"))
+        .unwrap();
+    app.send(plain)
+        .await
+        .assert_problem(415, "unsupported_media_type");
 }
 
 #[tokio::test]
