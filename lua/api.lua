@@ -23,15 +23,23 @@ local function command(name)
   -- (The worker's commands come first: the dispatcher finds a command by walking
   -- this chain of comparisons.)
   if name == 'heartbeat' then
-    -- heartbeat(jid, worker, [data], ['progress', json]) -> the new expiry (integer).
-    -- Extension: `progress <json>` (after data, or in its place) is stored beside the
-    -- job's data; `progress` itself is not JSON, so it cannot be mistaken for data.
+    -- heartbeat(jid, worker, [data], ['progress', json], ['exact']) -> the new expiry
+    -- (integer). Extensions: `progress <json>` (after data, or in its place) is stored
+    -- beside the job's data; `progress` itself is not JSON, so it cannot be mistaken
+    -- for data. `exact` (last) answers the expiry as stored, fraction and all, as a
+    -- string (Redis would truncate a Lua number); neither word is JSON.
     return function(now, A)
       local jid, worker, data = A[3], A[4], A[5]
+      local last = #A
+      local exact = last > 4 and A[last] == 'exact'
+      if exact then
+        last = last - 1
+        if last == 4 then data = nil end
+      end
       -- Qless.jid_arg, inline (building the method costs more than its body).
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
-      local last = string.byte(jid, -1)
-      if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
+      local suffix = string.byte(jid, -1)
+      if suffix == 121 or suffix == 115 then Qless.jid_free(jid, 'Job') end
       -- Missing means absent: an empty worker is a name like any other, which the
       -- job's state and owner checks refuse with the texts clients match (a qless
       -- client heartbeats a job that is not running with an empty worker).
@@ -39,7 +47,7 @@ local function command(name)
       local progress
       if data == 'progress' or A[6] == 'progress' then
         if data == 'progress' then data = nil end
-        progress = A[#A]
+        progress = A[last]
         if Qless.json_decode(progress) == nil then
           Qless.raise('QL_ARG', 'Heartbeat', 'Arg "progress" not JSON: ' .. tostring(progress))
         end
@@ -47,8 +55,9 @@ local function command(name)
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Heartbeat', 'Arg "data" not JSON: ' .. data)
       end
-      local expires = Qless.Job.heartbeat(now, jid, worker, data)
+      local expires, stored = Qless.Job.heartbeat(now, jid, worker, data)
       if progress then redis.call('hset', Qless.P .. 'j:' .. jid, 'progress', progress) end
+      if exact then return stored end
       return expires
     end
 
@@ -80,8 +89,8 @@ local function command(name)
       local jid, worker, queue, data = A[3], A[4], A[5], A[6]
       -- Qless.jid_arg, inline (building the method costs more than its body).
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
-      local last = string.byte(jid, -1)
-      if last == 121 or last == 115 then Qless.jid_free(jid, 'Job') end
+      local suffix = string.byte(jid, -1)
+      if suffix == 121 or suffix == 115 then Qless.jid_free(jid, 'Job') end
       -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
       if worker == nil then Qless.raise('QL_ARG', 'Complete', 'Arg "worker" missing') end
       if queue == nil or queue == '' then

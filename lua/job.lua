@@ -10,7 +10,8 @@ function job_factory(name)
   -- (The hottest commands come first: a method is found by walking this chain of
   -- comparisons the first time a call uses it.)
   if name == 'heartbeat' then
-    -- heartbeat(now, jid, worker, [data]) -> new expiry (integer)
+    -- heartbeat(now, jid, worker, [data]) -> new expiry (integer), and its text as
+    -- stored (the fraction kept)
     return function(now, jid, worker, data)
       local P = Qless.P
       local key = P .. 'j:' .. jid
@@ -62,7 +63,7 @@ function job_factory(name)
       redis.call('zadd', P .. 'workers', Qless.NOWS, worker)
       redis.call('zadd', P .. 'q:' .. queue .. '-locks', eargs, jid)
       -- The expiry rounded down (an expiry is never negative: truncation and floor agree).
-      return expires
+      return expires, eargs
     end
 
   elseif name == 'complete' then

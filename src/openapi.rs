@@ -1,8 +1,11 @@
 //! The OpenAPI document: the top-level description (`openapi_description.md`: errors,
 //! the naming rule, the status-code rule), the paths and schemas gathered from the
 //! routes that declare them (utoipa-axum), then one pass giving each operation's error
-//! responses an example. Every error response's body is a `$ref` to the one `Problem`
-//! schema, so a generated client has a single error type.
+//! responses an example, one giving every operation the answers it shares with others
+//! (the browser checks' 403, 415 and 421, the token check's 401 and 403), and one
+//! giving each operation its security requirement (`security: []` when open). Every
+//! error response's body is a `$ref` to the one `Problem` schema, so a generated client
+//! has a single error type.
 
 use utoipa::OpenApi;
 use utoipa::openapi::path::Operation;
@@ -20,6 +23,9 @@ use crate::routes;
         description = include_str!("openapi_description.md"),
         license(name = "MIT", identifier = "MIT"),
     ),
+    // Generated clients default to the first server: qlessd's default address.
+    servers((url = "http://127.0.0.1:5858", description = "qlessd on its default address \
+        (`--listen`)")),
     components(
         responses(
             crate::model::PayloadTooLarge,
@@ -190,7 +196,8 @@ fn describe_access(doc: &mut utoipa::openapi::OpenApi) {
 
 /// The answers of the browser checks every request meets before routing
 /// (`browser.rs`): the `Host` check (421) on loopback addresses, and for a
-/// state-changing method the `Origin` check (403).
+/// state-changing method the `Origin` check (403) and the `Content-Type` check (415:
+/// any body must be JSON, also where the operation takes none).
 fn describe_browser_checks(operation: &mut Operation, method: &str) {
     let responses = &mut operation.responses.responses;
     responses.insert(
@@ -201,6 +208,10 @@ fn describe_browser_checks(operation: &mut Operation, method: &str) {
         responses.insert(
             "403".to_owned(),
             RefOr::Ref(Ref::from_response_name("ForbiddenOrigin")),
+        );
+        responses.insert(
+            "415".to_owned(),
+            RefOr::Ref(Ref::from_response_name("UnsupportedMediaType")),
         );
     }
 }
@@ -234,11 +245,15 @@ fn describe_operation(operation: &mut Operation, access: Access) {
         Some(description) => format!("{description}\n\n{note}"),
         None => note,
     });
-    if let Access::Needs(scope) = access {
-        operation.security = Some(vec![SecurityRequirement::new(BEARER, [scope.word()])]);
-        let responses = &mut operation.responses.responses;
-        for (status, name) in [("401", "Unauthorized"), ("403", "Forbidden")] {
-            responses.insert(status.to_owned(), RefOr::Ref(Ref::from_response_name(name)));
+    match access {
+        // No requirement at all: a generated client sends no token.
+        Access::Open => operation.security = Some(Vec::new()),
+        Access::Needs(scope) => {
+            operation.security = Some(vec![SecurityRequirement::new(BEARER, [scope.word()])]);
+            let responses = &mut operation.responses.responses;
+            for (status, name) in [("401", "Unauthorized"), ("403", "Forbidden")] {
+                responses.insert(status.to_owned(), RefOr::Ref(Ref::from_response_name(name)));
+            }
         }
     }
 }

@@ -585,17 +585,19 @@ impl Command for Peek<'_> {
 
 /// `heartbeat`: renews a worker's lock, optionally replacing the job's data and
 /// storing its progress (extension option `progress`, JSON text, kept beside the
-/// data); answers the new expiry (whole seconds).
+/// data); answers the new expiry: whole seconds, or with `exact` (the extension word)
+/// the stored expiry, fraction and all.
 struct Heartbeat {
     jid: String,
     worker: String,
     /// Replaces the job's data when present (JSON text).
     data: Option<String>,
     progress: Option<String>,
+    exact: bool,
 }
 
 impl Command for Heartbeat {
-    type Output = i64;
+    type Output = f64;
 
     fn name(&self) -> &'static str {
         "heartbeat"
@@ -605,11 +607,17 @@ impl Command for Heartbeat {
         args.push(&self.jid)
             .push(&self.worker)
             .extend(&self.data)
-            .option("progress", self.progress.as_ref());
+            .option("progress", self.progress.as_ref())
+            .extend(self.exact.then_some("exact"));
     }
 
-    fn decode(&self, reply: Value) -> Result<i64, Error> {
-        reply::integer(reply)
+    fn decode(&self, reply: Value) -> Result<f64, Error> {
+        if !self.exact {
+            return reply::integer(reply).map(|whole| whole as f64);
+        }
+        let text = reply::string(reply)?;
+        text.parse()
+            .map_err(|_| Error::reply(format!("expected an expiry, got {text:?}")))
     }
 
     fn subject(&self) -> Subject<'_> {
@@ -1015,11 +1023,20 @@ impl Qless {
         worker: &str,
         data: Option<&str>,
     ) -> Result<i64, Error> {
-        self.heartbeat_progress(now, jid, worker, data, None).await
+        let heartbeat = Heartbeat {
+            jid: jid.to_owned(),
+            worker: worker.to_owned(),
+            data: data.map(str::to_owned),
+            progress: None,
+            exact: false,
+        };
+        self.run(now, &heartbeat)
+            .await
+            .map(|expires| expires as i64)
     }
 
     /// `heartbeat` with the extension option `progress` (JSON text), stored beside
-    /// the job's data.
+    /// the job's data; returns the new expiry as stored (with its fraction).
     pub async fn heartbeat_progress(
         &self,
         now: f64,
@@ -1027,12 +1044,13 @@ impl Qless {
         worker: &str,
         data: Option<&str>,
         progress: Option<&str>,
-    ) -> Result<i64, Error> {
+    ) -> Result<f64, Error> {
         let heartbeat = Heartbeat {
             jid: jid.to_owned(),
             worker: worker.to_owned(),
             data: data.map(str::to_owned),
             progress: progress.map(str::to_owned),
+            exact: true,
         };
         self.run(now, &heartbeat).await
     }
@@ -1052,12 +1070,12 @@ impl Qless {
     }
 
     /// `heartbeat` for many `(jid, worker, data, progress)` in one pipelined round
-    /// trip; one result (the new expiry) per job.
+    /// trip; one result (the new expiry as stored) per job.
     pub async fn heartbeat_many(
         &self,
         now: f64,
         jobs: Vec<(String, String, Option<String>, Option<String>)>,
-    ) -> Result<Vec<Result<i64, Error>>, Error> {
+    ) -> Result<Vec<Result<f64, Error>>, Error> {
         let heartbeats: Vec<Heartbeat> = jobs
             .into_iter()
             .map(|(jid, worker, data, progress)| Heartbeat {
@@ -1065,6 +1083,7 @@ impl Qless {
                 worker,
                 data,
                 progress,
+                exact: true,
             })
             .collect();
         self.run_many(now, &heartbeats).await

@@ -140,19 +140,65 @@ pub struct Job {
 }
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,
-/// `worker` for pops, `group` for failures, or the caller's data for log entries).
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+/// `worker` for pops and failures, `group` for failures, or the caller's data for log
+/// entries). The schema declares the fields the script writes and lets others come
+/// (`additionalProperties`), since a log entry carries the caller's own fields.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HistoryEntry {
-    /// Seconds since the epoch (whole seconds).
+    /// Seconds since the epoch.
     #[serde(serialize_with = "wire::whole_when_possible")]
     pub when: f64,
     /// `put`, `popped`, `done`, `failed`, `timed-out`, or a logged message.
     pub what: String,
     /// Everything else the entry carries.
     #[serde(flatten)]
-    #[schema(value_type = Object)]
     pub extra: Map<String, Value>,
 }
+
+impl utoipa::PartialSchema for HistoryEntry {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+        let text = |description: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(description))
+        };
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some(
+                "One history entry: `when` and `what`, plus what the event recorded. \
+                 Entries the server writes carry only the fields below; a log entry \
+                 (`POST /v1/jobs/{jid}/log`) also carries the fields of the object it \
+                 was logged with, hence `additionalProperties`.",
+            ))
+            .property(
+                "when",
+                ObjectBuilder::new()
+                    .schema_type(Type::Number)
+                    .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                        utoipa::openapi::KnownFormat::Double,
+                    )))
+                    .description(Some("Seconds since the epoch (fractions allowed).")),
+            )
+            .required("when")
+            .property(
+                "what",
+                text("`put`, `popped`, `done`, `failed`, `timed-out`, or a logged message."),
+            )
+            .required("what")
+            .property("q", text("`put`: the queue the job was put in."))
+            .property(
+                "worker",
+                text("`popped`: the worker that leased the job; `failed`: the worker that failed it."),
+            )
+            .property("group", text("`failed`: the failure group."))
+            .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+            .examples([serde_json::json!({"when": 1700000000, "what": "put", "q": "emails"})])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for HistoryEntry {}
 
 impl<'de> Deserialize<'de> for HistoryEntry {
     /// By hand, because `#[serde(flatten)]` buffers every entry before reading it, and

@@ -29,9 +29,10 @@ pub struct HeartbeatJobRequest {
 
 /// Reply of a heartbeat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[schema(example = json!({"expires": 1700000060}))]
+#[schema(example = json!({"expires": 1700000060.25}))]
 pub struct HeartbeatJobResponse {
-    /// The new lock expiry, seconds since the epoch.
+    /// The new lock expiry, seconds since the epoch with its fraction: the job's
+    /// `expires` as a pop or `GET /v1/jobs/{jid}` shows it from now on.
     #[serde(serialize_with = "crate::model::wire::whole_when_possible")]
     pub expires: f64,
 }
@@ -94,26 +95,13 @@ fn one() -> u32 {
     1
 }
 
-/// Where a completed job went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CompletionState {
-    /// Finished for good (no `next`).
-    Complete,
-    /// Waiting in the `next` queue.
-    Waiting,
-    /// Delayed in the `next` queue.
-    Scheduled,
-    /// Waiting in the `next` queue for its dependencies.
-    Depends,
-}
-
 /// Reply of a completion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"state": "complete"}))]
 pub struct CompleteJobResponse {
-    /// The job's state after the completion.
-    pub state: CompletionState,
+    /// The job's state after the completion: `complete`, or, with `next`, `waiting`,
+    /// `scheduled` (a delay) or `depends` (open dependencies) in the next queue.
+    pub state: super::JobState,
     /// With `pop`: the jobs now leased to the worker (`[]` when none came).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub popped: Option<Vec<Job>>,
@@ -333,7 +321,8 @@ pub struct LogJobEventRequest {
     /// The entry's `what`.
     #[schema(value_type = crate::model::Text)]
     pub message: String,
-    /// Keys merged into the entry (`when` and `what` cannot be overridden).
+    /// Keys merged into the entry (`when` and `what` cannot be overridden; `q`,
+    /// `worker` and `group`, when present, are strings).
     #[serde(default)]
     pub data: Option<Map<String, Value>>,
 }

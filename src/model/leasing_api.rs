@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use utoipa::ToSchema;
 
-use super::{CompletionState, Jid, Problem, QueueName, WorkerName};
+use super::{Jid, JobState, Problem, QueueName, WorkerName};
 
 /// How `POST /v1/pop` chooses among its queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, ToSchema)]
@@ -120,9 +120,10 @@ pub struct CompleteJobsRequest {
 pub struct CompleteJobsOutcome {
     /// The job.
     pub jid: String,
-    /// Where it went, when it was completed.
+    /// Where it went, when it was completed: `complete`, `waiting`, `scheduled` or
+    /// `depends` (as a single completion answers).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<CompletionState>,
+    pub state: Option<JobState>,
     /// Why it was not (e.g. `lock_lost`: another worker holds it now).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<Problem>,
@@ -173,7 +174,8 @@ pub struct HeartbeatJobsRequest {
 pub struct HeartbeatJobsOutcome {
     /// The job.
     pub jid: String,
-    /// The new lock expiry (seconds since the epoch), when renewed.
+    /// The new lock expiry (seconds since the epoch, with its fraction, as the job's
+    /// `expires` shows it), when renewed.
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "crate::model::wire::optional_whole_when_possible"

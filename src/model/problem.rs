@@ -82,7 +82,8 @@ impl<'r> utoipa::ToResponse<'r> for PayloadTooLarge {
     }
 }
 
-/// 415: the body is not `application/json`.
+/// 415: a body that is not `application/json`. Every POST, PUT, PATCH and DELETE can
+/// answer it, also those that take no body (a body sent to them must still be JSON).
 pub struct UnsupportedMediaType;
 
 impl<'r> utoipa::ToResponse<'r> for UnsupportedMediaType {
@@ -91,9 +92,14 @@ impl<'r> utoipa::ToResponse<'r> for UnsupportedMediaType {
             415,
             "Unsupported Media Type",
             "unsupported_media_type",
-            "expected a body with Content-Type: application/json",
+            "a POST, PUT, PATCH or DELETE with a body must say Content-Type: \
+             application/json (one without a body may send no Content-Type)",
         );
-        let response = shared_problem("The body is not `application/json`", example);
+        let response = shared_problem(
+            "The request carries a body without `Content-Type: application/json` (a \
+             request without a body needs no `Content-Type`); nothing was written",
+            example,
+        );
         ("UnsupportedMediaType", response.build().into())
     }
 }

@@ -16,7 +16,7 @@ use super::extract::{Json, Path, Query};
 use crate::error::ApiError;
 use crate::model::{
     ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, ConfigWriteQuery, OptionName,
-    Problem, Unavailable, UnsupportedMediaType,
+    Problem, Unavailable,
 };
 use crate::state::AppState;
 
@@ -240,7 +240,6 @@ async fn get_config_option(
             qlessd does not know without `?custom=true` (or one it knows with it), or a \
             known option given a value of the wrong type or range; nothing is stored",
          body = Problem, content_type = "application/problem+json"),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn set_config_option(

@@ -8,8 +8,7 @@ use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
 use crate::model::{
-    FailureGroups, GroupName, JidPage, PageQuery, Problem, Unavailable, UnfailRequest,
-    UnfailResult, UnsupportedMediaType,
+    FailureGroups, GroupName, JidPage, PageQuery, Problem, Unavailable, UnfailRequest, UnfailResult,
 };
 use crate::state::AppState;
 
@@ -80,7 +79,6 @@ async fn list_failed_jobs(
         (status = 400, description = "Malformed body, a missing queue, an unknown field, \
             a bad group or queue name, or count not between 1 and 1000; nothing is moved",
          body = Problem, content_type = "application/problem+json"),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn unfail_jobs(

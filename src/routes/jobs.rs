@@ -23,14 +23,17 @@ use crate::model::wire::RawJson;
 use crate::model::{
     AddJobDependenciesRequest, CancelJobsRequest, CancelJobsResponse, CompleteJobRequest,
     CompleteJobResponse, CompleteJobsOutcome, CompleteJobsRequest, CompleteJobsResponse,
-    CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
+    CompletedJobsResponse, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
     HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Jid,
     Job, JobPriorityRequest, JobPriorityResponse, JobState, JobTagsRequest, JobTagsResponse,
     JobTrackedResponse, LogJobEventRequest, PageQuery, PayloadTooLarge, PopNext, Problem,
     RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, Tag,
-    TrackedJobsResponse, Unavailable, UnsupportedMediaType,
+    TrackedJobsResponse, Unavailable,
 };
 use crate::state::AppState;
+
+/// The query parameter `remove_job_dependencies` once named the dependency by.
+const DEPRECATED_DEPENDENCY: &str = "jid";
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -126,7 +129,6 @@ async fn get_jobs(
          another worker holds it (the lock expired and the job was handed over)",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn heartbeat_job(
@@ -146,9 +148,7 @@ async fn heartbeat_job(
             progress.as_deref(),
         )
         .await?;
-    Ok(Json(HeartbeatJobResponse {
-        expires: expires as f64,
-    }))
+    Ok(Json(HeartbeatJobResponse { expires }))
 }
 
 /// Complete a job, or move it on to its next queue.
@@ -174,7 +174,6 @@ async fn heartbeat_job(
          another queue than `queue`; `lock_lost`: another worker holds it",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn complete_job(
@@ -252,9 +251,19 @@ fn complete_args(
     })
 }
 
-fn completion_state(word: String) -> Result<CompletionState, ApiError> {
-    serde_json::from_value::<CompletionState>(Value::String(word))
-        .map_err(|err| ApiError::Internal(format!("complete replied an unknown state: {err}")))
+/// The state `complete` replied: `complete`, `waiting`, `scheduled` or `depends`.
+fn completion_state(word: String) -> Result<JobState, ApiError> {
+    match serde_json::from_value::<JobState>(Value::String(word)) {
+        Ok(
+            state @ (JobState::Complete
+            | JobState::Waiting
+            | JobState::Scheduled
+            | JobState::Depends),
+        ) => Ok(state),
+        other => Err(ApiError::Internal(format!(
+            "complete replied a state it cannot leave a job in: {other:?}"
+        ))),
+    }
 }
 
 /// Complete many jobs in one request.
@@ -272,7 +281,6 @@ fn completion_state(word: String) -> Result<CompletionState, ApiError> {
             `delay`/`depends` without `next`, or not 1 to 1000 jobs; nothing is completed",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn complete_jobs(
@@ -368,7 +376,6 @@ async fn complete_jobs(
             not 1 to 1000 jobs; nothing is renewed", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn heartbeat_jobs(
@@ -396,7 +403,7 @@ async fn heartbeat_jobs(
         .map(|(jid, result)| match result.map_err(ApiError::from) {
             Ok(expires) => Ok(HeartbeatJobsOutcome {
                 jid,
-                expires: Some(expires as f64),
+                expires: Some(expires),
                 problem: None,
             }),
             Err(err) => outcome_problem(err).map(|problem| HeartbeatJobsOutcome {
@@ -456,7 +463,6 @@ fn outcome_problem(err: ApiError) -> Result<Problem, ApiError> {
         (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
          another worker holds it", body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn fail_job(
@@ -524,7 +530,6 @@ async fn fail_job(
         (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
          another worker holds it", body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn retry_job(
@@ -588,7 +593,6 @@ async fn retry_job(
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn requeue_job(
@@ -705,7 +709,6 @@ async fn cancel_job(
          listed; nothing was canceled", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn cancel_jobs(
@@ -734,7 +737,6 @@ async fn cancel_jobs(
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn set_job_priority(
@@ -768,7 +770,6 @@ async fn set_job_priority(
         (status = 409, description = "The job is not in the `depends` state (or does \
          not exist)", body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn add_job_dependencies(
@@ -788,23 +789,28 @@ async fn add_job_dependencies(
 /// Stop a job waiting for some (or all) of its dependencies.
 ///
 /// Only for a job in the `depends` state. The query names what to drop, as a DELETE
-/// takes no body: `?jid=a&jid=b` (1 to 1000 jids, the parameter repeated) or
-/// `?all=true`, not both. When no dependency is left the job becomes `waiting` at once
-/// (a delay it was put with is not applied on this path).
+/// takes no body: `?dependency=a&dependency=b` (1 to 1000 jids, the parameter
+/// repeated) or `?all=true`, not both. When no dependency is left the job becomes
+/// `waiting` at once (a delay it was put with is not applied on this path).
+///
+/// Deprecated: `?jid=` for `?dependency=`, the name it had before, is still accepted
+/// until a later release. It is not listed as a parameter: a query parameter named
+/// like the path's `jid` is what made generated clients rename one of them or send
+/// the request to the wrong job.
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
     operation_id = "remove_job_dependencies",
     params(
         ("jid" = crate::model::Jid, Path, description = "The job id"),
-        ("jid" = Option<Vec<crate::model::Jid>>, Query, max_items = 1000,
+        ("dependency" = Option<Vec<crate::model::Jid>>, Query, max_items = 1000,
          description = "A dependency to drop; repeat the parameter for each (1 to 1000)",
          style = Form, explode),
         ("all" = Option<bool>, Query, description = "`true`: drop every dependency"),
     ),
     responses(
         (status = 204, description = "The dependencies were dropped"),
-        (status = 400, description = "Neither or both of `jid` and `all=true`, `all` \
-         other than `true`, more than 1000 jids, a jid that is not a valid name, or an \
-         unknown parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Neither or both of `dependency` and `all=true`, \
+         `all` other than `true`, more than 1000 jids, a jid that is not a valid name, or \
+         an unknown parameter", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The job is not in the `depends` state (or does \
          not exist)", body = Problem, content_type = "application/problem+json"),
         (status = 503, response = Unavailable),
@@ -814,8 +820,15 @@ async fn remove_job_dependencies(
     Path(jid): Path<Jid>,
     RawQuery(query): RawQuery,
 ) -> Result<StatusCode, ApiError> {
-    let pairs = validate::query_pairs(query.as_deref(), &["jid", "all"])?;
-    let jids = Jid::into_strings(validate::query_values::<Jid>(&pairs, "jid")?);
+    let pairs = validate::query_pairs(
+        query.as_deref(),
+        &["dependency", DEPRECATED_DEPENDENCY, "all"],
+    )?;
+    let mut jids = Jid::into_strings(validate::query_values::<Jid>(&pairs, "dependency")?);
+    jids.extend(Jid::into_strings(validate::query_values::<Jid>(
+        &pairs,
+        DEPRECATED_DEPENDENCY,
+    )?));
     let all: Vec<&str> = pairs
         .iter()
         .filter(|(key, _)| key == "all")
@@ -823,13 +836,13 @@ async fn remove_job_dependencies(
         .collect();
     let off = match (jids.is_empty(), all.as_slice()) {
         (false, []) => {
-            validate::list("jid", &jids)?;
+            validate::list("dependency", &jids)?;
             Some(jids.as_slice())
         }
         (true, ["true"]) => None,
         _ => {
             return Err(bad(
-                "give either ?jid=<jid> (repeated for each dependency) or ?all=true",
+                "give either ?dependency=<jid> (repeated for each dependency) or ?all=true",
             ));
         }
     };
@@ -855,7 +868,6 @@ async fn remove_job_dependencies(
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn add_job_tags(
@@ -973,20 +985,21 @@ async fn list_tracked_jobs(
 /// Add an entry to a job's history.
 ///
 /// The entry's `what` is `message` and its `when` is now; the keys of `data` (an
-/// object) are merged into it, except `when` and `what`. The history is capped by the
-/// `max-job-history` option (the first entry is always kept).
+/// object) are merged into it, except `when` and `what`; `q`, `worker` and `group`, which
+/// name a queue, a worker and a failure group in the entries the server writes, must be
+/// strings here too. The history is capped by the `max-job-history` option (the first
+/// entry is always kept).
 #[utoipa::path(post, path = "/v1/jobs/{jid}/log", tag = "jobs", operation_id = "log_job_event",
     params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = LogJobEventRequest,
     responses(
         (status = 204, description = "The entry was appended"),
         (status = 400, description = "Malformed body, unknown field, an empty message, \
-         or `data` that is not an object", body = Problem,
-         content_type = "application/problem+json"),
+         `data` that is not an object, or a `q`, `worker` or `group` in it that is not a \
+         string", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn log_job_event(
@@ -995,6 +1008,16 @@ async fn log_job_event(
     Json(body): Json<LogJobEventRequest>,
 ) -> Result<StatusCode, ApiError> {
     validate::text("message", &body.message)?;
+    // The history entry's declared fields keep their declared type (`HistoryEntry`).
+    if let Some(data) = &body.data
+        && let Some(field) = ["q", "worker", "group"]
+            .into_iter()
+            .find(|field| data.get(*field).is_some_and(|value| !value.is_string()))
+    {
+        return Err(bad(&format!(
+            "data.{field} must be a string: it names a queue, worker or group in history entries"
+        )));
+    }
     let data = body
         .data
         .as_ref()

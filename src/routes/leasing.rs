@@ -9,9 +9,7 @@ use super::extract::Json;
 use super::validate;
 use crate::error::ApiError;
 use crate::leasing::{Strategy, WeightedQueue};
-use crate::model::{
-    Job, MultiPopRequest, PayloadTooLarge, PopStrategy, Problem, Unavailable, UnsupportedMediaType,
-};
+use crate::model::{Job, MultiPopRequest, PayloadTooLarge, PopStrategy, Problem, Unavailable};
 use crate::state::AppState;
 
 /// Most queues one multi-queue pop may serve.
@@ -42,7 +40,6 @@ pub fn router() -> OpenApiRouter<AppState> {
             64 queues, or a count outside 1..=1000", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn pop_from_queues(

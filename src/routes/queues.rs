@@ -18,7 +18,7 @@ use crate::model::{
     Backoff, CreateRecurringJobRequest, CreatedRecurringJob, IdempotencyKey, Jid, Job,
     PayloadTooLarge, PeekJobsQuery, PopJobsRequest, Problem, PutJobRequest, PutJobResponse,
     PutJobsRequest, PutJobsResponse, QueueCounts, QueueJids, QueueJobState, QueueJobsQuery,
-    QueueName, QueueStats, QueueStatsQuery, Tag, ThrottleName, Unavailable, UnsupportedMediaType,
+    QueueName, QueueStats, QueueStatsQuery, Tag, ThrottleName, Unavailable,
 };
 use crate::state::AppState;
 
@@ -140,7 +140,6 @@ async fn forget_queue(
             delay, a non-finite priority, or negative retries", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn put_job(
@@ -217,7 +216,6 @@ async fn put_job(
             invalid item (the detail names its index); nothing was written",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn put_jobs(
@@ -268,7 +266,6 @@ async fn put_jobs(
             queue or worker name, or a count outside 1..=1000", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn pop_jobs(
@@ -456,7 +453,6 @@ async fn get_queue_stats(
             negative retries or backlog; nothing is written",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn create_recurring_job(

@@ -11,7 +11,7 @@ use crate::core::RecurUpdate;
 use crate::error::ApiError;
 use crate::model::{
     Jid, PayloadTooLarge, Problem, RecurringJob, RecurringJobUpdate, RecurringTags,
-    RecurringTagsChange, Tag, Unavailable, UnsupportedMediaType,
+    RecurringTagsChange, Tag, Unavailable,
 };
 use crate::state::AppState;
 
@@ -79,7 +79,6 @@ async fn get_recurring_job(
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn update_recurring_job(
@@ -135,7 +134,6 @@ async fn delete_recurring_job(
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn add_recurring_job_tags(

@@ -10,7 +10,6 @@ use crate::core::ThrottleLimits;
 use crate::error::ApiError;
 use crate::model::{
     PayloadTooLarge, Problem, SetThrottleRequest, Throttle, ThrottleName, Unavailable,
-    UnsupportedMediaType,
 };
 use crate::state::AppState;
 
@@ -71,7 +70,6 @@ async fn get_throttle(
          of 0 jobs or a window that is not a positive number of seconds, or an invalid \
          name", body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
         (status = 503, response = Unavailable),
     ))]
 async fn set_throttle(

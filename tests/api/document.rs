@@ -231,3 +231,102 @@ fn jobs_are_lists_of_objects_and_jids_are_lists_of_ids() {
     }
     assert!(seen >= 10, "only {seen} jobs/jids fields");
 }
+
+#[test]
+fn every_write_can_answer_415_with_its_problem() {
+    let doc = document();
+    for (method, path, operation) in operations(&doc) {
+        let refused = &operation["responses"]["415"];
+        if method == "get" {
+            assert!(refused.is_null(), "{method} {path}");
+            continue;
+        }
+        // With or without a request body: a body sent anyway must be JSON.
+        assert_eq!(
+            refused["$ref"], "#/components/responses/UnsupportedMediaType",
+            "{method} {path}"
+        );
+    }
+    let shared = &doc["components"]["responses"]["UnsupportedMediaType"];
+    assert_problem_content("UnsupportedMediaType", 415, shared);
+    let rule = doc["info"]["description"].as_str().unwrap();
+    assert!(rule.contains("needs no\n  `Content-Type`"), "{rule}");
+}
+
+#[test]
+fn no_query_parameter_repeats_a_path_parameters_name() {
+    let doc = document();
+    for (method, path, operation) in operations(&doc) {
+        let parameters = operation["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let named = |place: &str| -> Vec<String> {
+            parameters
+                .iter()
+                .filter(|parameter| parameter["in"] == place)
+                .map(|parameter| parameter["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let in_path = named("path");
+        for name in named("query").iter().chain(&named("header")) {
+            assert!(
+                !in_path.contains(name),
+                "{method} {path}: `{name}` names a path parameter too"
+            );
+        }
+    }
+    let remove = &doc["paths"]["/v1/jobs/{jid}/dependencies"]["delete"]["parameters"];
+    let names: Vec<&str> = remove
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|parameter| parameter["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["jid", "dependency", "all"]);
+}
+
+/// Generators make one constant per enum value (Go: `RUNNING`, `COMPLETE`), named by
+/// the value alone, so two enums sharing a value do not compile.
+#[test]
+fn no_two_enums_share_a_value() {
+    let doc = document();
+    let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
+    for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+        let Some(values) = schema["enum"].as_array() else {
+            continue;
+        };
+        for value in values {
+            let constant = value.as_str().unwrap().to_uppercase().replace('-', "_");
+            if let Some(other) = seen.insert(constant.clone(), name) {
+                panic!("{name} and {other} both have {constant}");
+            }
+        }
+    }
+    let completion = &doc["components"]["schemas"]["CompleteJobResponse"]["properties"]["state"];
+    assert_eq!(completion["$ref"], "#/components/schemas/JobState");
+}
+
+/// A generated client refuses fields its schema does not declare (Go's decoder does):
+/// a history entry declares what the server writes, and lets a log entry's own fields
+/// come.
+#[test]
+fn history_entries_declare_what_the_server_writes_and_allow_more() {
+    let doc = document();
+    let entry = &doc["components"]["schemas"]["HistoryEntry"];
+    for field in ["when", "what", "q", "worker", "group"] {
+        assert!(entry["properties"][field].is_object(), "{field}: {entry}");
+    }
+    assert_eq!(entry["required"], serde_json::json!(["when", "what"]));
+    assert_eq!(entry["additionalProperties"], true, "{entry}");
+}
+
+#[test]
+fn clients_default_to_the_default_address_and_open_routes_need_no_token() {
+    let doc = document();
+    assert_eq!(doc["servers"][0]["url"], "http://127.0.0.1:5858");
+    for path in ["/healthz", "/readyz"] {
+        let operation = &doc["paths"][path]["get"];
+        assert_eq!(operation["security"], serde_json::json!([]), "{path}");
+    }
+}

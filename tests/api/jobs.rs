@@ -266,6 +266,33 @@ async fn heartbeat_extends_the_lock_from_now() {
 }
 
 #[tokio::test]
+async fn heartbeat_answers_the_jobs_expires_fraction_and_all() {
+    let app = TestApp::start().await;
+    running(&app, "q", "j1", "w1").await;
+    app.clock.advance(30.25);
+
+    let response = app
+        .post("/v1/jobs/j1/heartbeat", json!({"worker": "w1"}))
+        .await;
+    ok(&response);
+    assert_eq!(response.body, json!({"expires": START + 90.25}));
+    let job = app.get("/v1/jobs/j1").await;
+    assert_eq!(job.body["expires"], response.body["expires"]);
+    // The batch heartbeat too.
+    app.clock.advance(0.5);
+    let response = app
+        .post(
+            "/v1/jobs/heartbeat",
+            json!({"jobs": [{"jid": "j1", "worker": "w1"}]}),
+        )
+        .await;
+    ok(&response);
+    assert_eq!(response.body["jobs"][0]["expires"], START + 90.75);
+    let job = app.get("/v1/jobs/j1").await;
+    assert_eq!(job.body["expires"], START + 90.75);
+}
+
+#[tokio::test]
 async fn heartbeat_with_data_replaces_the_jobs_data() {
     let app = TestApp::start().await;
     running(&app, "q", "j1", "w1").await;
@@ -1038,7 +1065,7 @@ async fn remove_job_dependencies_releases_the_job_when_none_are_left() {
         .await
         .unwrap();
 
-    let response = delete(&app, "/v1/jobs/blocked/dependencies?jid=first").await;
+    let response = delete(&app, "/v1/jobs/blocked/dependencies?dependency=first").await;
     no_content(&response);
     let job = stored(&app, "blocked").await;
     assert_eq!(
@@ -1046,11 +1073,38 @@ async fn remove_job_dependencies_releases_the_job_when_none_are_left() {
         ("depends", vec!["second".to_owned()])
     );
 
-    no_content(&delete(&app, "/v1/jobs/blocked/dependencies?jid=second&jid=unknown").await);
+    no_content(
+        &delete(
+            &app,
+            "/v1/jobs/blocked/dependencies?dependency=second&dependency=unknown",
+        )
+        .await,
+    );
     let job = stored(&app, "blocked").await;
     assert_eq!(job.state, "waiting");
     assert!(job.dependencies.is_empty());
     assert!(stored(&app, "second").await.dependents.is_empty());
+}
+
+#[tokio::test]
+async fn remove_job_dependencies_still_takes_the_deprecated_jid_parameter() {
+    let app = TestApp::start().await;
+    dependency_fixture(&app).await;
+    app.qless
+        .depends_on(app.clock.now(), "blocked", &["second".to_owned()])
+        .await
+        .unwrap();
+    no_content(&delete(&app, "/v1/jobs/blocked/dependencies?jid=first").await);
+    assert_eq!(stored(&app, "blocked").await.dependencies, ["second"]);
+    // Both spellings at once name one list.
+    no_content(
+        &delete(
+            &app,
+            "/v1/jobs/blocked/dependencies?jid=second&dependency=unknown",
+        )
+        .await,
+    );
+    assert_eq!(stored(&app, "blocked").await.state, "waiting");
 }
 
 #[tokio::test]
@@ -1069,18 +1123,22 @@ async fn remove_job_dependencies_with_all_drops_every_one() {
 async fn remove_job_dependencies_needs_exactly_one_of_jids_and_all() {
     let app = TestApp::start().await;
     dependency_fixture(&app).await;
-    let too_many = vec!["jid=x"; 1001].join("&");
+    let too_many = vec!["dependency=x"; 1001].join("&");
+    let too_many_mixed = format!("{}&jid=y", vec!["dependency=x"; 1000].join("&"));
     let cases = [
         String::new(),
         "?all=false".to_owned(),
         "?all=1".to_owned(),
         "?all=true&all=true".to_owned(),
+        "?dependency=first&all=true".to_owned(),
         "?jid=first&all=true".to_owned(),
+        "?dependency=".to_owned(),
         "?jid=".to_owned(),
-        "?jid=a%20b".to_owned(),
+        "?dependency=a%20b".to_owned(),
         "?remove=first".to_owned(),
-        "?jid=first&tag=x".to_owned(),
+        "?dependency=first&tag=x".to_owned(),
         format!("?{too_many}"),
+        format!("?{too_many_mixed}"),
     ];
     for query in cases {
         let uri = format!("/v1/jobs/blocked/dependencies{query}");
@@ -1244,7 +1302,7 @@ async fn log_job_event_appends_a_history_entry_with_the_data_merged() {
     let response = app
         .post(
             "/v1/jobs/j1/log",
-            json!({"message": "resized", "data": {"width": 640, "what": "ignored"}}),
+            json!({"message": "resized", "data": {"width": 640, "what": "ignored", "worker": "w"}}),
         )
         .await;
     no_content(&response);
@@ -1258,7 +1316,7 @@ async fn log_job_event_appends_a_history_entry_with_the_data_merged() {
         history,
         json!([
             {"when": START as i64, "what": "put", "q": "q"},
-            {"when": START as i64 + 5, "what": "resized", "width": 640},
+            {"when": START as i64 + 5, "what": "resized", "width": 640, "worker": "w"},
             {"when": START as i64 + 5, "what": "plain"},
         ])
     );
@@ -1274,6 +1332,10 @@ async fn log_job_event_refuses_bad_input_and_unknown_jobs() {
         json!({"message": "m", "data": [1, 2]}),
         json!({"message": "m", "data": "text"}),
         json!({"message": "m", "when": 5}),
+        // The fields a history entry declares keep their type (strings).
+        json!({"message": "m", "data": {"q": 5}}),
+        json!({"message": "m", "data": {"worker": null}}),
+        json!({"message": "m", "data": {"group": ["a"]}}),
     ];
     for body in cases {
         let response = app.post("/v1/jobs/j1/log", body.clone()).await;

@@ -910,6 +910,32 @@ async fn heartbeat_extends_the_lock_and_refuses_everyone_else() {
 }
 
 #[tokio::test]
+async fn an_exact_heartbeat_answers_the_expiry_as_stored_and_a_plain_one_the_whole_seconds() {
+    let (_redis, qless) = start().await;
+    config(&qless, "heartbeat", "0.5").await;
+    put(&qless, 0.0, "q", "a").await;
+    pop(&qless, 0.0, "q", "w", 1).await;
+    // The spec's reply: an integer, truncated.
+    assert_eq!(qless.heartbeat(30.25, "a", "w", None).await.unwrap(), 30);
+    // The extension: the job's `expires` to the last digit, with progress and data too.
+    let exact = qless
+        .heartbeat_progress(40.25, "a", "w", Some("[3]"), Some("{\"done\":1}"))
+        .await
+        .unwrap();
+    assert_eq!(exact, 40.75);
+    let job = get(&qless, "a").await;
+    assert_eq!(job.expires, 40.75);
+    assert_eq!(job.data, json!([3]));
+    config(&qless, "heartbeat", "60").await;
+    let exact = qless
+        .heartbeat_progress(50.125, "a", "w", None, None)
+        .await
+        .unwrap();
+    assert_eq!(exact, 110.125);
+    assert_eq!(get(&qless, "a").await.expires, 110.125);
+}
+
+#[tokio::test]
 async fn a_heartbeat_after_lock_loss_is_refused() {
     let (_redis, qless) = start().await;
     put(&qless, 0.0, "q", "a").await;

@@ -1,8 +1,10 @@
 //! The `qlessd` binary and its embedded Redis, as a user runs them; the examples and
-//! the README's walkthrough, run against it.
+//! the README's walkthrough and clients generated from the OpenAPI document, run
+//! against it.
 
 mod auth;
 mod binary;
+mod clients;
 mod embedded;
 mod examples;
 mod gateways;

@@ -49,9 +49,7 @@ impl Drop for Qlessd {
     }
 }
 
-/// Whether `program` can be run (a toolchain the test needs). Tests skip, saying so,
-/// when it cannot, unless `QLESSD_REQUIRE_TOOLCHAINS` is set (as `.ci/run` does), where
-/// a missing toolchain fails the test instead.
+/// Whether `program` can be run (a toolchain the test needs): see [`available`].
 pub fn toolchain(program: &str, version_arg: &str, test: &str) -> bool {
     let found = std::process::Command::new(program)
         .arg(version_arg)
@@ -59,12 +57,29 @@ pub fn toolchain(program: &str, version_arg: &str, test: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|status| status.success());
+    available(
+        found,
+        test,
+        &format!("`{program}` is not installed (bash .ci/run installs it)"),
+    )
+}
+
+/// `found`, when a test's toolchain is there. When it is not, the test skips, saying
+/// `SKIPPED <test>: <missing>` in the test output, unless `QLESSD_REQUIRE_TOOLCHAINS`
+/// is set (as `.ci/run` does), where it fails instead.
+///
+/// libtest captures what a test prints with `println!` and `eprintln!` and shows it
+/// only for a failure; the notice is written to the process's standard error itself,
+/// which it does not capture, so a plain `cargo test` shows every skip (it may land
+/// between libtest's own lines, as tests run in parallel).
+pub fn available(found: bool, test: &str, missing: &str) -> bool {
     if !found {
         assert!(
             std::env::var_os("QLESSD_REQUIRE_TOOLCHAINS").is_none(),
-            "{test}: `{program}` is missing and QLESSD_REQUIRE_TOOLCHAINS is set"
+            "{test}: {missing}, and QLESSD_REQUIRE_TOOLCHAINS is set"
         );
-        println!("SKIPPED {test}: `{program}` is not installed (bash .ci/run installs it)");
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {missing}");
     }
     found
 }
