@@ -9,10 +9,16 @@
 //
 //	cd examples/go && go run .
 //
+// A job whose work fails goes to the failure group `<klass>-<reason>`: the work names a
+// short reason (`Greet-no-name` for the job without a name), and an unexpected error
+// falls into `<klass>-error`. The same rule holds in every example.
+//
 // Settings (environment): QLESSD_URL (default http://127.0.0.1:5858), QUEUE
 // (greetings), PUT_JOBS (jobs to put first, 5), WORK_SECONDS (time a job takes, 2),
 // HEARTBEAT_SECONDS (10), POP_WAIT (seconds a long poll waits, 10), QLESSD_TOKEN (sent
-// as a bearer token when set).
+// as a bearer token when set), EXIT_WHEN_IDLE (1: once the queue is empty, that is when
+// no job came with the last completion and a long poll then returns none either, print
+// `idle, exiting` and exit with status 0; unset, work until Ctrl-C or SIGTERM).
 package main
 
 import (
@@ -21,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -37,6 +44,7 @@ var (
 	// Well inside the lease (60 s unless the `heartbeat` option says otherwise).
 	heartbeatEvery = time.Duration(number("HEARTBEAT_SECONDS", 10) * float64(time.Second))
 	popWait        = number("POP_WAIT", 10)
+	exitWhenIdle   = os.Getenv("EXIT_WHEN_IDLE") == "1"
 	// A worker name unique to this process: leases belong to it.
 	worker = workerName()
 	// The timeout must outlast a long poll.
@@ -60,18 +68,42 @@ type APIError struct {
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail) }
 
-// call makes one API call: JSON in, JSON decoded into out, errors as *APIError.
+// JobFailed is a failure of the work for a known reason: a short slug ("no-name")
+// that names the failure group, <klass>-<reason>.
+type JobFailed struct {
+	Reason  string
+	Message string
+}
+
+func (e *JobFailed) Error() string { return e.Message }
+
+// failureGroup is <klass>-<reason> for a *JobFailed, <klass>-error for any other error.
+func failureGroup(klass string, err error) string {
+	var failed *JobFailed
+	if errors.As(err, &failed) {
+		return klass + "-" + failed.Reason
+	}
+	return klass + "-error"
+}
+
+// call makes one API call: body (if not nil) sent as JSON, the answer decoded into
+// out, errors as *APIError.
 func call(method, path string, body, out any) error {
-	payload, err := json.Marshal(body)
+	var payload io.Reader
+	if body != nil {
+		encoded, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		payload = bytes.NewReader(encoded)
+	}
+	req, err := http.NewRequest(method, baseURL+path, payload)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequest(method, baseURL+path, bytes.NewReader(payload))
-	if err != nil {
-		return err
+	if body != nil { // a write without a body needs no Content-Type
+		req.Header.Set("Content-Type", "application/json")
 	}
-	// qlessd wants a JSON content type on every write, even with no body.
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	if token := os.Getenv("QLESSD_TOKEN"); token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -112,7 +144,7 @@ func put() error {
 func greet(ctx context.Context, job Job) (map[string]any, error) {
 	name, _ := job.Data["name"].(string)
 	if name == "" {
-		return nil, errors.New("no name to greet")
+		return nil, &JobFailed{Reason: "no-name", Message: "no name to greet"}
 	}
 	select { // "working"
 	case <-time.After(workTime):
@@ -175,7 +207,8 @@ func work(job Job, wantNext bool) []Job {
 		return nil // the job is someone else's now
 	case err != nil:
 		// Any failure of the work goes to a failure group.
-		fail := map[string]any{"worker": worker, "group": job.Klass + "-error", "message": err.Error()}
+		group := failureGroup(job.Klass, err)
+		fail := map[string]any{"worker": worker, "group": group, "message": err.Error()}
 		if wantNext {
 			fail["pop"] = map[string]any{"count": 1}
 		}
@@ -183,7 +216,7 @@ func work(job Job, wantNext bool) []Job {
 			fmt.Println("fail failed:", err)
 			return nil
 		}
-		fmt.Println("failed", job.Jid, err)
+		fmt.Println("failed", job.Jid, "into "+group+":", err)
 	default:
 		complete := map[string]any{"worker": worker, "queue": job.Queue, "data": result}
 		if wantNext {
@@ -200,11 +233,12 @@ func work(job Job, wantNext bool) []Job {
 }
 
 func main() {
-	stop, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	stop, stopNow := context.WithCancel(context.Background())
 	go func() {
-		<-stop.Done()
-		fmt.Println("stopping after the job in hand")
+		fmt.Println("stopping after the job in hand:", <-signals)
+		stopNow()
 	}()
 
 	if err := put(); err != nil {
@@ -220,6 +254,12 @@ func main() {
 			if err := call("POST", "/v1/queues/"+queue+"/pop", pop, &jobs); err != nil {
 				fmt.Println("pop failed, retrying in 1 s:", err)
 				time.Sleep(time.Second)
+				continue
+			}
+			if len(jobs) == 0 && exitWhenIdle {
+				// No job came with the last completion, nor in a whole long poll.
+				fmt.Println("idle, exiting")
+				return
 			}
 			continue
 		}

@@ -10,10 +10,16 @@
 //
 //     node examples/node/worker.mjs
 //
+// A job whose work fails goes to the failure group `<klass>-<reason>`: the work names a
+// short reason (`Greet-no-name` for the job without a name), and an unexpected error
+// falls into `<klass>-error`. The same rule holds in every example.
+//
 // Settings (environment): QLESSD_URL (default http://127.0.0.1:5858), QUEUE
 // (greetings), PUT_JOBS (jobs to put first, 5), WORK_SECONDS (time a job takes, 2),
 // HEARTBEAT_SECONDS (10), POP_WAIT (seconds a long poll waits, 10), QLESSD_TOKEN (sent
-// as a bearer token when set).
+// as a bearer token when set), EXIT_WHEN_IDLE (1: once the queue is empty, that is when
+// no job came with the last completion and a long poll then returns none either, print
+// `idle, exiting` and exit with status 0; unset, work until Ctrl-C or SIGTERM).
 
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -26,6 +32,7 @@ const WORK_SECONDS = Number(env.WORK_SECONDS ?? 2);
 // Well inside the lease (60 s unless the `heartbeat` option says otherwise).
 const HEARTBEAT_SECONDS = Number(env.HEARTBEAT_SECONDS ?? 10);
 const POP_WAIT = Number(env.POP_WAIT ?? 10);
+const EXIT_WHEN_IDLE = env.EXIT_WHEN_IDLE === "1";
 // A worker name unique to this process: leases belong to it.
 const WORKER = `${hostname()}-${process.pid}`;
 
@@ -38,11 +45,25 @@ class ApiError extends Error {
   }
 }
 
+/** The work failed for a known reason: a short slug (`no-name`) that names the
+ * failure group, `<klass>-<reason>`. */
+class JobFailed extends Error {
+  constructor(reason, message) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+/** `<klass>-<reason>` for a JobFailed, `<klass>-error` for any other error. */
+function failureGroup(klass, err) {
+  return `${klass}-${err instanceof JobFailed ? err.reason : "error"}`;
+}
+
 /** One API call: JSON in, JSON out, errors thrown as ApiError. */
 async function call(method, path, body) {
   const headers = { accept: "application/json" };
-  // qlessd wants a JSON content type on every write, even with no body.
-  if (method !== "GET") headers["content-type"] = "application/json";
+  // A write without a body needs no Content-Type.
+  if (body !== undefined) headers["content-type"] = "application/json";
   if (env.QLESSD_TOKEN) headers.authorization = `Bearer ${env.QLESSD_TOKEN}`;
   const response = await fetch(URL + path, {
     method,
@@ -70,7 +91,7 @@ async function putJobs() {
 /** The work itself. Throws to fail the job; `lease.signal` aborts when it is lost. */
 async function greet(job, lease) {
   const name = job.data.name;
-  if (!name) throw new Error("no name to greet");
+  if (!name) throw new JobFailed("no-name", "no name to greet");
   await sleep(WORK_SECONDS * 1000, undefined, { signal: lease.signal }); // "working"
   return { ...job.data, greeting: `Hello, ${name}!` };
 }
@@ -100,30 +121,35 @@ async function work(job, wantNext) {
   const stopBeating = heartbeat(job.jid, lease);
   // Lease the next job in the same request, unless we are stopping.
   const pop = wantNext ? { pop: { count: 1 } } : {};
+  let result, failure;
   try {
-    const result = await greet(job, lease);
-    stopBeating();
-    const answer = await call("POST", `/v1/jobs/${job.jid}/complete`, {
-      worker: WORKER,
-      queue: job.queue,
-      data: result,
-      ...pop,
-    });
-    console.log("completed", job.jid);
-    return answer.popped ?? [];
+    result = await greet(job, lease);
   } catch (err) {
+    failure = err;
+  } finally {
     stopBeating();
-    if (lease.signal.aborted) return []; // the job is someone else's now
+  }
+  if (lease.signal.aborted) return []; // the job is someone else's now
+  if (failure) {
     // Any failure of the work goes to a failure group.
+    const group = failureGroup(job.klass, failure);
     const answer = await call("POST", `/v1/jobs/${job.jid}/fail`, {
       worker: WORKER,
-      group: `${job.klass}-${err.name}`,
-      message: err.message,
+      group,
+      message: failure.message,
       ...pop,
     });
-    console.log("failed", job.jid, err.message);
+    console.log("failed", job.jid, `into ${group}:`, failure.message);
     return answer.popped ?? [];
   }
+  const answer = await call("POST", `/v1/jobs/${job.jid}/complete`, {
+    worker: WORKER,
+    queue: job.queue,
+    data: result,
+    ...pop,
+  });
+  console.log("completed", job.jid);
+  return answer.popped ?? [];
 }
 
 async function main() {
@@ -150,6 +176,12 @@ async function main() {
       } catch (err) {
         console.log("pop failed, retrying in 1 s:", err.message);
         await sleep(1000);
+        continue;
+      }
+      if (jobs.length === 0 && EXIT_WHEN_IDLE) {
+        // No job came with the last completion, nor in a whole long poll.
+        console.log("idle, exiting");
+        return;
       }
       continue;
     }

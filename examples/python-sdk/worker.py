@@ -11,8 +11,15 @@ Generate the client once (from the repository root), then run the worker:
     python3 examples/python-sdk/worker.py
 
 The generated package (qlessd_client) needs httpx and attrs, which
-openapi-python-client installs. Settings (environment) as in examples/python:
-QLESSD_URL, QUEUE, PUT_JOBS, WORK_SECONDS, HEARTBEAT_SECONDS, POP_WAIT, QLESSD_TOKEN.
+openapi-python-client installs. A job whose work fails goes to the failure group
+`<klass>-<reason>`, as in every example: the work names a short reason (`Greet-no-name`
+for the job without a name), and an unexpected error falls into `<klass>-error`.
+
+Settings (environment) as in examples/python: QLESSD_URL, QUEUE, PUT_JOBS,
+WORK_SECONDS, HEARTBEAT_SECONDS, POP_WAIT, QLESSD_TOKEN, and EXIT_WHEN_IDLE (1: once
+the queue is empty, that is when no job came with the last completion and a long poll
+then returns none either, print `idle, exiting` and exit with status 0; unset, work
+until Ctrl-C or SIGTERM).
 """
 
 import json
@@ -45,6 +52,7 @@ PUT_JOBS = int(os.environ.get("PUT_JOBS", "5"))
 WORK_SECONDS = float(os.environ.get("WORK_SECONDS", "2"))
 HEARTBEAT_SECONDS = float(os.environ.get("HEARTBEAT_SECONDS", "10"))
 POP_WAIT = float(os.environ.get("POP_WAIT", "10"))
+EXIT_WHEN_IDLE = os.environ.get("EXIT_WHEN_IDLE") == "1"
 WORKER = f"{socket.gethostname()}-{os.getpid()}"
 
 
@@ -57,6 +65,20 @@ class ApiError(Exception):
         self.code = problem.get("code")
 
 
+class JobFailed(Exception):
+    """The work failed for a known reason: a short slug (`no-name`) that names the
+    failure group, `<klass>-<reason>`."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+
+
+def failure_group(klass, err):
+    """`<klass>-<reason>` for a JobFailed, `<klass>-error` for any other error."""
+    return f"{klass}-{err.reason if isinstance(err, JobFailed) else 'error'}"
+
+
 def ok(response):
     """The parsed body of a success; a problem raised as ApiError."""
     if response.status_code >= 300:
@@ -66,6 +88,16 @@ def ok(response):
 
 def say(*words):
     print(*words, flush=True)
+
+
+def greet(job, lost):
+    """The work itself. Raises to fail the job; returns early if the lease is lost."""
+    name = job.data.get("name")
+    if not name:
+        raise JobFailed("no-name", "no name to greet")
+    if lost.wait(WORK_SECONDS):  # "working", unless the lease goes first
+        return None
+    return {**job.data, "greeting": f"Hello, {name}!"}
 
 
 def heartbeat(client, jid, done, lost):
@@ -89,20 +121,21 @@ def work(client, job, want_next):
     done, lost = threading.Event(), threading.Event()
     beat = threading.Thread(target=heartbeat, args=(client, job.jid, done, lost))
     beat.start()
-    name = job.data.get("name")
-    if name:
-        lost.wait(WORK_SECONDS)  # "working", unless the lease goes first
-    done.set()
-    beat.join()
+    try:
+        result, failure = greet(job, lost), None
+    except Exception as err:  # any failure of the work goes to a failure group
+        result, failure = None, err
+    finally:
+        done.set()
+        beat.join()
     if lost.is_set():
         return []
-    if not name:
-        request = FailJobRequest(worker=WORKER, group="Greet-ValueError", message="no name to greet",
-                                 pop=pop)
+    if failure is not None:
+        group = failure_group(job.klass, failure)
+        request = FailJobRequest(worker=WORKER, group=group, message=str(failure), pop=pop)
         answer = ok(fail_job.sync_detailed(job.jid, client=client, body=request))
-        say("failed", job.jid)
+        say("failed", job.jid, "into", group + ":", failure)
     else:
-        result = {**job.data, "greeting": f"Hello, {name}!"}
         request = CompleteJobRequest(worker=WORKER, queue=job.queue, data=result, pop=pop)
         answer = ok(complete_job.sync_detailed(job.jid, client=client, body=request))
         say("completed", job.jid)
@@ -139,6 +172,11 @@ def main():
                 except (ApiError, httpx.HTTPError) as err:
                     say("pop failed, retrying in 1 s:", err)
                     stopping.wait(1)
+                    continue
+                if not jobs and EXIT_WHEN_IDLE:
+                    # No job came with the last completion, nor in a whole long poll.
+                    say("idle, exiting")
+                    return
                 continue
             job = jobs.pop(0)  # a job leased before the signal is still finished
             try:

@@ -9,10 +9,16 @@ only when that finds the queue empty does it long-poll. Run it against a qlessd 
 
     python3 examples/python/worker.py
 
+A job whose work fails goes to the failure group `<klass>-<reason>`: the work names a
+short reason (`Greet-no-name` for the job without a name), and an unexpected error
+falls into `<klass>-error`. The same rule holds in every example.
+
 Settings (environment): QLESSD_URL (default http://127.0.0.1:5858), QUEUE
 (greetings), PUT_JOBS (jobs to put first, 5), WORK_SECONDS (time a job takes, 2),
 HEARTBEAT_SECONDS (10), POP_WAIT (seconds a long poll waits, 10), QLESSD_TOKEN (sent
-as a bearer token when set).
+as a bearer token when set), EXIT_WHEN_IDLE (1: once the queue is empty, that is when
+no job came with the last completion and a long poll then returns none either, print
+`idle, exiting` and exit with status 0; unset, work until Ctrl-C or SIGTERM).
 """
 
 import json
@@ -31,6 +37,7 @@ WORK_SECONDS = float(os.environ.get("WORK_SECONDS", "2"))
 # Well inside the lease (60 s unless the `heartbeat` option says otherwise).
 HEARTBEAT_SECONDS = float(os.environ.get("HEARTBEAT_SECONDS", "10"))
 POP_WAIT = float(os.environ.get("POP_WAIT", "10"))
+EXIT_WHEN_IDLE = os.environ.get("EXIT_WHEN_IDLE") == "1"
 # A worker name unique to this process: leases belong to it.
 WORKER = f"{socket.gethostname()}-{os.getpid()}"
 
@@ -44,11 +51,24 @@ class ApiError(Exception):
         self.code = problem.get("code")
 
 
+class JobFailed(Exception):
+    """The work failed for a known reason: a short slug (`no-name`) that names the
+    failure group, `<klass>-<reason>`."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+
+
+def failure_group(klass, err):
+    """`<klass>-<reason>` for a JobFailed, `<klass>-error` for any other error."""
+    return f"{klass}-{err.reason if isinstance(err, JobFailed) else 'error'}"
+
+
 def call(method, path, body=None):
     """One API call: JSON in, JSON out, errors raised as ApiError."""
     headers = {"Accept": "application/json"}
-    if method != "GET":
-        # qlessd wants a JSON content type on every write, even with no body.
+    if body is not None:  # a write without a body needs no Content-Type
         headers["Content-Type"] = "application/json"
     if os.environ.get("QLESSD_TOKEN"):
         headers["Authorization"] = "Bearer " + os.environ["QLESSD_TOKEN"]
@@ -79,7 +99,7 @@ def greet(job, lost):
     """The work itself. Raises to fail the job; returns early if the lease is lost."""
     name = job["data"].get("name")
     if not name:
-        raise ValueError("no name to greet")
+        raise JobFailed("no-name", "no name to greet")
     if lost.wait(WORK_SECONDS):  # "working", unless the lease goes first
         return None
     return {**job["data"], "greeting": f"Hello, {name}!"}
@@ -114,10 +134,10 @@ def work(job, want_next):
         done.set()
         beat.join()
         if not lost.is_set():
+            group = failure_group(job["klass"], err)
             answer = call("POST", f"/v1/jobs/{jid}/fail",
-                          {"worker": WORKER, "group": f"{job['klass']}-{type(err).__name__}",
-                           "message": str(err), **pop})
-            say("failed", jid, err)
+                          {"worker": WORKER, "group": group, "message": str(err), **pop})
+            say("failed", jid, "into", group + ":", err)
             return answer.get("popped", [])
         return []
     done.set()
@@ -152,6 +172,11 @@ def main():
             except (ApiError, OSError) as err:
                 say("pop failed, retrying in 1 s:", err)
                 stopping.wait(1)
+                continue
+            if not jobs and EXIT_WHEN_IDLE:
+                # No job came with the last completion, nor in a whole long poll.
+                say("idle, exiting")
+                return
             continue
         job = jobs.pop(0)  # a job leased before the signal is still finished
         try:

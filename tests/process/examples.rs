@@ -1,13 +1,15 @@
 //! The workers in `examples/`, each run as a newcomer runs it against a real qlessd:
-//! it puts five jobs, works them (heartbeating), and stops on SIGTERM. The test then
-//! checks through the API that four were completed and the one without a name failed.
+//! it puts five jobs, works them (heartbeating), and stops on SIGTERM; run again with
+//! `EXIT_WHEN_IDLE=1`, it exits by itself once the queue is empty. The test checks
+//! through the API that four were completed and the one without a name failed into
+//! `Greet-no-name`, the same group in every language.
 //!
 //! An example whose toolchain is missing is skipped with a printed message (see
 //! [`toolchain`]); `.ci/run` installs them all and makes such a skip a failure.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -17,8 +19,24 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
 }
 
-/// Runs `worker` against a fresh qlessd and checks what it did.
+/// How a run of a worker ends.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    /// Sent SIGTERM once its jobs are finished, it stops saying `stopped`.
+    Sigterm,
+    /// Run with `EXIT_WHEN_IDLE=1`, it exits by itself once the queue is empty, saying
+    /// `idle, exiting`.
+    Idle,
+}
+
+/// Runs `worker` against a fresh qlessd and checks what it did, twice: stopped by
+/// SIGTERM, then with `EXIT_WHEN_IDLE=1`.
 async fn run_worker(mut worker: Command, queue: &str) {
+    run_until(worker.env_remove("EXIT_WHEN_IDLE"), queue, End::Sigterm).await;
+    run_until(worker.env("EXIT_WHEN_IDLE", "1"), queue, End::Idle).await;
+}
+
+async fn run_until(worker: &mut Command, queue: &str, end: End) {
     let qlessd = Qlessd::start().await;
     let mut child = worker
         .env("QLESSD_URL", &qlessd.base)
@@ -31,6 +49,7 @@ async fn run_worker(mut worker: Command, queue: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Its lines, until it closes its stdout (exits).
     let (lines, said) = mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -48,23 +67,23 @@ async fn run_worker(mut worker: Command, queue: &str) {
     // Go compiles before it runs; everything else is quick.
     let deadline = Instant::now() + Duration::from_secs(120);
     while finished(&output) < 5 {
-        match said.recv_timeout(Duration::from_millis(200)) {
+        match said.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(line) => output.push(line),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("jobs not finished in time:\n{output:#?}")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child.wait().unwrap();
+                panic!(
+                    "the worker exited ({status}) early:\n{output:#?}\n{}",
+                    stderr(&mut child)
+                );
+            }
         }
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            panic!("the worker exited ({status}) early:\n{output:#?}\n{stderr}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "jobs not finished in time:\n{output:#?}"
-        );
     }
 
-    // Every job it put is complete, except the one without a name, which failed.
+    // Every job it put is complete, except the one without a name, which failed into
+    // the same group in every language.
     let jids: Vec<&str> = output
         .iter()
         .filter_map(|line| line.strip_prefix("put "))
@@ -79,19 +98,17 @@ async fn run_worker(mut worker: Command, queue: &str) {
             assert!(greeting.starts_with("Hello, "), "{job}");
         } else {
             assert_eq!(job["data"]["name"], "", "{job}");
-            assert!(
-                job["failure"]["group"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("Greet"),
-                "{job}"
-            );
+            assert_eq!(job["failure"]["group"], "Greet-no-name", "{job}");
         }
     }
     states.sort();
     assert_eq!(
         states,
         ["complete", "complete", "complete", "complete", "failed"]
+    );
+    assert_eq!(
+        qlessd.get("/v1/failures").await,
+        serde_json::json!({"Greet-no-name": 1})
     );
     let counts = qlessd.get(&format!("/v1/queues/{queue}")).await;
     assert_eq!(
@@ -103,26 +120,44 @@ async fn run_worker(mut worker: Command, queue: &str) {
         "no heartbeat during 0.6 s jobs with a 0.2 s interval:\n{output:#?}"
     );
 
-    // SIGTERM: the worker stops by itself, cleanly, within its long poll.
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    // SIGTERM: the worker stops by itself, cleanly, within its long poll. Idle: the
+    // completion of the last job leased none and the next long poll finds none either,
+    // so it exits, cleanly, with no signal.
+    if end == End::Sigterm {
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+    }
     let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
+    loop {
+        match said.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => output.push(line),
+            Err(mpsc::RecvTimeoutError::Timeout) => match end {
+                End::Sigterm => panic!("the worker ignored SIGTERM:\n{output:#?}"),
+                End::Idle => panic!("the worker did not exit when idle:\n{output:#?}"),
+            },
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        assert!(Instant::now() < deadline, "the worker ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    output.extend(said.try_iter());
-    assert!(status.success(), "{status}: {output:#?}");
-    assert_eq!(
-        output.last().map(String::as_str),
-        Some("stopped"),
-        "{output:#?}"
+    }
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "{status}: {output:#?}\n{}",
+        stderr(&mut child)
     );
+    let last = match end {
+        End::Sigterm => "stopped",
+        End::Idle => "idle, exiting",
+    };
+    assert_eq!(output.last().map(String::as_str), Some(last), "{output:#?}");
+}
+
+/// What the worker wrote to stderr (once it has exited).
+fn stderr(child: &mut Child) -> String {
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    stderr
 }
 
 #[tokio::test]
