@@ -3,16 +3,20 @@
 //! # Map of the crate
 //!
 //! * [`settings`]: process configuration (flags with `QLESSD_*` environment twins).
-//! * [`server`]: application state, router, graceful serving, and [`server::run`],
-//!   which starts embedded Redis when no URL is given.
+//! * [`server`]: builds the application (router, layers) and serves it gracefully;
+//!   [`server::run`] starts embedded Redis when no URL is given.
+//! * [`state`]: what every handler can reach ([`state::AppState`]) and the request
+//!   limits, in a module of its own so that the server and the handlers both import
+//!   it and neither imports the other.
 //! * [`browser`]: the checks that keep web pages from forging requests (Origin,
 //!   Content-Type, Host on loopback).
 //! * [`connections`]: the accept loop and its limits (header and idle timeouts,
 //!   connection cap, bounded shutdown).
 //! * [`middleware`]: the one layer every request goes through (request id, deadline,
 //!   panic catcher, request span and server-error log).
-//! * [`metrics`]: Prometheus metrics at `/metrics` (counted as things happen, and
-//!   read from Redis at scrape time, cached briefly).
+//! * [`metrics`]: the Prometheus registry of what is counted as things happen (served
+//!   at `/metrics` by `routes::metrics`, with the figures read from Redis at scrape
+//!   time, cached briefly).
 //! * [`auth`]: bearer tokens (by their SHA-256) from `--auth-file`, the table of each
 //!   route's scope, and the layer checking every request against both.
 //! * [`telemetry`]: the log (text or JSON, filtered by `RUST_LOG`) and, with
@@ -31,7 +35,9 @@
 //!   for the event subscription), where the primary is (one server,
 //!   Sentinel, or the cluster slot of the namespace, following `ASK` for a slot that
 //!   is moving), the embedded `redis-server` supervisor, one typed function per Lua
-//!   command.
+//!   command, and each command a type (`core::command`: its arguments, whether it
+//!   writes, its weight in a group, its subject, what it counts and how its reply
+//!   decodes), every call recorded (span, timing, job events) in one place.
 //! * [`model`]: request and response types (serde + utoipa), and the names requests
 //!   carry (`Jid`, `QueueName`, ...), which check themselves when deserialized.
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
@@ -44,14 +50,20 @@
 //!   calling the same `core` methods as the routes.
 //! * [`healthcheck`]: `qlessd healthcheck`, the container health probe.
 //!
+//! # Imports run one way
+//!
+//! `core`, `model`, `telemetry` and `metrics` import nothing from `routes`, `server`,
+//! `ui` or `middleware`, and no module imports one that imports it back:
+//! `tests/architecture.rs` checks the module graph of `src/` on every test run.
+//!
 //! # The path of one request
 //!
 //! ```text
 //! HTTP -> connections (accept loop: header/idle timeouts, connection cap)
-//!      -> middleware (request id, span, panic catcher, deadline, browser checks)
-//!      -> auth (bearer token, scope, namespace) -> body limit
+//!      -> middleware (request id, span, panic catcher, deadline)
+//!      -> auth (bearer token, scope, namespace) -> browser checks -> body limit
 //!      -> routes::<resource>::<handler>     extract (names check themselves) + validate
-//!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA, alone or grouped
+//!      -> core::Qless::<command>(now, ..)    a command type -> EVALSHA, alone or grouped
 //!                                           with concurrent calls (reload on NOSCRIPT)
 //!      -> lua: api.lua dispatch -> class files: validate everything, then write
 //!      <- reply, or a "CODE Command(): message" error reply
