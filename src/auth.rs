@@ -558,6 +558,11 @@ impl Auth {
         if is_dashboard(request.uri().path()) {
             request.extensions_mut().insert(grants);
         }
+        // `/metrics` shows a token the series of its namespaces only.
+        if request.uri().path() == "/metrics" {
+            let seen = SeenNamespaces(token.namespaces.clone());
+            request.extensions_mut().insert(seen);
+        }
         Ok(Some(token.name.clone()))
     }
 }
@@ -590,6 +595,11 @@ impl Grants {
         self.0 & (scope.bit() | Scope::Admin.bit()) != 0
     }
 }
+
+/// The namespaces whose figures a `/metrics` request's token may see (`None`: every
+/// namespace, and the figures of none, such as HTTP and Redis calls).
+#[derive(Debug, Clone)]
+pub struct SeenNamespaces(pub Option<Vec<String>>);
 
 /// The cookie the dashboard keeps the token in (`HttpOnly`, `SameSite=Strict`, path
 /// `/ui`), set by its login form.

@@ -33,6 +33,7 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// OpenMetrics when the `Accept` header names it, else in Prometheus's text format.
 pub async fn serve(
     State(state): State<AppState>,
+    seen: Option<axum::Extension<crate::auth::SeenNamespaces>>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let redis = {
@@ -59,6 +60,11 @@ pub async fn serve(
     text.push_str(&live_figures(&state)?);
     prometheus_client::encoding::text::encode_eof(&mut text)
         .map_err(|err| ApiError::Internal(format!("encoding metrics: {err}")))?;
+    // A token granted some namespaces sees their series, and no others: the process's
+    // counters hold every namespace's queues.
+    if let Some(axum::Extension(crate::auth::SeenNamespaces(Some(granted)))) = seen {
+        text = visible_to(&text, &granted);
+    }
     let openmetrics = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -70,6 +76,53 @@ pub async fn serve(
         let text = prometheus_text(&text);
         Ok(([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response())
     }
+}
+
+/// The exposition `text` as a token granted the namespaces `granted` may see it: the
+/// samples labelled with one of those namespaces; none without a `namespace` label
+/// (HTTP, Redis calls, the process: they belong to every namespace at once); a
+/// family's `#` lines only when one of its samples is shown.
+fn visible_to(text: &str, granted: &[String]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut header: Vec<&str> = Vec::new();
+    let mut family_shown = false;
+    for line in text.lines() {
+        if line == "# EOF" {
+            out.push_str("# EOF\n");
+        } else if line.starts_with("# HELP ") {
+            header.clear();
+            header.push(line);
+            family_shown = false;
+        } else if line.starts_with('#') {
+            if family_shown {
+                out.push_str(line);
+                out.push('\n');
+            } else {
+                header.push(line);
+            }
+        } else if namespace_of_sample(line).is_some_and(|ns| granted.iter().any(|g| g == ns)) {
+            for kept in header.drain(..) {
+                out.push_str(kept);
+                out.push('\n');
+            }
+            family_shown = true;
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The value of a sample line's `namespace` label, if it has one.
+fn namespace_of_sample(line: &str) -> Option<&str> {
+    let labels = &line[line.find('{')? + 1..];
+    let at = labels
+        .match_indices("namespace=\"")
+        .find(|(at, _)| *at == 0 || labels[..*at].ends_with(','))?
+        .0;
+    let value = &labels[at + "namespace=\"".len()..];
+    // (Namespace names hold no quote or backslash, so no escape can end the value.)
+    value.split('"').next()
 }
 
 /// An OpenMetrics exposition (what the registry encodes) in Prometheus's text format
@@ -267,6 +320,39 @@ fn live_figures(state: &AppState) -> Result<String, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_sees_only_the_series_of_its_namespaces() {
+        let text = "\
+# HELP qless_jobs Jobs.
+# TYPE qless_jobs counter
+qless_jobs_total{namespace=\"a\",queue=\"q\",event=\"put\"} 1
+qless_jobs_total{namespace=\"b\",queue=\"q\",event=\"put\"} 2
+# HELP http Requests.
+# TYPE http counter
+http_total{route=\"/v1/queues\"} 3
+# HELP waits Waits.
+# TYPE waits histogram
+waits_bucket{namespace=\"a\",le=\"1\"} 1
+waits_count{namespace=\"a\"} 1
+# HELP tricky Names that end in namespace.
+# TYPE tricky gauge
+tricky{subnamespace=\"b\"} 1
+# EOF
+";
+        let shown = visible_to(text, &["b".to_owned()]);
+        assert_eq!(
+            shown,
+            "\
+# HELP qless_jobs Jobs.
+# TYPE qless_jobs counter
+qless_jobs_total{namespace=\"b\",queue=\"q\",event=\"put\"} 2
+# EOF
+"
+        );
+        let shown = visible_to(text, &["a".to_owned()]);
+        assert!(shown.contains("waits_bucket") && !shown.contains("namespace=\"b\""));
+    }
 
     #[test]
     fn counters_and_infos_are_named_as_their_samples_in_prometheus_text() {

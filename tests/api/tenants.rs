@@ -269,3 +269,62 @@ async fn a_token_reaches_only_its_namespaces_and_addresses_its_only_one_by_defau
         refused.text
     );
 }
+
+#[tokio::test]
+async fn a_scrape_shows_a_token_only_the_series_of_its_namespaces() {
+    let digest = |secret: &str| -> String {
+        Sha256::digest(secret.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let toml = format!(
+        "[[tokens]]\nname = \"reader-b\"\nsha256 = \"{}\"\nscopes = [\"read\"]\nnamespaces = [\"b\"]\n\
+         [[tokens]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n",
+        digest("secret-reader-b"),
+        digest("secret-ops")
+    );
+    let app = start(Some(&toml)).await;
+    let send = |namespace: Option<&'static str>, secret: &str, method: Method, uri: &str, body| {
+        let mut request = request(namespace, method, uri, body);
+        request.headers_mut().insert(
+            header::AUTHORIZATION,
+            format!("Bearer {secret}").parse().unwrap(),
+        );
+        app.send(request)
+    };
+    // A queue of each tenant's, whose names only a scrape could leak.
+    let job = json!({"klass": "K"});
+    for (namespace, queue) in [("a", "payroll-of-a"), ("b", "orders-of-b")] {
+        let uri = format!("/v1/queues/{queue}/jobs");
+        let put = send(
+            Some(namespace),
+            "secret-ops",
+            Method::POST,
+            &uri,
+            Some(&job),
+        )
+        .await;
+        assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+    }
+    let tenant = send(None, "secret-reader-b", Method::GET, "/metrics", None).await;
+    assert_eq!(tenant.status, StatusCode::OK, "{}", tenant.text);
+    assert!(tenant.text.contains("orders-of-b"), "{}", tenant.text);
+    assert!(!tenant.text.contains("payroll-of-a"), "{}", tenant.text);
+    assert!(!tenant.text.contains("namespace=\"a\""), "{}", tenant.text);
+    // Figures of no namespace (HTTP, Redis calls) are for tokens of every namespace.
+    assert!(
+        !tenant.text.contains("http_server_request_duration_seconds"),
+        "{}",
+        tenant.text
+    );
+    let ops = send(Some("a"), "secret-ops", Method::GET, "/metrics", None).await;
+    assert_eq!(ops.status, StatusCode::OK, "{}", ops.text);
+    for seen in [
+        "payroll-of-a",
+        "orders-of-b",
+        "http_server_request_duration_seconds",
+    ] {
+        assert!(ops.text.contains(seen), "{seen}: {}", ops.text);
+    }
+}
