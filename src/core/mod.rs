@@ -128,6 +128,8 @@ struct Inner {
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
     namespace_key: Option<String>,
     endpoint: Endpoint,
+    /// The replicas every write waits for (`--min-replicas-ack`): readiness needs them.
+    replicas: Replicas,
 }
 
 impl std::fmt::Debug for Qless {
@@ -164,6 +166,7 @@ impl Qless {
                 read_only: Script::qless_read_only(),
                 namespace_key,
                 endpoint,
+                replicas: options.replicas,
             }),
         };
         // On the connection for commands, which then stays open for readiness checks
@@ -308,6 +311,20 @@ impl Qless {
         self.inner.commands.role().await.and_then(value_to_result)?;
         if let Some(key) = &self.inner.namespace_key {
             self.command(&["EXISTS", key]).await?;
+        }
+        // With `--min-replicas-ack`, a primary without enough replicas refuses every
+        // write (503 after the wait): it is not ready.
+        let wanted = self.inner.replicas.count;
+        if wanted > 0 {
+            let info = self.command(&["INFO", "replication"]).await?;
+            let online =
+                online_replicas(&redis::from_redis_value::<String>(info).unwrap_or_default());
+            if online < wanted {
+                return Err(Error::Unavailable(format!(
+                    "NOREPLICAS {online} replica(s) connected, and --min-replicas-ack needs \
+                     {wanted}: every write would be refused"
+                )));
+            }
         }
         let exists = self
             .command(&["SCRIPT", "EXISTS", self.inner.script.sha()])
@@ -622,6 +639,15 @@ fn value_to_result(value: Value) -> Result<Value, Error> {
     }
 }
 
+/// How many replicas `INFO replication` (its text) shows connected and online.
+fn online_replicas(info: &str) -> u32 {
+    let online = info
+        .lines()
+        .filter(|line| line.starts_with("slave") && line.contains("state=online"))
+        .count();
+    u32::try_from(online).unwrap_or(u32::MAX)
+}
+
 fn check_version(info: &str) -> Result<(), Error> {
     let version = info
         .lines()
@@ -695,6 +721,16 @@ mod tests {
         for (url, shown) in cases {
             assert_eq!(redacted(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn only_online_replicas_count() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
+            slave0:ip=10.0.0.2,port=6379,state=online,offset=10,lag=0\r\n\
+            slave1:ip=10.0.0.3,port=6379,state=wait_bgsave,offset=0,lag=0\r\n\
+            master_replid:abc\r\n";
+        assert_eq!(online_replicas(info), 1);
+        assert_eq!(online_replicas("role:master\r\nconnected_slaves:0\r\n"), 0);
     }
 
     #[test]

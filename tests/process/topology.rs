@@ -407,3 +407,34 @@ fn a_cluster_url_without_a_namespace_is_refused_with_a_clear_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("needs --namespace"), "{stderr}");
 }
+
+#[tokio::test]
+async fn with_min_replicas_ack_a_primary_without_its_replicas_is_not_ready() {
+    let primary = crate::support::topology::Node::start(&[]);
+    let gateway = Gateway::start(
+        &[
+            ("QLESSD_REDIS_URL", primary.url()),
+            ("QLESSD_NAMESPACE", "ns".to_owned()),
+            ("QLESSD_MIN_REPLICAS_ACK", "1".to_owned()),
+            ("QLESSD_MIN_REPLICAS_TIMEOUT_MS", "200".to_owned()),
+        ],
+        503,
+    )
+    .await;
+    let (status, body) = gateway.get("/readyz", None).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("NOREPLICAS"), "{body}");
+    // A replica connects: ready (and writes are acknowledged) without a restart.
+    let _replica = crate::support::topology::Node::start(&[
+        "--replicaof",
+        "127.0.0.1",
+        primary.address().rsplit(':').next().unwrap(),
+    ]);
+    let deadline = Instant::now() + FORMING;
+    while gateway.get("/readyz", None).await.0 != 200 {
+        assert!(Instant::now() < deadline, "never ready with its replica");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) = gateway.put("replicated", "ns").await;
+    assert_eq!(status, 201, "{body}");
+}
