@@ -17,7 +17,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::core::{self, ScriptCode};
-use crate::model::Problem;
+use crate::model::{NameError, Problem};
 
 /// Errors returned by handlers. Each variant's doc names its status and `code`.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +156,13 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         response
+    }
+}
+
+/// A name that breaks the rule is bad input; the detail names its kind and the rule.
+impl From<NameError> for ApiError {
+    fn from(err: NameError) -> Self {
+        ApiError::BadRequest(err.to_string())
     }
 }
 

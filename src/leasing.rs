@@ -404,13 +404,10 @@ impl Leasing {
         wait: Duration,
     ) -> Result<Vec<Job>, Error> {
         let queues = [queue.to_owned()];
-        let jobs = self
-            .wait_for_jobs(&queues, count, wait, || {
-                self.qless.pop(self.clock.now(), queue, worker, count)
-            })
-            .await?;
-        crate::metrics::METRICS.popped(self.qless.namespace(), &jobs);
-        Ok(jobs)
+        self.wait_for_jobs(&queues, count, wait, || {
+            self.qless.pop(self.clock.now(), queue, worker, count)
+        })
+        .await
     }
 
     /// The jobs a worker leased while ending one (complete, fail or retry with `pop`):
@@ -450,7 +447,6 @@ impl Leasing {
             }
         })
         .await
-        .inspect(|jobs| crate::metrics::METRICS.popped(self.qless.namespace(), jobs))
     }
 
     /// Runs `attempt` until it returns jobs or `wait` has passed. The request is in

@@ -32,7 +32,8 @@
 //!   Sentinel, or the cluster slot of the namespace, following `ASK` for a slot that
 //!   is moving), the embedded `redis-server` supervisor, one typed function per Lua
 //!   command.
-//! * [`model`]: request and response types (serde + utoipa).
+//! * [`model`]: request and response types (serde + utoipa), and the names requests
+//!   carry (`Jid`, `QueueName`, ...), which check themselves when deserialized.
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
 //! * [`sweeper`]: the background upkeep that keeps time, visiting the queues that are due.
@@ -49,7 +50,7 @@
 //! HTTP -> connections (accept loop: header/idle timeouts, connection cap)
 //!      -> middleware (request id, span, panic catcher, deadline, browser checks)
 //!      -> auth (bearer token, scope, namespace) -> body limit
-//!      -> routes::<resource>::<handler>     extract + validate
+//!      -> routes::<resource>::<handler>     extract (names check themselves) + validate
 //!      -> core::Qless::<command>(now, ..)    typed args -> EVALSHA, alone or grouped
 //!                                           with concurrent calls (reload on NOSCRIPT)
 //!      -> lua: api.lua dispatch -> class files: validate everything, then write

@@ -52,6 +52,7 @@ use tokio::time::Instant;
 
 use crate::metrics::METRICS;
 
+use super::command::Args;
 use super::resp::{self, Connection};
 use super::{Error, Script, format_now, topology, value_to_result};
 
@@ -75,16 +76,26 @@ pub(super) struct Target {
 
 type Reply = oneshot::Sender<Result<Value, Error>>;
 
+/// One script call as the driver sees it: a command's name and encoded arguments,
+/// with what its type says of it (its weight in a group, whether it may write).
+pub(super) struct ScriptCall {
+    pub name: &'static str,
+    pub now: f64,
+    pub args: Args,
+    /// The jobs it works on (see [`super::command::Command::weight`]).
+    pub weight: usize,
+    /// Whether it may write, so that replicas must acknowledge it.
+    pub writes: bool,
+}
+
 /// One script call and where its result goes.
 struct Call {
-    command: &'static str,
-    now: f64,
-    args: Vec<String>,
+    script: ScriptCall,
     reply: Reply,
 }
 
 /// A ready-made request, sent by itself: an invocation that is already a group of
-/// calls (a chunk of `Qless::call_many`), or a command that is not a script call.
+/// calls (a chunk of `Qless::run_many`), or a command that is not a script call.
 /// Neither waits for a free slot nor takes one.
 struct Alone {
     request: Vec<u8>,
@@ -151,28 +162,10 @@ impl Grouper {
     }
 
     /// Runs one script call, alone when Redis is idle, grouped with others otherwise.
-    pub(super) async fn call(
-        &self,
-        command: &'static str,
-        now: f64,
-        args: Vec<String>,
-    ) -> Result<Value, Error> {
-        let started = Instant::now();
-        let event = job_event(command, &args);
+    pub(super) async fn call(&self, script: ScriptCall) -> Result<Value, Error> {
         let (reply, result) = oneshot::channel();
-        let call = Call {
-            command,
-            now,
-            args,
-            reply,
-        };
-        let sent = self.calls.send(call).is_ok();
-        let answered = answer(sent, result).await;
-        METRICS.script_call(command, started.elapsed(), answered.is_err());
-        if let (Some(event), Ok(_)) = (event, &answered) {
-            count(&self.target.namespace, event, now);
-        }
-        answered
+        let sent = self.calls.send(Call { script, reply }).is_ok();
+        answer(sent, result).await
     }
 
     /// Runs one `batch` invocation of `calls` by itself; its reply is one result per
@@ -180,12 +173,10 @@ impl Grouper {
     pub(super) async fn batch(
         &self,
         now: f64,
-        calls: &[(&str, Vec<String>)],
+        calls: &[(&'static str, Args)],
     ) -> Result<Value, Error> {
         let mut request = Vec::new();
-        let calls = calls
-            .iter()
-            .map(|(command, args)| (*command, args.as_slice()));
+        let calls = calls.iter().map(|(name, args)| (*name, args));
         put_batch(&mut request, &self.target, &format_now(now), calls);
         self.send_alone(request, AloneKind::Batch).await
     }
@@ -195,6 +186,12 @@ impl Grouper {
     pub(super) async fn command<T: AsRef<[u8]>>(&self, words: &[T]) -> Result<Value, Error> {
         let mut request = Vec::new();
         resp::put_command(&mut request, words);
+        self.send_alone(request, AloneKind::Command).await
+    }
+
+    /// Sends one ready-made request (not a script call through the groups), and
+    /// returns its answer as Redis gave it.
+    pub(super) async fn request(&self, request: Vec<u8>) -> Result<Value, Error> {
         self.send_alone(request, AloneKind::Command).await
     }
 
@@ -216,76 +213,6 @@ impl Grouper {
         });
         answer(sent.is_ok(), result).await
     }
-}
-
-/// How much Redis time a call takes, counted in jobs, for the bound on a group: a pop
-/// leases up to its count, and a `pop.after` also ends one job per call it carries;
-/// any other call works on one job. Counted in calls, a group of a hundred batch
-/// completions that each lease ten ran for about fifty milliseconds, and held every
-/// other client of Redis that long (and the gateway's answers, so that Redis and the
-/// gateway took turns rather than worked side by side); counted in jobs, no group
-/// takes much longer than a hundred single-job calls, a few milliseconds.
-fn weight(command: &str, args: &[String]) -> usize {
-    let number = |at: usize| args.get(at).and_then(|n| n.parse::<usize>().ok());
-    let jobs = match command {
-        // queue, worker, count, ...
-        "pop" => number(2).unwrap_or(1),
-        // worker, count, (queue, max)...
-        "pop.multi" => number(1).unwrap_or(1),
-        // count, then each call as its command, its argument count and its arguments
-        "pop.after" => {
-            let (mut ended, mut at) = (0usize, 1usize);
-            while let Some(count) = number(at + 1) {
-                ended += 1;
-                at = at.saturating_add(2).saturating_add(count);
-            }
-            number(0).unwrap_or(1).saturating_add(ended)
-        }
-        _ => 1,
-    };
-    jobs.max(1)
-}
-
-/// The queue and the `qless_jobs_total` event a script call counts as, if any (the
-/// queue is blank where the call does not name it), and the jid of a job leaving its
-/// worker.
-/// Counts a script call that succeeded in the job metrics, if it changes a job (calls
-/// made inside `batch` and `pop.after` invocations are counted by their callers).
-pub(super) fn count_job_call(namespace: &str, command: &str, args: &[String], now: f64) {
-    if let Some(event) = job_event(command, args) {
-        count(namespace, event, now);
-    }
-}
-
-/// What a job-changing call does to the job metrics: its queue, event and jid.
-pub(super) type JobEvent = (String, &'static str, Option<String>);
-
-/// Counts one job-changing call that succeeded, in `namespace` (the metrics' label:
-/// `""` for the plain `ql:` prefix).
-pub(super) fn count(namespace: &str, (queue, event, jid): JobEvent, now: f64) {
-    match jid {
-        Some(jid) => METRICS.finished(namespace, &queue, event, &jid, now),
-        None => METRICS.job(namespace, &queue, event),
-    }
-}
-
-pub(super) fn job_event(command: &str, args: &[String]) -> Option<JobEvent> {
-    let (at, event) = match command {
-        "put" => (Some(1), "put"),
-        // key, ttl, mode, then put's own arguments
-        "put.idem" => (Some(4), "put"),
-        "complete" => (Some(2), "completed"),
-        "fail" => (None, "failed"),
-        "retry" => (Some(1), "retried"),
-        "timeout" => (None, "timed_out"),
-        _ => return None,
-    };
-    let queue = at.and_then(|at| args.get(at)).cloned().unwrap_or_default();
-    let jid = match event {
-        "put" => None,
-        _ => args.first().cloned(),
-    };
-    Some((queue, event, jid))
 }
 
 /// The result of a call handed to the connection task (`sent`), or why there is none.
@@ -334,8 +261,8 @@ impl Sent {
     /// Whether this invocation may write (so that replicas must acknowledge it).
     fn may_write(&self) -> bool {
         match self {
-            Sent::One(call) => !super::reads(call.command),
-            Sent::Group(calls) => calls.iter().any(|call| !super::reads(call.command)),
+            Sent::One(call) => call.script.writes,
+            Sent::Group(calls) => calls.iter().any(|call| call.script.writes),
             Sent::Alone { kind, .. } => *kind == AloneKind::Batch,
             Sent::Load | Sent::Wait => false,
         }
@@ -429,11 +356,11 @@ impl Driver {
     /// Sends `first` with whatever queued calls can join it.
     async fn send(&mut self, first: Call) {
         let sent = match first {
-            call if call.command == "batch" || self.max_calls == 1 => Sent::One(call),
+            call if call.script.name == "batch" || self.max_calls == 1 => Sent::One(call),
             call => {
                 // The group is bounded by the jobs its calls work on, not by how many
                 // calls it holds (see `weight`).
-                let mut work = weight(call.command, &call.args);
+                let mut work = call.script.weight;
                 let mut calls = vec![call];
                 while work < self.max_calls {
                     let Ok(call) = self.waiting.try_recv() else {
@@ -441,8 +368,8 @@ impl Driver {
                     };
                     // A `batch` cannot be nested in the batch of a group, and a call that
                     // would take the group past its bound starts the next one.
-                    let more = weight(call.command, &call.args);
-                    if call.command == "batch" || work + more > self.max_calls {
+                    let more = call.script.weight;
+                    if call.script.name == "batch" || work + more > self.max_calls {
                         self.held = Some(call);
                         break;
                     }
@@ -889,22 +816,20 @@ fn acknowledged(replicas: &super::Replicas, reply: &Value, ack: &Value) -> Resul
 fn encode(out: &mut Vec<u8>, target: &Target, sent: &Sent) {
     match sent {
         Sent::One(call) => {
-            put_head(
-                out,
-                target,
-                call.command,
-                &format_now(call.now),
-                call.args.len(),
-            );
-            for arg in &call.args {
-                resp::put_bulk(out, arg.as_bytes());
-            }
+            let ScriptCall {
+                name, now, args, ..
+            } = &call.script;
+            put_head(out, target, name, &format_now(*now), args.count());
+            out.extend_from_slice(args.bytes());
         }
         Sent::Group(calls) => {
-            let now = calls.iter().map(|call| call.now).fold(f64::MIN, f64::max);
+            let now = calls
+                .iter()
+                .map(|call| call.script.now)
+                .fold(f64::MIN, f64::max);
             let calls = calls
                 .iter()
-                .map(|call| (call.command, call.args.as_slice()));
+                .map(|call| (call.script.name, &call.script.args));
             put_batch(out, target, &format_now(now), calls);
         }
         Sent::Alone { request, .. } => out.extend_from_slice(request),
@@ -933,16 +858,14 @@ fn put_batch<'a>(
     out: &mut Vec<u8>,
     target: &Target,
     now: &str,
-    calls: impl Iterator<Item = (&'a str, &'a [String])> + Clone,
+    calls: impl Iterator<Item = (&'a str, &'a Args)> + Clone,
 ) {
-    let more = calls.clone().map(|(_, args)| 2 + args.len()).sum();
+    let more = calls.clone().map(|(_, args)| 2 + args.count()).sum();
     put_head(out, target, "batch", now, more);
-    for (command, args) in calls {
-        resp::put_bulk(out, command.as_bytes());
-        resp::put_bulk_number(out, args.len());
-        for arg in args {
-            resp::put_bulk(out, arg.as_bytes());
-        }
+    for (name, args) in calls {
+        resp::put_bulk(out, name.as_bytes());
+        resp::put_bulk_number(out, args.count());
+        out.extend_from_slice(args.bytes());
     }
 }
 
@@ -960,33 +883,6 @@ mod tests {
             reply: oneshot::channel().0,
             kind: AloneKind::Command,
         }
-    }
-
-    fn strings(words: &[&str]) -> Vec<String> {
-        words.iter().map(|word| (*word).to_owned()).collect()
-    }
-
-    #[test]
-    fn a_call_weighs_the_jobs_it_ends_and_leases() {
-        assert_eq!(weight("put", &strings(&["", "q", "j", "K", "{}", "0"])), 1);
-        assert_eq!(weight("pop", &strings(&["q", "w", "10", "fields"])), 10);
-        assert_eq!(weight("pop", &strings(&["q", "w", "0", "fields"])), 1);
-        assert_eq!(weight("pop.multi", &strings(&["w", "25", "a", "5"])), 25);
-        // Two completions (of 3 and 2 arguments), then a lease of up to 10.
-        let after = strings(&[
-            "10", "complete", "3", "j1", "w", "q", "complete", "2", "j2", "w",
-        ]);
-        assert_eq!(weight("pop.after", &after), 12);
-        assert_eq!(
-            weight(
-                "pop.after",
-                &strings(&["1", "complete", "3", "j", "w", "q"])
-            ),
-            2
-        );
-        // Arguments that do not read as counts weigh one job, whatever they say.
-        assert_eq!(weight("pop", &strings(&["q", "w", "many"])), 1);
-        assert_eq!(weight("pop.after", &strings(&["x", "complete", "99"])), 2);
     }
 
     #[test]

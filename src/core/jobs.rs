@@ -2,8 +2,11 @@
 
 use serde::Deserialize;
 
+use redis::Value;
+
+use super::command::{Args, Command, Recorder, Subject, json_list};
 use super::leased;
-use super::reply::{self, Args, json_list};
+use super::reply;
 use super::{Error, Qless};
 use crate::model::Job;
 
@@ -36,27 +39,21 @@ pub struct PutArgs {
 }
 
 impl PutArgs {
-    fn into_args(self) -> Vec<String> {
-        Args::new()
-            .arg(self.worker)
-            .arg(self.queue)
-            .arg(self.jid)
-            .arg(self.klass)
-            .arg(self.data)
-            .arg(self.delay)
+    /// `put`'s arguments (and `requeue`'s, which has the same layout).
+    fn encode(&self, args: &mut Args) {
+        args.push(&self.worker)
+            .push(&self.queue)
+            .push(&self.jid)
+            .push(&self.klass)
+            .push(&self.data)
+            .push(self.delay)
             .option("priority", self.priority)
             .option("tags", self.tags.as_deref().map(json_list))
             .option("retries", self.retries)
             .option("depends", self.depends.as_deref().map(json_list))
-            .option(
-                "throttles",
-                self.throttles
-                    .as_deref()
-                    .map(|names| serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())),
-            )
-            .option("backoff", self.backoff)
-            .option("traceparent", self.traceparent)
-            .into_vec()
+            .option("throttles", self.throttles.as_deref().map(json_list))
+            .option("backoff", self.backoff.as_ref())
+            .option("traceparent", self.traceparent.as_ref());
     }
 }
 
@@ -105,19 +102,36 @@ pub struct CompleteArgs {
     pub result: Option<String>,
 }
 
-impl CompleteArgs {
-    fn into_args(self) -> Vec<String> {
-        Args::new()
-            .arg(self.jid)
-            .arg(self.worker)
-            .arg(self.queue)
-            .arg(self.data)
-            .option("next", self.next)
+impl Command for CompleteArgs {
+    type Output = String;
+
+    fn name(&self) -> &'static str {
+        "complete"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(&self.jid)
+            .push(&self.worker)
+            .push(&self.queue)
+            .push(&self.data)
+            .option("next", self.next.as_ref())
             .option("delay", self.delay)
             .option("depends", self.depends.as_deref().map(json_list))
-            .option("keep-data", self.keep_data.then_some(1))
-            .option("result", self.result)
-            .into_vec()
+            .option("keep-data", self.keep_data.then_some(1u32))
+            .option("result", self.result.as_ref());
+    }
+
+    /// The job's new state.
+    fn decode(&self, reply: Value) -> Result<String, Error> {
+        reply::string(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::job(&self.queue, &self.jid)
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, _: &String) {
+        recorder.finished(&self.queue, "completed", &self.jid);
     }
 }
 
@@ -134,18 +148,36 @@ pub struct RetryArgs {
     pub message: Option<String>,
 }
 
-impl RetryArgs {
-    fn into_args(self) -> Vec<String> {
-        let argv = Args::new().arg(self.jid).arg(self.queue).arg(self.worker);
-        let mut argv = match self.delay {
-            Some(delay) => argv.arg(delay),
+impl Command for RetryArgs {
+    /// The retries left (negative: it ran out and failed).
+    type Output = i64;
+
+    fn name(&self) -> &'static str {
+        "retry"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(&self.jid).push(&self.queue).push(&self.worker);
+        match self.delay {
+            Some(delay) => args.push(delay),
             // Extension: the script takes the job's backoff for this attempt.
-            None => argv.arg("backoff"),
+            None => args.push("backoff"),
         };
-        if let (Some(group), Some(message)) = (self.group, self.message) {
-            argv = argv.arg(group).arg(message);
+        if let (Some(group), Some(message)) = (&self.group, &self.message) {
+            args.push(group).push(message);
         }
-        argv.into_vec()
+    }
+
+    fn decode(&self, reply: Value) -> Result<i64, Error> {
+        reply::integer(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::job(&self.queue, &self.jid)
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, _: &i64) {
+        recorder.finished(&self.queue, "retried", &self.jid);
     }
 }
 
@@ -160,15 +192,33 @@ pub struct FailArgs {
     pub data: Option<String>,
 }
 
-impl FailArgs {
-    fn into_args(self) -> Vec<String> {
-        Args::new()
-            .arg(self.jid)
-            .arg(self.worker)
-            .arg(self.group)
-            .arg(self.message)
-            .args(self.data)
-            .into_vec()
+impl Command for FailArgs {
+    /// The job's jid.
+    type Output = String;
+
+    fn name(&self) -> &'static str {
+        "fail"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(&self.jid)
+            .push(&self.worker)
+            .push(&self.group)
+            .push(&self.message)
+            .extend(&self.data);
+    }
+
+    fn decode(&self, reply: Value) -> Result<String, Error> {
+        reply::string(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(&self.jid)
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, _: &String) {
+        // (The queue is the one the job ran in, which the call does not name.)
+        recorder.finished("", "failed", &self.jid);
     }
 }
 
@@ -181,17 +231,42 @@ pub struct Leased {
     pub jobs: Vec<Job>,
 }
 
+/// `pop.after`: runs `calls` (each ending a job of one worker in one queue: complete,
+/// fail or retry), then, if all of them succeeded, leases up to `count` jobs of that
+/// queue to the worker, all in one script invocation.
+struct PopAfter<'a, E> {
+    count: u32,
+    calls: &'a [E],
+}
+
 /// What `pop.after` answers: each call's result, then what was leased (`None` when a
 /// call failed, and then nothing was).
-struct AfterPop {
-    results: Vec<Result<redis::Value, Error>>,
+struct AfterPop<T> {
+    results: Vec<Result<T, Error>>,
     leased: Option<Leased>,
 }
 
-impl AfterPop {
-    fn from_reply(value: redis::Value, calls: usize) -> Result<Self, Error> {
-        let redis::Value::Array(mut items) = value else {
-            return Err(Error::reply(format!("pop.after answered {value:?}")));
+impl<E: Command> Command for PopAfter<'_, E> {
+    type Output = AfterPop<E::Output>;
+
+    fn name(&self) -> &'static str {
+        "pop.after"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.count);
+        let mut call = Args::new();
+        for ending in self.calls {
+            ending.encode(&mut call);
+            args.call(ending.name(), &call);
+            call = Args::new();
+        }
+    }
+
+    fn decode(&self, reply: Value) -> Result<Self::Output, Error> {
+        let calls = self.calls.len();
+        let Value::Array(mut items) = reply else {
+            return Err(Error::reply(format!("pop.after answered {reply:?}")));
         };
         if items.len() != calls + 2 {
             return Err(Error::reply(format!(
@@ -201,7 +276,11 @@ impl AfterPop {
         }
         let popped = items.pop().expect("checked length");
         let queue = items.pop().expect("checked length");
-        let results: Vec<_> = items.into_iter().map(super::value_to_result).collect();
+        let results: Vec<_> = items
+            .into_iter()
+            .zip(self.calls)
+            .map(|(item, ending)| super::value_to_result(item).and_then(|v| ending.decode(v)))
+            .collect();
         let leased = match reply::optional_string(queue)? {
             Some(queue) if results.iter().all(Result::is_ok) => Some(Leased {
                 queue,
@@ -212,13 +291,31 @@ impl AfterPop {
         Ok(AfterPop { results, leased })
     }
 
+    /// The jobs it ends, and the jobs it may lease.
+    fn weight(&self) -> usize {
+        (self.count as usize).max(1) + self.calls.len()
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        self.calls.first().map(Command::subject).unwrap_or_default()
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, output: &Self::Output) {
+        for (ending, result) in self.calls.iter().zip(&output.results) {
+            if let Ok(done) = result {
+                ending.record(recorder, done);
+            }
+        }
+        if let Some(leased) = &output.leased {
+            recorder.popped(&leased.jobs);
+        }
+    }
+}
+
+impl<T> AfterPop<T> {
     /// The one call's result and the lease; the call's error when it failed.
-    fn single<T>(
-        mut self,
-        parse: impl FnOnce(redis::Value) -> Result<T, Error>,
-    ) -> Result<(T, Leased), Error> {
-        let value = self.results.pop().expect("one call")?;
-        let done = parse(value)?;
+    fn single(mut self) -> Result<(T, Leased), Error> {
+        let done = self.results.pop().expect("one call")?;
         let leased = self
             .leased
             .ok_or_else(|| Error::reply("pop.after leased nothing after a success"))?;
@@ -236,20 +333,554 @@ pub struct Tracked {
     pub expired: Vec<String>,
 }
 
+/// `get.ext`: one job with its progress, result and throttles, or `None`.
+struct Get<'a> {
+    jid: &'a str,
+}
+
+impl Command for Get<'_> {
+    type Output = Option<Job>;
+
+    fn name(&self) -> &'static str {
+        "get.ext"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Option<Job>, Error> {
+        reply::optional_json(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `multiget`: the jobs that exist, in the order asked.
+struct Multiget<'a> {
+    jids: &'a [String],
+}
+
+impl Command for Multiget<'_> {
+    type Output = Vec<Job>;
+
+    fn name(&self) -> &'static str {
+        "multiget"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.extend(self.jids);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<Job>, Error> {
+        reply::json_vec(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
+/// How a put treats a job that may exist already.
+#[derive(Debug, Clone)]
+enum PutForm {
+    /// `put`: creates the job, or moves and resets it.
+    Plain,
+    /// `put.ifabsent`: writes nothing when the job exists (checked atomically).
+    IfAbsent,
+    /// `put.idem`: answers the first put's jid for a key seen within its ttl, else
+    /// puts (`if_absent`: as `put.ifabsent`).
+    Idempotent { idem: Idempotency, if_absent: bool },
+}
+
+/// A put in one of its forms; every form answers a [`PutOutcome`].
+struct Put {
+    args: PutArgs,
+    form: PutForm,
+}
+
+impl Command for Put {
+    type Output = PutOutcome;
+
+    fn name(&self) -> &'static str {
+        match self.form {
+            PutForm::Plain => "put",
+            PutForm::IfAbsent => "put.ifabsent",
+            PutForm::Idempotent { .. } => "put.idem",
+        }
+    }
+
+    fn encode(&self, args: &mut Args) {
+        if let PutForm::Idempotent { idem, if_absent } = &self.form {
+            let mode = if *if_absent { "put.ifabsent" } else { "put" };
+            args.push(&idem.key).push(idem.ttl).push(mode);
+        }
+        self.args.encode(args);
+    }
+
+    fn decode(&self, reply: Value) -> Result<PutOutcome, Error> {
+        match self.form {
+            PutForm::Plain => Ok(PutOutcome {
+                jid: reply::string(reply)?,
+                created: true,
+            }),
+            // The jid when it was created, nil when the job existed.
+            PutForm::IfAbsent => Ok(PutOutcome {
+                created: reply::optional_string(reply)?.is_some(),
+                jid: self.args.jid.clone(),
+            }),
+            PutForm::Idempotent { .. } => PutOutcome::from_reply(reply),
+        }
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::job(&self.args.queue, &self.args.jid)
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, outcome: &PutOutcome) {
+        if outcome.created {
+            recorder.job(&self.args.queue, "put");
+        }
+    }
+}
+
+/// `requeue`: like `put`, but the job must exist; with the extension options
+/// `keep-klass 1` / `keep-data 1` the job keeps its own klass / data.
+struct Requeue {
+    args: PutArgs,
+    keep: RequeueKeep,
+}
+
+impl Command for Requeue {
+    /// The job's jid.
+    type Output = String;
+
+    fn name(&self) -> &'static str {
+        "requeue"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        self.args.encode(args);
+        args.option("keep-klass", self.keep.klass.then_some(1u32))
+            .option("keep-data", self.keep.data.then_some(1u32));
+    }
+
+    fn decode(&self, reply: Value) -> Result<String, Error> {
+        reply::string(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::job(&self.args.queue, &self.args.jid)
+    }
+}
+
+/// `pop`: leases up to `count` jobs of `queue` to `worker`.
+struct Pop<'a> {
+    queue: &'a str,
+    worker: &'a str,
+    count: u32,
+}
+
+impl Command for Pop<'_> {
+    type Output = Vec<Job>;
+
+    fn name(&self) -> &'static str {
+        "pop"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        // (`fields`: the jobs' stored fields rather than JSON; see `leased`.)
+        args.push(self.queue)
+            .push(self.worker)
+            .push(self.count)
+            .push("fields");
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<Job>, Error> {
+        leased::jobs(reply)
+    }
+
+    fn weight(&self) -> usize {
+        self.count as usize
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::queue(self.queue)
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, jobs: &Vec<Job>) {
+        recorder.popped(jobs);
+    }
+}
+
+/// `pop.multi`: leases up to `count` jobs by trying `(queue, max)` pairs in order.
+struct PopMulti<'a> {
+    worker: &'a str,
+    count: u32,
+    plan: &'a [(String, u32)],
+}
+
+impl Command for PopMulti<'_> {
+    type Output = Vec<Job>;
+
+    fn name(&self) -> &'static str {
+        "pop.multi"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.worker).push(self.count);
+        for (queue, max) in self.plan {
+            args.push(queue).push(*max);
+        }
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<Job>, Error> {
+        leased::jobs(reply)
+    }
+
+    fn weight(&self) -> usize {
+        self.count as usize
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, jobs: &Vec<Job>) {
+        recorder.popped(jobs);
+    }
+}
+
+/// `peek`: the next `count` jobs of `queue`, without leasing them.
+struct Peek<'a> {
+    queue: &'a str,
+    count: u32,
+}
+
+impl Command for Peek<'_> {
+    type Output = Vec<Job>;
+
+    fn name(&self) -> &'static str {
+        "peek"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.queue).push(self.count);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<Job>, Error> {
+        reply::json_vec(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::queue(self.queue)
+    }
+}
+
+/// `heartbeat`: renews a worker's lock, optionally replacing the job's data and
+/// storing its progress (extension option `progress`, JSON text, kept beside the
+/// data); answers the new expiry (whole seconds).
+struct Heartbeat {
+    jid: String,
+    worker: String,
+    /// Replaces the job's data when present (JSON text).
+    data: Option<String>,
+    progress: Option<String>,
+}
+
+impl Command for Heartbeat {
+    type Output = i64;
+
+    fn name(&self) -> &'static str {
+        "heartbeat"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(&self.jid)
+            .push(&self.worker)
+            .extend(&self.data)
+            .option("progress", self.progress.as_ref());
+    }
+
+    fn decode(&self, reply: Value) -> Result<i64, Error> {
+        reply::integer(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(&self.jid)
+    }
+}
+
+/// `cancel`: deletes the jobs (refused if that would break a dependency); answers
+/// the jids cancelled.
+struct Cancel<'a> {
+    jids: &'a [String],
+}
+
+impl Command for Cancel<'_> {
+    type Output = Vec<String>;
+
+    fn name(&self) -> &'static str {
+        "cancel"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.extend(self.jids);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<String>, Error> {
+        reply::strings(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        match self.jids {
+            [jid] => Subject::jid(jid),
+            _ => Subject::default(),
+        }
+    }
+}
+
+/// `timeout`: expires the jobs' locks now.
+struct Timeout<'a> {
+    jids: &'a [String],
+}
+
+impl Command for Timeout<'_> {
+    type Output = ();
+
+    fn name(&self) -> &'static str {
+        "timeout"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.extend(self.jids);
+    }
+
+    fn decode(&self, reply: Value) -> Result<(), Error> {
+        reply::nothing(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        match self.jids {
+            [jid] => Subject::jid(jid),
+            _ => Subject::default(),
+        }
+    }
+
+    fn record(&self, recorder: &Recorder<'_>, _: &()) {
+        for jid in self.jids {
+            recorder.finished("", "timed_out", jid);
+        }
+    }
+}
+
+/// `depends`: adds dependencies to a job in the `depends` state (`on`), or removes
+/// some or all of them (`off`).
+struct Depends<'a> {
+    jid: &'a str,
+    change: DependsChange<'a>,
+}
+
+enum DependsChange<'a> {
+    On(&'a [String]),
+    /// `None`: all of them.
+    Off(Option<&'a [String]>),
+}
+
+impl Command for Depends<'_> {
+    type Output = ();
+
+    fn name(&self) -> &'static str {
+        "depends"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid);
+        match self.change {
+            DependsChange::On(jids) => args.push("on").extend(jids),
+            DependsChange::Off(Some(jids)) => args.push("off").extend(jids),
+            DependsChange::Off(None) => args.push("off").push("all"),
+        };
+    }
+
+    fn decode(&self, reply: Value) -> Result<(), Error> {
+        reply::nothing(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `priority`: sets a job's priority.
+struct Priority<'a> {
+    jid: &'a str,
+    priority: f64,
+}
+
+impl Command for Priority<'_> {
+    type Output = i64;
+
+    fn name(&self) -> &'static str {
+        "priority"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid).push(self.priority);
+    }
+
+    fn decode(&self, reply: Value) -> Result<i64, Error> {
+        reply::integer(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `log`: appends an entry to the job's history.
+struct Log<'a> {
+    jid: &'a str,
+    message: &'a str,
+    data: Option<&'a str>,
+}
+
+impl Command for Log<'_> {
+    type Output = ();
+
+    fn name(&self) -> &'static str {
+        "log"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid).push(self.message).extend(self.data);
+    }
+
+    fn decode(&self, reply: Value) -> Result<(), Error> {
+        reply::nothing(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `tag`, in its four forms.
+enum Tag<'a> {
+    /// Adds tags to a job; answers its tags.
+    Add { jid: &'a str, tags: &'a [String] },
+    /// Removes tags from a job; answers its tags.
+    Remove { jid: &'a str, tags: &'a [String] },
+    /// Jobs carrying `tag`, oldest tagging first.
+    Get {
+        tag: &'a str,
+        offset: u32,
+        count: u32,
+    },
+    /// Tags used at least twice, most used first.
+    Top { offset: u32, count: u32 },
+}
+
+impl Command for Tag<'_> {
+    /// The JSON reply: a job's tags, a page of jids, or the top tags.
+    type Output = Value;
+
+    fn name(&self) -> &'static str {
+        "tag"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        match *self {
+            Tag::Add { jid, tags } => args.push("add").push(jid).extend(tags),
+            Tag::Remove { jid, tags } => args.push("remove").push(jid).extend(tags),
+            Tag::Get { tag, offset, count } => args.push("get").push(tag).push(offset).push(count),
+            Tag::Top { offset, count } => args.push("top").push(offset).push(count),
+        };
+    }
+
+    /// Decoded by the caller, which knows which form it asked for.
+    fn decode(&self, reply: Value) -> Result<Value, Error> {
+        Ok(reply)
+    }
+
+    fn writes(&self) -> bool {
+        matches!(self, Tag::Add { .. } | Tag::Remove { .. })
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        match *self {
+            Tag::Add { jid, .. } | Tag::Remove { jid, .. } => Subject::jid(jid),
+            Tag::Get { .. } | Tag::Top { .. } => Subject::default(),
+        }
+    }
+}
+
+/// `track`, in its three forms.
+enum Track<'a> {
+    /// Starts tracking a job: 1 when it was not tracked before.
+    Start(&'a str),
+    /// Stops tracking: 1 when it was tracked.
+    Stop(&'a str),
+    /// The tracked jobs, and tracked jids that are gone.
+    List,
+}
+
+impl Command for Track<'_> {
+    /// The JSON reply, decoded by the caller, which knows which form it asked for.
+    type Output = Value;
+
+    fn name(&self) -> &'static str {
+        "track"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        match *self {
+            Track::Start(jid) => args.push("track").push(jid),
+            Track::Stop(jid) => args.push("untrack").push(jid),
+            Track::List => args,
+        };
+    }
+
+    fn decode(&self, reply: Value) -> Result<Value, Error> {
+        Ok(reply)
+    }
+
+    fn writes(&self) -> bool {
+        matches!(self, Track::Start(_) | Track::Stop(_))
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        match *self {
+            Track::Start(jid) | Track::Stop(jid) => Subject::jid(jid),
+            Track::List => Subject::default(),
+        }
+    }
+}
+
 impl Qless {
     /// `get.ext`: one job with its progress, result and throttles, or `None`.
     pub async fn get(&self, now: f64, jid: &str) -> Result<Option<Job>, Error> {
-        reply::optional_json(self.call("get.ext", now, &[jid.to_owned()]).await?)
+        self.run(now, &Get { jid }).await
     }
 
     /// `multiget`: the jobs that exist, in the order asked.
     pub async fn multiget(&self, now: f64, jids: &[String]) -> Result<Vec<Job>, Error> {
-        reply::json_vec(self.call("multiget", now, jids).await?)
+        self.run(now, &Multiget { jids }).await
     }
 
     /// `put`: creates or moves a job; returns its jid.
     pub async fn put(&self, now: f64, args: PutArgs) -> Result<String, Error> {
-        reply::string(self.call("put", now, args.into_args()).await?)
+        let put = Put {
+            args,
+            form: PutForm::Plain,
+        };
+        Ok(self.run(now, &put).await?.jid)
     }
 
     /// `requeue`: like `put`, but the job must exist.
@@ -266,13 +897,7 @@ impl Qless {
         args: PutArgs,
         keep: RequeueKeep,
     ) -> Result<String, Error> {
-        let mut argv = args.into_args();
-        for (option, wanted) in [("keep-klass", keep.klass), ("keep-data", keep.data)] {
-            if wanted {
-                argv.extend([option.to_owned(), "1".to_owned()]);
-            }
-        }
-        reply::string(self.call("requeue", now, argv).await?)
+        self.run(now, &Requeue { args, keep }).await
     }
 
     /// `put.idem`: `put` (or `put.ifabsent`) unless the idempotency key answered a
@@ -285,14 +910,19 @@ impl Qless {
         if_absent: bool,
         idem: Idempotency,
     ) -> Result<PutOutcome, Error> {
-        let (command, argv) = idem_call(args, if_absent, idem);
-        PutOutcome::from_reply(self.call(command, now, argv).await?)
+        let form = PutForm::Idempotent { idem, if_absent };
+        self.run(now, &Put { args, form }).await
     }
 
     /// `put.ifabsent`: `put`, unless a job with this jid already exists (checked and
     /// written atomically). Returns the jid when it was created, `None` when it existed.
     pub async fn put_if_absent(&self, now: f64, args: PutArgs) -> Result<Option<String>, Error> {
-        reply::optional_string(self.call("put.ifabsent", now, args.into_args()).await?)
+        let put = Put {
+            args,
+            form: PutForm::IfAbsent,
+        };
+        let outcome = self.run(now, &put).await?;
+        Ok(outcome.created.then_some(outcome.jid))
     }
 
     /// `put` (or `put.ifabsent` for jobs flagged `true`) for many jobs in one
@@ -320,37 +950,18 @@ impl Qless {
         now: f64,
         jobs: Vec<(PutArgs, bool, Option<Idempotency>)>,
     ) -> Result<Vec<Result<PutOutcome, Error>>, Error> {
-        let mut jids = Vec::with_capacity(jobs.len());
-        let calls: Vec<(&str, Vec<String>)> = jobs
+        let puts: Vec<Put> = jobs
             .into_iter()
-            .map(|(job, if_absent, idem)| {
-                jids.push(job.jid.clone());
-                match idem {
-                    Some(idem) => idem_call(job, if_absent, idem),
-                    None if if_absent => ("put.ifabsent", job.into_args()),
-                    None => ("put", job.into_args()),
-                }
+            .map(|(args, if_absent, idem)| {
+                let form = match idem {
+                    Some(idem) => PutForm::Idempotent { idem, if_absent },
+                    None if if_absent => PutForm::IfAbsent,
+                    None => PutForm::Plain,
+                };
+                Put { args, form }
             })
             .collect();
-        let idem: Vec<bool> = calls.iter().map(|(c, _)| *c == "put.idem").collect();
-        let results = self.call_many(now, &calls).await?;
-        Ok(results
-            .into_iter()
-            .zip(jids)
-            .zip(idem)
-            .map(|((r, jid), idem)| {
-                r.and_then(|value| {
-                    if idem {
-                        PutOutcome::from_reply(value)
-                    } else {
-                        Ok(PutOutcome {
-                            created: reply::optional_string(value)?.is_some(),
-                            jid,
-                        })
-                    }
-                })
-            })
-            .collect())
+        self.run_many(now, &puts).await
     }
 
     /// `pop`: leases up to `count` jobs of `queue` to `worker`.
@@ -361,14 +972,15 @@ impl Qless {
         worker: &str,
         count: u32,
     ) -> Result<Vec<Job>, Error> {
-        // (`fields`: the jobs' stored fields rather than JSON; see `leased`.)
-        let args = Args::new()
-            .arg(queue)
-            .arg(worker)
-            .arg(count)
-            .arg("fields")
-            .into_vec();
-        leased::jobs(self.call("pop", now, args).await?)
+        self.run(
+            now,
+            &Pop {
+                queue,
+                worker,
+                count,
+            },
+        )
+        .await
     }
 
     /// `pop.multi`: leases up to `count` jobs by trying `(queue, max)` pairs in order.
@@ -379,17 +991,20 @@ impl Qless {
         count: u32,
         plan: &[(String, u32)],
     ) -> Result<Vec<Job>, Error> {
-        let mut args = Args::new().arg(worker).arg(count);
-        for (queue, max) in plan {
-            args = args.arg(queue).arg(*max);
-        }
-        leased::jobs(self.call("pop.multi", now, args.into_vec()).await?)
+        self.run(
+            now,
+            &PopMulti {
+                worker,
+                count,
+                plan,
+            },
+        )
+        .await
     }
 
     /// `peek`: the next `count` jobs of `queue`, without leasing them.
     pub async fn peek(&self, now: f64, queue: &str, count: u32) -> Result<Vec<Job>, Error> {
-        let args = Args::new().arg(queue).arg(count).into_vec();
-        reply::json_vec(self.call("peek", now, args).await?)
+        self.run(now, &Peek { queue, count }).await
     }
 
     /// `heartbeat`: renews `worker`'s lock; returns the new expiry (whole seconds).
@@ -413,18 +1028,18 @@ impl Qless {
         data: Option<&str>,
         progress: Option<&str>,
     ) -> Result<i64, Error> {
-        let args = Args::new()
-            .arg(jid)
-            .arg(worker)
-            .args(data)
-            .option("progress", progress)
-            .into_vec();
-        reply::integer(self.call("heartbeat", now, args).await?)
+        let heartbeat = Heartbeat {
+            jid: jid.to_owned(),
+            worker: worker.to_owned(),
+            data: data.map(str::to_owned),
+            progress: progress.map(str::to_owned),
+        };
+        self.run(now, &heartbeat).await
     }
 
     /// `complete`: finishes the job, or moves it to `next`; returns its new state.
     pub async fn complete(&self, now: f64, args: CompleteArgs) -> Result<String, Error> {
-        reply::string(self.call("complete", now, args.into_args()).await?)
+        self.run(now, &args).await
     }
 
     /// `complete` for many jobs in one round trip; one result (the new state) per job.
@@ -433,15 +1048,7 @@ impl Qless {
         now: f64,
         jobs: Vec<CompleteArgs>,
     ) -> Result<Vec<Result<String, Error>>, Error> {
-        let calls: Vec<(&str, Vec<String>)> = jobs
-            .into_iter()
-            .map(|job| ("complete", job.into_args()))
-            .collect();
-        let results = self.call_many(now, &calls).await?;
-        Ok(results
-            .into_iter()
-            .map(|r| r.and_then(reply::string))
-            .collect())
+        self.run_many(now, &jobs).await
     }
 
     /// `heartbeat` for many `(jid, worker, data, progress)` in one pipelined round
@@ -451,25 +1058,16 @@ impl Qless {
         now: f64,
         jobs: Vec<(String, String, Option<String>, Option<String>)>,
     ) -> Result<Vec<Result<i64, Error>>, Error> {
-        let calls: Vec<(&str, Vec<String>)> = jobs
+        let heartbeats: Vec<Heartbeat> = jobs
             .into_iter()
-            .map(|(jid, worker, data, progress)| {
-                (
-                    "heartbeat",
-                    Args::new()
-                        .arg(jid)
-                        .arg(worker)
-                        .args(data)
-                        .option("progress", progress)
-                        .into_vec(),
-                )
+            .map(|(jid, worker, data, progress)| Heartbeat {
+                jid,
+                worker,
+                data,
+                progress,
             })
             .collect();
-        let results = self.call_many(now, &calls).await?;
-        Ok(results
-            .into_iter()
-            .map(|r| r.and_then(reply::integer))
-            .collect())
+        self.run_many(now, &heartbeats).await
     }
 
     /// `fail`: marks the job failed in `group`; returns its jid.
@@ -482,50 +1080,20 @@ impl Qless {
         message: &str,
         data: Option<&str>,
     ) -> Result<String, Error> {
-        let args = Args::new()
-            .arg(jid)
-            .arg(worker)
-            .arg(group)
-            .arg(message)
-            .args(data)
-            .into_vec();
-        reply::string(self.call("fail", now, args).await?)
+        let fail = FailArgs {
+            jid: jid.to_owned(),
+            worker: worker.to_owned(),
+            group: group.to_owned(),
+            message: message.to_owned(),
+            data: data.map(str::to_owned),
+        };
+        self.run(now, &fail).await
     }
 
     /// `retry`: gives the job back, using one retry; returns the retries left
     /// (negative: it ran out and failed).
     pub async fn retry(&self, now: f64, args: RetryArgs) -> Result<i64, Error> {
-        reply::integer(self.call("retry", now, args.into_args()).await?)
-    }
-
-    /// `pop.after`: runs `calls` (each ending a job of one worker in one queue), then,
-    /// if all of them succeeded, leases up to `count` jobs of that queue to the worker,
-    /// all in one script invocation.
-    async fn pop_after(
-        &self,
-        now: f64,
-        count: u32,
-        calls: Vec<(&str, Vec<String>)>,
-    ) -> Result<AfterPop, Error> {
-        let n = calls.len();
-        let mut args = Args::new().arg(count);
-        // What each call does to the job metrics, taken before its arguments move (a
-        // job's data is not copied for it); counted for the calls that succeed.
-        let mut events = Vec::with_capacity(n);
-        for (command, call_args) in calls {
-            events.push(super::group::job_event(command, &call_args));
-            args = args.arg(command).arg(call_args.len()).args(call_args);
-        }
-        let after = AfterPop::from_reply(self.call("pop.after", now, args.into_vec()).await?, n)?;
-        for (event, result) in events.into_iter().zip(&after.results) {
-            if let (Some(event), Ok(_)) = (event, result) {
-                super::group::count(self.namespace(), event, now);
-            }
-        }
-        if let Some(leased) = &after.leased {
-            crate::metrics::METRICS.popped(self.namespace(), &leased.jobs);
-        }
-        Ok(after)
+        self.run(now, &args).await
     }
 
     /// `complete`, then a lease of up to `count` jobs of the job's queue to the same
@@ -537,9 +1105,16 @@ impl Qless {
         args: CompleteArgs,
         count: u32,
     ) -> Result<(String, Leased), Error> {
-        self.pop_after(now, count, vec![("complete", args.into_args())])
-            .await?
-            .single(reply::string)
+        let calls = [args];
+        self.run(
+            now,
+            &PopAfter {
+                count,
+                calls: &calls,
+            },
+        )
+        .await?
+        .single()
     }
 
     /// `complete` for each job, then, only if every one was completed, a lease
@@ -555,8 +1130,8 @@ impl Qless {
         let Some(first) = jobs.first() else {
             return Ok((Vec::new(), None));
         };
-        let (queue, worker) = (first.queue.clone(), first.worker.clone());
         if jobs.len() > super::BATCH_CALLS {
+            let (queue, worker) = (first.queue.clone(), first.worker.clone());
             let results = self.complete_many(now, jobs).await?;
             let leased = if results.iter().all(Result::is_ok) {
                 let jobs = self.pop(now, &queue, &worker, count).await?;
@@ -566,17 +1141,16 @@ impl Qless {
             };
             return Ok((results, leased));
         }
-        let calls = jobs
-            .into_iter()
-            .map(|job| ("complete", job.into_args()))
-            .collect();
-        let after = self.pop_after(now, count, calls).await?;
-        let results = after
-            .results
-            .into_iter()
-            .map(|r| r.and_then(reply::string))
-            .collect();
-        Ok((results, after.leased))
+        let after = self
+            .run(
+                now,
+                &PopAfter {
+                    count,
+                    calls: &jobs,
+                },
+            )
+            .await?;
+        Ok((after.results, after.leased))
     }
 
     /// `fail`, then a lease of up to `count` jobs of the queue the job ran in to the
@@ -587,9 +1161,16 @@ impl Qless {
         args: FailArgs,
         count: u32,
     ) -> Result<(String, Leased), Error> {
-        self.pop_after(now, count, vec![("fail", args.into_args())])
-            .await?
-            .single(reply::string)
+        let calls = [args];
+        self.run(
+            now,
+            &PopAfter {
+                count,
+                calls: &calls,
+            },
+        )
+        .await?
+        .single()
     }
 
     /// `retry`, then a lease of up to `count` jobs of the queue the job ran in to the
@@ -600,25 +1181,32 @@ impl Qless {
         args: RetryArgs,
         count: u32,
     ) -> Result<(i64, Leased), Error> {
-        self.pop_after(now, count, vec![("retry", args.into_args())])
-            .await?
-            .single(reply::integer)
+        let calls = [args];
+        self.run(
+            now,
+            &PopAfter {
+                count,
+                calls: &calls,
+            },
+        )
+        .await?
+        .single()
     }
 
     /// `cancel`: deletes the jobs (refused if that would break a dependency).
     pub async fn cancel(&self, now: f64, jids: &[String]) -> Result<Vec<String>, Error> {
-        reply::strings(self.call("cancel", now, jids).await?)
+        self.run(now, &Cancel { jids }).await
     }
 
     /// `timeout`: expires the jobs' locks now.
     pub async fn timeout(&self, now: f64, jids: &[String]) -> Result<(), Error> {
-        reply::nothing(self.call("timeout", now, jids).await?)
+        self.run(now, &Timeout { jids }).await
     }
 
     /// `depends … on`: adds dependencies to a job in the `depends` state.
     pub async fn depends_on(&self, now: f64, jid: &str, on: &[String]) -> Result<(), Error> {
-        let args = Args::new().arg(jid).arg("on").args(on).into_vec();
-        reply::nothing(self.call("depends", now, args).await?)
+        let change = DependsChange::On(on);
+        self.run(now, &Depends { jid, change }).await
     }
 
     /// `depends … off`: removes dependencies (`None`: all of them).
@@ -628,17 +1216,13 @@ impl Qless {
         jid: &str,
         off: Option<&[String]>,
     ) -> Result<(), Error> {
-        let args = match off {
-            Some(jids) => Args::new().arg(jid).arg("off").args(jids),
-            None => Args::new().arg(jid).arg("off").arg("all"),
-        };
-        reply::nothing(self.call("depends", now, args.into_vec()).await?)
+        let change = DependsChange::Off(off);
+        self.run(now, &Depends { jid, change }).await
     }
 
     /// `priority`: sets a job's priority.
     pub async fn priority(&self, now: f64, jid: &str, priority: f64) -> Result<i64, Error> {
-        let args = Args::new().arg(jid).arg(priority).into_vec();
-        reply::integer(self.call("priority", now, args).await?)
+        self.run(now, &Priority { jid, priority }).await
     }
 
     /// `log`: appends an entry to the job's history.
@@ -649,8 +1233,7 @@ impl Qless {
         message: &str,
         data: Option<&str>,
     ) -> Result<(), Error> {
-        let args = Args::new().arg(jid).arg(message).args(data).into_vec();
-        reply::nothing(self.call("log", now, args).await?)
+        self.run(now, &Log { jid, message, data }).await
     }
 
     /// `tag add`: returns the job's tags.
@@ -660,8 +1243,7 @@ impl Qless {
         jid: &str,
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
-        let args = Args::new().arg("add").arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("tag", now, args).await?)
+        reply::json_vec(self.run(now, &Tag::Add { jid, tags }).await?)
     }
 
     /// `tag remove`: returns the job's tags.
@@ -671,8 +1253,7 @@ impl Qless {
         jid: &str,
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
-        let args = Args::new().arg("remove").arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("tag", now, args).await?)
+        reply::json_vec(self.run(now, &Tag::Remove { jid, tags }).await?)
     }
 
     /// `tag get`: jobs carrying `tag`, oldest tagging first.
@@ -683,42 +1264,33 @@ impl Qless {
         offset: u32,
         count: u32,
     ) -> Result<crate::model::JidPage, Error> {
-        let args = Args::new()
-            .arg("get")
-            .arg(tag)
-            .arg(offset)
-            .arg(count)
-            .into_vec();
-        reply::json(self.call("tag", now, args).await?)
+        reply::json(self.run(now, &Tag::Get { tag, offset, count }).await?)
     }
 
     /// `tag top`: tags used at least twice, most used first.
     pub async fn tag_top(&self, now: f64, offset: u32, count: u32) -> Result<Vec<String>, Error> {
-        let args = Args::new().arg("top").arg(offset).arg(count).into_vec();
-        reply::json_vec(self.call("tag", now, args).await?)
+        reply::json_vec(self.run(now, &Tag::Top { offset, count }).await?)
     }
 
     /// `track track`: starts tracking; true when it was not tracked before.
     pub async fn track(&self, now: f64, jid: &str) -> Result<bool, Error> {
-        let args = Args::new().arg("track").arg(jid).into_vec();
-        Ok(reply::json::<i64>(self.call("track", now, args).await?)? == 1)
+        Ok(reply::json::<i64>(self.run(now, &Track::Start(jid)).await?)? == 1)
     }
 
     /// `track untrack`: stops tracking; true when it was tracked.
     pub async fn untrack(&self, now: f64, jid: &str) -> Result<bool, Error> {
-        let args = Args::new().arg("untrack").arg(jid).into_vec();
-        Ok(reply::json::<i64>(self.call("track", now, args).await?)? == 1)
+        Ok(reply::json::<i64>(self.run(now, &Track::Stop(jid)).await?)? == 1)
     }
 
     /// `track` without arguments: tracked jobs, and tracked jids that are gone.
     pub async fn tracked(&self, now: f64) -> Result<Tracked, Error> {
-        reply::json(self.call("track", now, &[]).await?)
+        reply::json(self.run(now, &Track::List).await?)
     }
 }
 
 impl PutOutcome {
     /// `put.idem`'s reply: `[jid, 1|0]`.
-    fn from_reply(value: redis::Value) -> Result<Self, Error> {
+    fn from_reply(value: Value) -> Result<Self, Error> {
         let words = reply::strings(value)?;
         match words.as_slice() {
             [jid, created] => Ok(PutOutcome {
@@ -732,10 +1304,90 @@ impl PutOutcome {
     }
 }
 
-/// The `put.idem` call wrapping a put.
-fn idem_call(args: PutArgs, if_absent: bool, idem: Idempotency) -> (&'static str, Vec<String>) {
-    let mode = if if_absent { "put.ifabsent" } else { "put" };
-    let mut argv = Args::new().arg(idem.key).arg(idem.ttl).arg(mode).into_vec();
-    argv.extend(args.into_args());
-    ("put.idem", argv)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn complete(jid: &str) -> CompleteArgs {
+        CompleteArgs {
+            jid: jid.into(),
+            worker: "w".into(),
+            queue: "q".into(),
+            data: "{}".into(),
+            ..CompleteArgs::default()
+        }
+    }
+
+    #[test]
+    fn a_call_weighs_the_jobs_it_ends_and_leases() {
+        let put = Put {
+            args: PutArgs::default(),
+            form: PutForm::Plain,
+        };
+        assert_eq!(put.weight(), 1);
+        let pop = |count| Pop {
+            queue: "q",
+            worker: "w",
+            count,
+        };
+        assert_eq!(pop(10).weight(), 10);
+        let calls = [complete("a"), complete("b")];
+        assert_eq!(
+            PopAfter {
+                count: 10,
+                calls: &calls
+            }
+            .weight(),
+            12
+        );
+        // A lease of none still ends its jobs, and takes one turn of Redis.
+        assert_eq!(
+            PopAfter {
+                count: 0,
+                calls: &calls[..1]
+            }
+            .weight(),
+            2
+        );
+    }
+
+    #[test]
+    fn pop_after_carries_each_call_as_its_name_count_and_arguments() {
+        let calls = [complete("a")];
+        let mut args = Args::new();
+        PopAfter {
+            count: 3,
+            calls: &calls,
+        }
+        .encode(&mut args);
+        let mut alone = Args::new();
+        calls[0].encode(&mut alone);
+        assert_eq!(alone.count(), 4);
+        let mut expected = Args::new();
+        expected.push(3u32).call("complete", &alone);
+        assert_eq!(args.bytes(), expected.bytes());
+        assert_eq!(args.count(), 1 + 2 + 4);
+    }
+
+    #[test]
+    fn reads_are_marked_so_and_writes_are_not() {
+        assert!(!Get { jid: "a" }.writes());
+        assert!(
+            !Tag::Top {
+                offset: 0,
+                count: 1
+            }
+            .writes()
+        );
+        assert!(
+            Tag::Add {
+                jid: "a",
+                tags: &[]
+            }
+            .writes()
+        );
+        assert!(!Track::List.writes());
+        assert!(Track::Start("a").writes());
+        assert!(complete("a").writes());
+    }
 }

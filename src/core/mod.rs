@@ -1,6 +1,9 @@
 //! The only code that talks to Redis: the compiled-in qless script, the embedded
 //! `redis-server` supervisor, the event subscription, and [`Qless`], whose methods
-//! are one typed function per Lua command (same names as the commands). One transport
+//! are one typed function per Lua command (same names as the commands). Each command
+//! is a type (`command.rs`: its name, its arguments, whether it writes, its weight,
+//! its subject and what it counts); every call passes through `Qless::run`, which
+//! records its span and metrics from that type. One transport
 //! carries everything: the hand-written RESP connection of `resp.rs`. Per namespace,
 //! script calls share one, with group commit as a layer above it (`group.rs`); the
 //! other commands (start-up checks, readiness, script loading, `TIME`, `INFO`) share
@@ -8,6 +11,7 @@
 //! to wherever the primary is now (`topology.rs`: one server, a Sentinel-managed
 //! primary, or the cluster primary of the namespace's slot).
 
+mod command;
 mod config;
 pub mod embedded;
 mod error;
@@ -30,6 +34,10 @@ use std::time::Duration;
 
 use redis::{ServerErrorKind, Value};
 
+use crate::metrics::METRICS;
+use command::{Args, Command, Recorder};
+
+pub use command::SENT as SENT_COMMANDS;
 pub use error::{Error, ScriptCode};
 pub use jobs::{
     CompleteArgs, FailArgs, Idempotency, Leased, PutArgs, PutOutcome, RequeueKeep, RetryArgs,
@@ -37,7 +45,6 @@ pub use jobs::{
 };
 pub use queues::Listing;
 pub use recurring::{CronDue, CronSpec, RecurArgs, RecurUpdate};
-pub use reply::CallArgs;
 pub use resp::Endpoint;
 pub use script::Script;
 pub use throttles::ThrottleLimits;
@@ -54,7 +61,7 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// must hear "not ready" quickly (load balancers time out in a second or two).
 const READY_TIMEOUT: Duration = Duration::from_millis(150);
 
-/// Most calls sent in one `batch` invocation by [`Qless::call_many`]: about 2-4 ms of
+/// Most calls sent in one `batch` invocation by [`Qless::run_many`]: about 2-4 ms of
 /// Redis time for puts or completions, so other clients wait at most that long.
 pub const BATCH_CALLS: usize = 100;
 
@@ -326,19 +333,27 @@ impl Qless {
 
     /// Runs one command as the `no-writes` script (loading that script when Redis does
     /// not have it).
-    async fn read_only(&self, command: &str, now: f64, args: &[String]) -> Result<Value, Error> {
-        let now = format_now(now);
-        let mut words = vec!["EVALSHA", self.inner.read_only.sha()];
-        match &self.inner.namespace_key {
-            Some(key) => words.extend(["1", key.as_str()]),
-            None => words.push("0"),
+    async fn read_only(&self, name: &str, now: f64, args: &Args) -> Result<Value, Error> {
+        let mut request = Vec::new();
+        let keys = usize::from(self.inner.namespace_key.is_some());
+        resp::put_array(&mut request, 5 + keys + args.count());
+        resp::put_bulk(&mut request, b"EVALSHA");
+        resp::put_bulk(&mut request, self.inner.read_only.sha().as_bytes());
+        resp::put_bulk_number(&mut request, keys);
+        if let Some(key) = &self.inner.namespace_key {
+            resp::put_bulk(&mut request, key.as_bytes());
         }
-        words.extend([command, now.as_str()]);
-        words.extend(args.iter().map(String::as_str));
-        match self.inner.commands.command(&words).await? {
+        resp::put_bulk(&mut request, name.as_bytes());
+        resp::put_bulk(&mut request, format_now(now).as_bytes());
+        request.extend_from_slice(args.bytes());
+        match self.inner.commands.request(request.clone()).await? {
             Value::ServerError(err) if err.kind() == Some(ServerErrorKind::NoScript) => {
                 self.load(&self.inner.read_only).await?;
-                self.command(&words).await
+                self.inner
+                    .commands
+                    .request(request)
+                    .await
+                    .and_then(value_to_result)
             }
             other => value_to_result(other),
         }
@@ -363,47 +378,94 @@ impl Qless {
         }
     }
 
-    /// Runs one script command: `EVALSHA sha <0|1> [ns-key] command now args...`,
-    /// loading the script again when Redis answers NOSCRIPT. Concurrent calls may
-    /// share one invocation (see `group.rs`); each still gets its own reply.
-    ///
-    /// `args` is taken by value where the caller has it to give: a grouped call waits
-    /// in a queue holding its arguments, which would otherwise be copied there.
+    /// Runs any script command by name, with arguments made elsewhere: for tests and
+    /// tools that drive the script directly (see [`command::Raw`]). The gateway's own
+    /// calls go through the typed functions of `jobs.rs`, `queues.rs`, ...
     pub async fn call(
         &self,
-        command: &'static str,
+        name: &'static str,
         now: f64,
-        args: impl CallArgs,
+        args: impl AsRef<[String]>,
     ) -> Result<Value, Error> {
-        if crate::telemetry::tracing_on() {
-            // Every call funnels through here, whatever carries it to Redis, so its
-            // span is made here: a child of the request's.
-            // The span copies what it keeps of the arguments: a call's borrowed
-            // arguments are not cloned for it.
-            let (queue, jid) = call_subject(command, args.as_slice());
-            let mut span = crate::telemetry::call_span(command, queue, jid);
-            let outcome = self.call_untraced(command, now, args).await;
-            crate::telemetry::end_call(&mut span, outcome.is_err());
-            return outcome;
-        }
-        self.call_untraced(command, now, args).await
+        let args = args.as_ref();
+        self.execute(now, &command::Raw { name, args }).await
     }
 
-    async fn call_untraced(
+    /// Runs several script commands by name, as [`call`](Self::call) runs one, in
+    /// `batch` invocations as [`run_many`](Self::run_many) sends them: one result
+    /// per command.
+    pub async fn call_many(
         &self,
-        command: &'static str,
         now: f64,
-        args: impl CallArgs,
-    ) -> Result<Value, Error> {
-        if !reads(command) {
-            return self.inner.calls.call(command, now, args.into_vec()).await;
+        calls: &[(&'static str, Vec<String>)],
+    ) -> Result<Vec<Result<Value, Error>>, Error> {
+        let raw: Vec<command::Raw<'_>> = calls
+            .iter()
+            .map(|(name, args)| command::Raw { name, args })
+            .collect();
+        self.execute_many(now, &raw).await
+    }
+
+    /// Runs one typed script command: `EVALSHA sha <0|1> [ns-key] name now args...`,
+    /// loading the script again when Redis answers NOSCRIPT. Concurrent calls may
+    /// share one invocation (see `group.rs`); each still gets its own reply. Every
+    /// script call passes here, so here alone its span, its timing and the job
+    /// events it counts are recorded, from what its type says of it.
+    async fn run<C: Command>(&self, now: f64, command: &C) -> Result<C::Output, Error> {
+        debug_assert!(
+            command::SENT.contains(&command.name()),
+            "{}",
+            command.name()
+        );
+        self.execute(now, command).await
+    }
+
+    async fn execute<C: Command>(&self, now: f64, command: &C) -> Result<C::Output, Error> {
+        let mut span = crate::telemetry::tracing_on().then(|| {
+            let subject = command.subject();
+            crate::telemetry::call_span(command.name(), subject.queue, subject.jid)
+        });
+        let started = std::time::Instant::now();
+        let outcome = self
+            .send(now, command)
+            .await
+            .and_then(|reply| command.decode(reply));
+        METRICS.script_call(command.name(), started.elapsed(), outcome.is_err());
+        if let Some(span) = &mut span {
+            crate::telemetry::end_call(span, outcome.is_err());
+        }
+        if let Ok(output) = &outcome {
+            command.record(&self.recorder(now), output);
+        }
+        outcome
+    }
+
+    fn recorder(&self, now: f64) -> Recorder<'_> {
+        Recorder {
+            namespace: self.namespace(),
+            now,
+        }
+    }
+
+    async fn send<C: Command>(&self, now: f64, command: &C) -> Result<Value, Error> {
+        let mut args = Args::new();
+        command.encode(&mut args);
+        let name = command.name();
+        let call = |args| group::ScriptCall {
+            name,
+            now,
+            args,
+            weight: command.weight().max(1),
+            writes: command.writes(),
+        };
+        if command.writes() {
+            return self.inner.calls.call(call(args)).await;
         }
         // Redis refuses the script whole when it is out of memory; a command that
         // usually only reads goes again as the `no-writes` script, which Redis runs
         // then. Only if that one needs to write after all is the answer "out of memory".
-        let args = args.into_vec();
-        match self.inner.calls.call(command, now, args.clone()).await {
-            Err(err) if err.is_out_of_memory() => match self.read_only(command, now, &args).await {
+        match self.inner.calls.call(call(args.clone())).await {
+            Err(err) if err.is_out_of_memory() => match self.read_only(name, now, &args).await {
                 Ok(value) => Ok(value),
                 Err(script @ Error::Script { .. }) => Err(script),
                 Err(_) => Err(err),
@@ -422,19 +484,46 @@ impl Qless {
     /// one fails (Redis went away mid-batch), the calls already run keep their results
     /// and every call from the failed invocation on gets its error, so callers can
     /// tell what was done.
-    pub async fn call_many(
+    async fn run_many<C: Command>(
         &self,
         now: f64,
-        calls: &[(&str, Vec<String>)],
-    ) -> Result<Vec<Result<Value, Error>>, Error> {
-        let mut results = Vec::with_capacity(calls.len());
-        for chunk in calls.chunks(BATCH_CALLS) {
-            let err = match self.inner.calls.batch(now, chunk).await {
+        commands: &[C],
+    ) -> Result<Vec<Result<C::Output, Error>>, Error> {
+        for command in commands {
+            debug_assert!(
+                command::SENT.contains(&command.name()),
+                "{}",
+                command.name()
+            );
+        }
+        self.execute_many(now, commands).await
+    }
+
+    async fn execute_many<C: Command>(
+        &self,
+        now: f64,
+        commands: &[C],
+    ) -> Result<Vec<Result<C::Output, Error>>, Error> {
+        let mut results = Vec::with_capacity(commands.len());
+        let recorder = self.recorder(now);
+        for chunk in commands.chunks(BATCH_CALLS) {
+            let calls: Vec<(&'static str, Args)> = chunk
+                .iter()
+                .map(|command| {
+                    let mut args = Args::new();
+                    command.encode(&mut args);
+                    (command.name(), args)
+                })
+                .collect();
+            let started = std::time::Instant::now();
+            let answered = self.inner.calls.batch(now, &calls).await;
+            METRICS.script_call("batch", started.elapsed(), answered.is_err());
+            let err = match answered {
                 Ok(Value::Array(replies)) if replies.len() == chunk.len() => {
-                    for ((command, args), reply) in chunk.iter().zip(replies) {
-                        let result = value_to_result(reply);
-                        if result.is_ok() {
-                            group::count_job_call(self.namespace(), command, args, now);
+                    for (command, reply) in chunk.iter().zip(replies) {
+                        let result = value_to_result(reply).and_then(|reply| command.decode(reply));
+                        if let Ok(output) = &result {
+                            command.record(&recorder, output);
                         }
                         results.push(result);
                     }
@@ -446,64 +535,11 @@ impl Qless {
             if results.is_empty() {
                 return Err(err);
             }
-            results.resize(calls.len(), Err(err));
+            results.resize_with(commands.len(), || Err(err.clone()));
             break;
         }
         Ok(results)
     }
-}
-
-/// The queue and the jid a script call is about, where its arguments name them (for
-/// its span): `(queue, jid)`.
-fn call_subject<'a>(command: &str, args: &'a [String]) -> (Option<&'a str>, Option<&'a str>) {
-    let at = |index: usize| args.get(index).map(String::as_str);
-    match command {
-        // put(worker, queue, jid, ...) and its forms; requeue has the same layout.
-        "put" | "put.ifabsent" | "requeue" => (at(1), at(2)),
-        // put.idem(key, ttl, mode, worker, queue, jid, ...)
-        "put.idem" => (at(4), at(5)),
-        // pop(queue, worker, count), peek(queue, count), length/paused... (queue)
-        "pop" | "peek" | "length" | "pause" | "unpause" | "jobs.waiting" => (at(0), None),
-        // complete(jid, worker, queue, data, ...)
-        "complete" => (at(2), at(0)),
-        // pop.after(count, command, n, jid, ...): the call ending a job, then a pop
-        "pop.after" => (None, at(3)),
-        // retry(jid, queue, worker, ...)
-        "retry" => (at(1), at(0)),
-        // heartbeat, fail, get, cancel, track, priority, timeout, depends, log: jid first
-        "heartbeat" | "fail" | "get" | "get.ext" | "cancel" | "track" | "priority" | "timeout"
-        | "depends" | "log" => (None, at(0)),
-        _ => (None, None),
-    }
-}
-
-/// Commands that write nothing in the usual case, so they can answer while Redis is
-/// out of memory (their `no-writes` run fails when they do need a write: promoting a
-/// due scheduled job, pruning old workers, converting a legacy history).
-fn reads(command: &str) -> bool {
-    matches!(
-        command,
-        "get"
-            | "get.ext"
-            | "throttle.get"
-            | "throttle.list"
-            | "multiget"
-            | "peek"
-            | "jobs"
-            | "jobs.waiting"
-            | "queues"
-            | "queues.ext"
-            | "queues.oldest"
-            | "length"
-            | "failed"
-            | "stats"
-            | "tag"
-            | "track"
-            | "workers"
-            | "recur.get"
-            | "recur.get.ext"
-            | "config.get"
-    )
 }
 
 /// `url` as it may be shown (logs, errors): the password replaced by `***`, whether

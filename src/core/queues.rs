@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::reply::{self, Args};
+use redis::Value;
+
+use super::command::{Args, Command, Subject};
+use super::reply;
 use super::{Error, Qless};
 use crate::model::{JidPage, QueueCounts, QueueStats, SweepReport};
 
@@ -30,31 +33,393 @@ impl Listing {
     }
 }
 
-impl Qless {
-    /// `queues.ext`: counts (with `throttled`) for every known queue, oldest first.
-    pub async fn queues(&self, now: f64) -> Result<Vec<QueueCounts>, Error> {
-        reply::json_vec(self.call("queues.ext", now, &[]).await?)
+/// `queues.ext`: counts (with `throttled`) for every known queue, oldest first.
+struct AllQueues;
+
+impl Command for AllQueues {
+    type Output = Vec<QueueCounts>;
+
+    fn name(&self) -> &'static str {
+        "queues.ext"
     }
 
-    /// `queues.oldest`: for each queue with a waiting job, when its job next in line
-    /// was put (seconds since the epoch).
-    pub async fn oldest_waiting(&self, now: f64) -> Result<BTreeMap<String, f64>, Error> {
-        let times: BTreeMap<String, String> =
-            reply::json(self.call("queues.oldest", now, &[]).await?)?;
+    fn encode(&self, _: &mut Args) {}
+
+    fn decode(&self, reply: Value) -> Result<Vec<QueueCounts>, Error> {
+        reply::json_vec(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
+/// `queues.ext Q`: counts for one queue (all zero if it is unknown).
+struct OneQueue<'a> {
+    queue: &'a str,
+}
+
+impl Command for OneQueue<'_> {
+    type Output = QueueCounts;
+
+    fn name(&self) -> &'static str {
+        "queues.ext"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.queue);
+    }
+
+    fn decode(&self, reply: Value) -> Result<QueueCounts, Error> {
+        reply::json(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::queue(self.queue)
+    }
+}
+
+/// `queues.oldest`: for each queue with a waiting job, when its job next in line was
+/// put (seconds since the epoch).
+struct OldestWaiting;
+
+impl Command for OldestWaiting {
+    type Output = BTreeMap<String, f64>;
+
+    fn name(&self) -> &'static str {
+        "queues.oldest"
+    }
+
+    fn encode(&self, _: &mut Args) {}
+
+    fn decode(&self, reply: Value) -> Result<BTreeMap<String, f64>, Error> {
+        // (The times come as text, in the script's own number format.)
+        let times: BTreeMap<String, String> = reply::json(reply)?;
         Ok(times
             .into_iter()
             .filter_map(|(queue, time)| Some((queue, time.parse().ok()?)))
             .collect())
     }
 
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
+/// `length`: running + waiting + scheduled jobs of a queue.
+struct Length<'a> {
+    queue: &'a str,
+}
+
+impl Command for Length<'_> {
+    type Output = i64;
+
+    fn name(&self) -> &'static str {
+        "length"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.queue);
+    }
+
+    fn decode(&self, reply: Value) -> Result<i64, Error> {
+        reply::integer(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::queue(self.queue)
+    }
+}
+
+/// `jobs`: a page of jids, of one queue in one state or of completed jobs.
+enum Jobs<'a> {
+    /// `jobs <state> Q offset count`.
+    InQueue {
+        listing: Listing,
+        queue: &'a str,
+        offset: u32,
+        count: u32,
+    },
+    /// `jobs complete offset count`: newest first.
+    Complete { offset: u32, count: u32 },
+}
+
+impl Command for Jobs<'_> {
+    type Output = Vec<String>;
+
+    fn name(&self) -> &'static str {
+        "jobs"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        match *self {
+            Jobs::InQueue {
+                listing,
+                queue,
+                offset,
+                count,
+            } => args
+                .push(listing.as_str())
+                .push(queue)
+                .push(offset)
+                .push(count),
+            Jobs::Complete { offset, count } => args.push("complete").push(offset).push(count),
+        };
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<String>, Error> {
+        reply::strings(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        match *self {
+            Jobs::InQueue { queue, .. } => Subject::queue(queue),
+            Jobs::Complete { .. } => Subject::default(),
+        }
+    }
+}
+
+/// `jobs.waiting`: a page of waiting jids in pop order (no side effects, unlike
+/// `peek`).
+struct JobsWaiting<'a> {
+    queue: &'a str,
+    offset: u32,
+    count: u32,
+}
+
+impl Command for JobsWaiting<'_> {
+    type Output = Vec<String>;
+
+    fn name(&self) -> &'static str {
+        "jobs.waiting"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.queue).push(self.offset).push(self.count);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<String>, Error> {
+        reply::strings(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::queue(self.queue)
+    }
+}
+
+/// `pause` / `unpause` / `queue.forget`: a change to how queues are served.
+struct QueuesChange<'a> {
+    change: Change,
+    queues: &'a [String],
+}
+
+#[derive(Clone, Copy)]
+enum Change {
+    /// Paused queues pop nothing.
+    Pause,
+    Unpause,
+    /// Removed from the registry (their jobs stay).
+    Forget,
+}
+
+impl Command for QueuesChange<'_> {
+    type Output = ();
+
+    fn name(&self) -> &'static str {
+        match self.change {
+            Change::Pause => "pause",
+            Change::Unpause => "unpause",
+            Change::Forget => "queue.forget",
+        }
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.extend(self.queues);
+    }
+
+    fn decode(&self, reply: Value) -> Result<(), Error> {
+        reply::nothing(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        match self.queues {
+            [queue] => Subject::queue(queue),
+            _ => Subject::default(),
+        }
+    }
+}
+
+/// `failed`: how many jobs each failure group holds.
+struct FailedCounts;
+
+impl Command for FailedCounts {
+    type Output = BTreeMap<String, i64>;
+
+    fn name(&self) -> &'static str {
+        "failed"
+    }
+
+    fn encode(&self, _: &mut Args) {}
+
+    fn decode(&self, reply: Value) -> Result<BTreeMap<String, i64>, Error> {
+        reply::json(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
+/// `failed G`: a page of one group's jids, newest failure first.
+struct FailedGroup<'a> {
+    group: &'a str,
+    start: u32,
+    limit: u32,
+}
+
+impl Command for FailedGroup<'_> {
+    type Output = JidPage;
+
+    fn name(&self) -> &'static str {
+        "failed"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.group).push(self.start).push(self.limit);
+    }
+
+    fn decode(&self, reply: Value) -> Result<JidPage, Error> {
+        reply::json(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
+/// `unfail`: moves the oldest `count` jobs of a group back to `queue`; answers how
+/// many moved.
+struct Unfail<'a> {
+    queue: &'a str,
+    group: &'a str,
+    count: u32,
+}
+
+impl Command for Unfail<'_> {
+    type Output = i64;
+
+    fn name(&self) -> &'static str {
+        "unfail"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.queue).push(self.group).push(self.count);
+    }
+
+    fn decode(&self, reply: Value) -> Result<i64, Error> {
+        reply::integer(reply)
+    }
+
+    fn weight(&self) -> usize {
+        self.count as usize
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::queue(self.queue)
+    }
+}
+
+/// `stats`: wait/run statistics for the day containing `date`.
+struct Stats<'a> {
+    queue: &'a str,
+    date: f64,
+}
+
+impl Command for Stats<'_> {
+    type Output = QueueStats;
+
+    fn name(&self) -> &'static str {
+        "stats"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.queue).push(self.date);
+    }
+
+    fn decode(&self, reply: Value) -> Result<QueueStats, Error> {
+        reply::json(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::queue(self.queue)
+    }
+}
+
+/// `sweep`: the upkeep pass (see [`Qless::sweep`]).
+struct Sweep {
+    limit: u32,
+    scan: u32,
+    cursor: u64,
+}
+
+impl Command for Sweep {
+    type Output = SweepReport;
+
+    fn name(&self) -> &'static str {
+        "sweep"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.limit)
+            .push(self.scan)
+            .push(self.cursor as usize);
+    }
+
+    fn decode(&self, reply: Value) -> Result<SweepReport, Error> {
+        reply::json(reply)
+    }
+}
+
+impl Qless {
+    /// `queues.ext`: counts (with `throttled`) for every known queue, oldest first.
+    pub async fn queues(&self, now: f64) -> Result<Vec<QueueCounts>, Error> {
+        self.run(now, &AllQueues).await
+    }
+
+    /// `queues.oldest`: for each queue with a waiting job, when its job next in line
+    /// was put (seconds since the epoch).
+    pub async fn oldest_waiting(&self, now: f64) -> Result<BTreeMap<String, f64>, Error> {
+        self.run(now, &OldestWaiting).await
+    }
+
     /// `queues.ext Q`: counts for one queue (all zero if it is unknown).
     pub async fn queue(&self, now: f64, queue: &str) -> Result<QueueCounts, Error> {
-        reply::json(self.call("queues.ext", now, &[queue.to_owned()]).await?)
+        self.run(now, &OneQueue { queue }).await
     }
 
     /// `length`: running + waiting + scheduled jobs of a queue.
     pub async fn length(&self, now: f64, queue: &str) -> Result<i64, Error> {
-        reply::integer(self.call("length", now, &[queue.to_owned()]).await?)
+        self.run(now, &Length { queue }).await
     }
 
     /// `jobs <state> Q`: a page of jids of one queue in one state.
@@ -66,13 +431,13 @@ impl Qless {
         offset: u32,
         count: u32,
     ) -> Result<Vec<String>, Error> {
-        let args = Args::new()
-            .arg(listing.as_str())
-            .arg(queue)
-            .arg(offset)
-            .arg(count)
-            .into_vec();
-        reply::strings(self.call("jobs", now, args).await?)
+        let jobs = Jobs::InQueue {
+            listing,
+            queue,
+            offset,
+            count,
+        };
+        self.run(now, &jobs).await
     }
 
     /// `jobs.waiting`: a page of waiting jids in pop order (no side effects, unlike
@@ -84,8 +449,12 @@ impl Qless {
         offset: u32,
         count: u32,
     ) -> Result<Vec<String>, Error> {
-        let args = Args::new().arg(queue).arg(offset).arg(count).into_vec();
-        reply::strings(self.call("jobs.waiting", now, args).await?)
+        let page = JobsWaiting {
+            queue,
+            offset,
+            count,
+        };
+        self.run(now, &page).await
     }
 
     /// `jobs complete`: a page of completed jids, newest first.
@@ -95,34 +464,30 @@ impl Qless {
         offset: u32,
         count: u32,
     ) -> Result<Vec<String>, Error> {
-        let args = Args::new()
-            .arg("complete")
-            .arg(offset)
-            .arg(count)
-            .into_vec();
-        reply::strings(self.call("jobs", now, args).await?)
+        self.run(now, &Jobs::Complete { offset, count }).await
     }
 
     /// `pause`: paused queues pop nothing.
     pub async fn pause(&self, now: f64, queues: &[String]) -> Result<(), Error> {
-        reply::nothing(self.call("pause", now, queues).await?)
+        let change = Change::Pause;
+        self.run(now, &QueuesChange { change, queues }).await
     }
 
     /// `unpause`.
     pub async fn unpause(&self, now: f64, queues: &[String]) -> Result<(), Error> {
-        reply::nothing(self.call("unpause", now, queues).await?)
+        let change = Change::Unpause;
+        self.run(now, &QueuesChange { change, queues }).await
     }
 
     /// `queue.forget`: removes queues from the registry (their jobs stay).
     pub async fn queue_forget(&self, now: f64, queues: &[String]) -> Result<(), Error> {
-        reply::nothing(self.call("queue.forget", now, queues).await?)
+        let change = Change::Forget;
+        self.run(now, &QueuesChange { change, queues }).await
     }
 
     /// `failed`: how many jobs each failure group holds.
     pub async fn failed(&self, now: f64) -> Result<BTreeMap<String, i64>, Error> {
-        let value = self.call("failed", now, &[]).await?;
-        let text = reply::string(value)?;
-        serde_json::from_str(&text).map_err(|err| Error::reply(format!("{err}: {text}")))
+        self.run(now, &FailedCounts).await
     }
 
     /// `failed G`: a page of one group's jids, newest failure first.
@@ -133,8 +498,15 @@ impl Qless {
         start: u32,
         limit: u32,
     ) -> Result<JidPage, Error> {
-        let args = Args::new().arg(group).arg(start).arg(limit).into_vec();
-        reply::json(self.call("failed", now, args).await?)
+        self.run(
+            now,
+            &FailedGroup {
+                group,
+                start,
+                limit,
+            },
+        )
+        .await
     }
 
     /// `unfail`: moves the oldest `count` jobs of a group back to `queue`.
@@ -145,14 +517,20 @@ impl Qless {
         group: &str,
         count: u32,
     ) -> Result<i64, Error> {
-        let args = Args::new().arg(queue).arg(group).arg(count).into_vec();
-        reply::integer(self.call("unfail", now, args).await?)
+        self.run(
+            now,
+            &Unfail {
+                queue,
+                group,
+                count,
+            },
+        )
+        .await
     }
 
     /// `stats`: wait/run statistics for the day containing `date`.
     pub async fn stats(&self, now: f64, queue: &str, date: f64) -> Result<QueueStats, Error> {
-        let args = Args::new().arg(queue).arg(date).into_vec();
-        reply::json(self.call("stats", now, args).await?)
+        self.run(now, &Stats { queue, date }).await
     }
 
     /// `sweep`: promotes due jobs, spawns due recurring children, notifies and
@@ -165,7 +543,14 @@ impl Qless {
         scan: u32,
         cursor: u64,
     ) -> Result<SweepReport, Error> {
-        let args = Args::new().arg(limit).arg(scan).arg(cursor).into_vec();
-        reply::json(self.call("sweep", now, args).await?)
+        self.run(
+            now,
+            &Sweep {
+                limit,
+                scan,
+                cursor,
+            },
+        )
+        .await
     }
 }

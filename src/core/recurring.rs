@@ -1,6 +1,9 @@
 //! Recurring-job commands (`lua/recurring.lua`).
 
-use super::reply::{self, Args, json_list};
+use redis::Value;
+
+use super::command::{Args, Command, Subject, json_list};
+use super::reply;
 use super::{Error, Qless};
 use crate::model::RecurringJob;
 
@@ -74,73 +77,133 @@ impl RecurUpdate {
     }
 }
 
-impl Qless {
-    /// `recur`: creates or replaces a recurring job; returns its jid.
-    pub async fn recur(&self, now: f64, args: RecurArgs) -> Result<String, Error> {
-        let argv = Args::new()
-            .arg(args.queue)
-            .arg(args.jid)
-            .arg(args.klass)
-            .arg(args.data);
-        let argv = match &args.cron {
-            Some(cron) => argv
-                .arg("cron")
-                .arg(cron.expression.as_str())
-                .arg(cron.timezone.as_str())
-                .arg("ticks")
-                .arg(ticks_json(&cron.ticks)),
-            None => argv.arg("interval").arg(args.interval).arg(args.offset),
+impl Command for RecurArgs {
+    /// The template's jid.
+    type Output = String;
+
+    fn name(&self) -> &'static str {
+        "recur"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(&self.queue)
+            .push(&self.jid)
+            .push(&self.klass)
+            .push(&self.data);
+        match &self.cron {
+            Some(cron) => args
+                .push("cron")
+                .push(&cron.expression)
+                .push(&cron.timezone)
+                .push("ticks")
+                .push(ticks_json(&cron.ticks)),
+            None => args.push("interval").push(self.interval).push(self.offset),
         };
-        let argv = argv
-            .option("priority", args.priority)
-            .option("tags", args.tags.as_deref().map(json_list))
-            .option("retries", args.retries)
-            .option("backlog", args.backlog)
-            .into_vec();
-        reply::string(self.call("recur", now, argv).await?)
+        args.option("priority", self.priority)
+            .option("tags", self.tags.as_deref().map(json_list))
+            .option("retries", self.retries)
+            .option("backlog", self.backlog);
     }
 
-    /// `recur.get.ext`: the template with its next spawn times, or `None`.
-    pub async fn recur_get(&self, now: f64, jid: &str) -> Result<Option<RecurringJob>, Error> {
-        reply::optional_json(self.call("recur.get.ext", now, &[jid.to_owned()]).await?)
+    fn decode(&self, reply: Value) -> Result<String, Error> {
+        reply::string(reply)
     }
 
-    /// `recur.update`: changes some attributes of a template.
-    pub async fn recur_update(
-        &self,
-        now: f64,
-        jid: &str,
-        update: RecurUpdate,
-    ) -> Result<(), Error> {
-        let argv = Args::new()
-            .arg(jid)
+    fn subject(&self) -> Subject<'_> {
+        Subject::job(&self.queue, &self.jid)
+    }
+}
+
+/// `recur.get.ext`: the template with its next spawn times, or `None`.
+struct RecurGet<'a> {
+    jid: &'a str,
+}
+
+impl Command for RecurGet<'_> {
+    type Output = Option<RecurringJob>;
+
+    fn name(&self) -> &'static str {
+        "recur.get.ext"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Option<RecurringJob>, Error> {
+        reply::optional_json(reply)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `recur.update`: changes some attributes of a template.
+struct RecurChange<'a> {
+    jid: &'a str,
+    update: RecurUpdate,
+}
+
+impl Command for RecurChange<'_> {
+    type Output = ();
+
+    fn name(&self) -> &'static str {
+        "recur.update"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        let update = &self.update;
+        args.push(self.jid)
             .option("priority", update.priority)
             .option("interval", update.interval)
             .option("retries", update.retries)
-            .option("data", update.data)
-            .option("klass", update.klass)
-            .option("queue", update.queue)
+            .option("data", update.data.as_ref())
+            .option("klass", update.klass.as_ref())
+            .option("queue", update.queue.as_ref())
             .option("backlog", update.backlog);
-        let argv = match update.cron {
-            Some(cron) => argv
-                .arg("cron")
-                .arg(cron.expression)
-                .arg("timezone")
-                .arg(cron.timezone)
-                .arg("ticks")
-                .arg(ticks_json(&cron.ticks)),
-            None => argv,
+        if let Some(cron) = &update.cron {
+            args.push("cron")
+                .push(&cron.expression)
+                .push("timezone")
+                .push(&cron.timezone)
+                .push("ticks")
+                .push(ticks_json(&cron.ticks));
         }
-        .into_vec();
-        reply::nothing(self.call("recur.update", now, argv).await?)
     }
 
-    /// `recur.cron.due`: at most `limit` cron templates whose stored ticks run low.
-    pub async fn recur_cron_due(&self, now: f64, limit: u32) -> Result<Vec<CronDue>, Error> {
-        let fields = reply::strings(
-            self.call("recur.cron.due", now, &[limit.to_string()])
-                .await?,
-        )?;
+    fn decode(&self, reply: Value) -> Result<(), Error> {
+        reply::nothing(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `recur.cron.due`: at most `limit` cron templates whose stored ticks run low.
+struct RecurCronDue {
+    limit: u32,
+}
+
+impl Command for RecurCronDue {
+    type Output = Vec<CronDue>;
+
+    fn name(&self) -> &'static str {
+        "recur.cron.due"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.limit);
+    }
+
+    /// Five fields a template: jid, cron, timezone, ticks stored, last tick.
+    fn decode(&self, reply: Value) -> Result<Vec<CronDue>, Error> {
+        let fields = reply::strings(reply)?;
         Ok(fields
             .chunks_exact(5)
             .map(|f| CronDue {
@@ -153,6 +216,121 @@ impl Qless {
             .collect())
     }
 
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
+/// `recur.cron.extend`: stores more ticks of a cron template; false when the
+/// template is gone or its schedule is no longer `cron` in `timezone`.
+struct RecurCronExtend<'a> {
+    jid: &'a str,
+    cron: &'a str,
+    timezone: &'a str,
+    ticks: &'a [i64],
+}
+
+impl Command for RecurCronExtend<'_> {
+    type Output = bool;
+
+    fn name(&self) -> &'static str {
+        "recur.cron.extend"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid)
+            .push(self.cron)
+            .push(self.timezone)
+            .push(ticks_json(self.ticks));
+    }
+
+    fn decode(&self, reply: Value) -> Result<bool, Error> {
+        Ok(reply::integer(reply)? == 1)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `recur.tag` / `recur.untag`: adds or removes a template's tags; answers its tags.
+struct RecurTags<'a> {
+    jid: &'a str,
+    tags: &'a [String],
+    add: bool,
+}
+
+impl Command for RecurTags<'_> {
+    type Output = Vec<String>;
+
+    fn name(&self) -> &'static str {
+        if self.add { "recur.tag" } else { "recur.untag" }
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid).extend(self.tags);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Vec<String>, Error> {
+        reply::json_vec(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+/// `unrecur`: deletes the template (children already spawned stay).
+struct Unrecur<'a> {
+    jid: &'a str,
+}
+
+impl Command for Unrecur<'_> {
+    type Output = ();
+
+    fn name(&self) -> &'static str {
+        "unrecur"
+    }
+
+    fn encode(&self, args: &mut Args) {
+        args.push(self.jid);
+    }
+
+    fn decode(&self, reply: Value) -> Result<(), Error> {
+        reply::nothing(reply)
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject::jid(self.jid)
+    }
+}
+
+impl Qless {
+    /// `recur`: creates or replaces a recurring job; returns its jid.
+    pub async fn recur(&self, now: f64, args: RecurArgs) -> Result<String, Error> {
+        self.run(now, &args).await
+    }
+
+    /// `recur.get.ext`: the template with its next spawn times, or `None`.
+    pub async fn recur_get(&self, now: f64, jid: &str) -> Result<Option<RecurringJob>, Error> {
+        self.run(now, &RecurGet { jid }).await
+    }
+
+    /// `recur.update`: changes some attributes of a template.
+    pub async fn recur_update(
+        &self,
+        now: f64,
+        jid: &str,
+        update: RecurUpdate,
+    ) -> Result<(), Error> {
+        self.run(now, &RecurChange { jid, update }).await
+    }
+
+    /// `recur.cron.due`: at most `limit` cron templates whose stored ticks run low.
+    pub async fn recur_cron_due(&self, now: f64, limit: u32) -> Result<Vec<CronDue>, Error> {
+        self.run(now, &RecurCronDue { limit }).await
+    }
+
     /// `recur.cron.extend`: stores more ticks of a cron template; false when the
     /// template is gone or its schedule is no longer `cron` in `timezone`.
     pub async fn recur_cron_extend(
@@ -163,13 +341,13 @@ impl Qless {
         timezone: &str,
         ticks: &[i64],
     ) -> Result<bool, Error> {
-        let args = Args::new()
-            .arg(jid)
-            .arg(cron)
-            .arg(timezone)
-            .arg(ticks_json(ticks))
-            .into_vec();
-        Ok(reply::integer(self.call("recur.cron.extend", now, args).await?)? == 1)
+        let extend = RecurCronExtend {
+            jid,
+            cron,
+            timezone,
+            ticks,
+        };
+        self.run(now, &extend).await
     }
 
     /// `recur.tag`: returns the template's tags.
@@ -179,8 +357,8 @@ impl Qless {
         jid: &str,
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
-        let args = Args::new().arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("recur.tag", now, args).await?)
+        let add = true;
+        self.run(now, &RecurTags { jid, tags, add }).await
     }
 
     /// `recur.untag`: returns the template's tags.
@@ -190,13 +368,13 @@ impl Qless {
         jid: &str,
         tags: &[String],
     ) -> Result<Vec<String>, Error> {
-        let args = Args::new().arg(jid).args(tags).into_vec();
-        reply::json_vec(self.call("recur.untag", now, args).await?)
+        let add = false;
+        self.run(now, &RecurTags { jid, tags, add }).await
     }
 
     /// `unrecur`: deletes the template (children already spawned stay).
     pub async fn unrecur(&self, now: f64, jid: &str) -> Result<(), Error> {
-        reply::nothing(self.call("unrecur", now, &[jid.to_owned()]).await?)
+        self.run(now, &Unrecur { jid }).await
     }
 }
 

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::{QueueName, Tag};
+
 /// Changes to a recurring job template (`PATCH /v1/recurring/{jid}`). Fields left out
 /// keep their value; at least one field must be given.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -33,8 +35,7 @@ pub struct RecurringJobUpdate {
     pub klass: Option<String>,
     /// Queue the children are put in from now on; the template moves there, keeping its
     /// next spawn time.
-    #[schema(value_type = Option<crate::model::Name>)]
-    pub queue: Option<String>,
+    pub queue: Option<QueueName>,
     /// Catch up at most this many missed intervals (0: all of them); for a cron
     /// template, fire at most this many missed ticks (0: only the latest).
     #[schema(minimum = 0)]
@@ -56,8 +57,8 @@ pub struct RecurringJobUpdate {
 #[schema(example = json!({"tags": ["nightly", "billing"]}))]
 pub struct RecurringTagsChange {
     /// At least one tag.
-    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
-    pub tags: Vec<String>,
+    #[schema(min_items = 1, max_items = 1000)]
+    pub tags: Vec<Tag>,
 }
 
 /// The tags of a recurring job template after a change, in the order they were added.
@@ -88,8 +89,7 @@ pub struct FailureGroups(pub BTreeMap<String, i64>);
 #[schema(example = json!({"queue": "emails", "count": 10}))]
 pub struct UnfailRequest {
     /// Queue the jobs are put in (waiting, with their full retry budget).
-    #[schema(value_type = crate::model::Name)]
-    pub queue: String,
+    pub queue: QueueName,
     /// How many jobs to move, oldest failure first (default 25, between 1 and 1000).
     #[serde(
         default = "default_unfail_count",

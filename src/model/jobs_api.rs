@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::job::Job;
+use super::{GroupName, Jid, QueueName, Tag, WorkerName};
 
 /// Body of `POST /v1/jobs/{jid}/heartbeat`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -14,8 +15,7 @@ use super::job::Job;
 #[schema(example = json!({"worker": "worker-1", "data": {"progress": 40}}))]
 pub struct HeartbeatJobRequest {
     /// The worker holding the job.
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// Replaces the job's data when present (any JSON value); absent keeps it.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
@@ -43,11 +43,9 @@ pub struct HeartbeatJobResponse {
     "data": {"to": "a@example.com", "sent": true}, "next": "audit", "delay": 30}))]
 pub struct CompleteJobRequest {
     /// The worker holding the job.
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// The queue the job runs in (a safety check: it must match).
-    #[schema(value_type = crate::model::Name)]
-    pub queue: String,
+    pub queue: QueueName,
     /// The job's data from now on (any JSON value). It replaces the stored data;
     /// absent keeps the data the job has.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -55,16 +53,15 @@ pub struct CompleteJobRequest {
     pub data: Option<crate::model::wire::RawJson>,
     /// Move the job on to this queue instead of finishing it.
     #[serde(default)]
-    #[schema(value_type = Option<crate::model::Name>)]
-    pub next: Option<String>,
+    pub next: Option<QueueName>,
     /// With `next`: seconds before it becomes waiting there.
     #[serde(default)]
     #[schema(minimum = 0)]
     pub delay: Option<f64>,
     /// With `next`: jobs it waits for there (unknown or completed jids are ignored).
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
-    pub depends: Option<Vec<String>>,
+    #[schema(max_items = 1000)]
+    pub depends: Option<Vec<Jid>>,
     /// The job's result (any JSON value), stored beside its data (which it leaves as
     /// it is) and shown with the job for as long as the job is kept.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -129,11 +126,9 @@ pub struct CompleteJobResponse {
     "message": "connection timed out after 30 s"}))]
 pub struct FailJobRequest {
     /// The worker holding the job.
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// The failure group: a kind of failure, listed under `/v1/failures`.
-    #[schema(value_type = crate::model::Name)]
-    pub group: String,
+    pub group: GroupName,
     /// What went wrong, for humans (a stack trace, ...).
     pub message: String,
     /// Replaces the job's data when present (any JSON value); absent keeps it.
@@ -167,11 +162,9 @@ pub struct FailJobResponse {
     "group": "smtp.timeout", "message": "connection timed out after 30 s"}))]
 pub struct RetryJobRequest {
     /// The worker holding the job.
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// The queue to put the job back in.
-    #[schema(value_type = crate::model::Name)]
-    pub queue: String,
+    pub queue: QueueName,
     /// Seconds before it becomes waiting again. Absent: the job's backoff for this
     /// attempt (its own `backoff`, else its queue's `<queue>-backoff` option), or 0
     /// when it has none.
@@ -181,8 +174,7 @@ pub struct RetryJobRequest {
     /// With `message`: the failure recorded now, and the job's failure group should
     /// this retry exhaust its retries.
     #[serde(default)]
-    #[schema(value_type = Option<crate::model::Name>)]
-    pub group: Option<String>,
+    pub group: Option<GroupName>,
     /// With `group`: the failure message.
     #[serde(default)]
     pub message: Option<String>,
@@ -211,8 +203,7 @@ pub struct RetryJobResponse {
 #[schema(example = json!({"queue": "emails", "priority": 10, "delay": 0}))]
 pub struct RequeueJobRequest {
     /// The queue to move the job to.
-    #[schema(value_type = crate::model::Name)]
-    pub queue: String,
+    pub queue: QueueName,
     /// The class (handler name) a worker runs it with. Absent: the job keeps its class.
     #[serde(default)]
     #[schema(value_type = Option<crate::model::Text>)]
@@ -226,8 +217,8 @@ pub struct RequeueJobRequest {
     pub priority: Option<f64>,
     /// Absent: the job keeps its tags.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
-    pub tags: Option<Vec<String>>,
+    #[schema(max_items = 1000)]
+    pub tags: Option<Vec<Tag>>,
     /// Retry budget (its `remaining` starts full again either way). Absent: the job
     /// keeps its budget.
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
@@ -235,8 +226,8 @@ pub struct RequeueJobRequest {
     pub retries: Option<i64>,
     /// Jobs to wait for. Absent or empty: the job keeps its dependencies.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
-    pub depends: Option<Vec<String>>,
+    #[schema(max_items = 1000)]
+    pub depends: Option<Vec<Jid>>,
     /// Seconds before it becomes waiting (default 0: a delay is not kept, it is part
     /// of the move, not of the job).
     #[serde(default)]
@@ -259,8 +250,8 @@ pub struct RequeueJobResponse {
     "0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
 pub struct CancelJobsRequest {
     /// The jobs to cancel (1 to 1000).
-    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
-    pub jids: Vec<String>,
+    #[schema(min_items = 1, max_items = 1000)]
+    pub jids: Vec<Jid>,
 }
 
 /// Reply of a group cancel.
@@ -295,8 +286,8 @@ pub struct JobPriorityResponse {
 #[schema(example = json!({"depends": ["0b6e2d7c4f1a4e3b8d5c9a2f1e0d3c4b"]}))]
 pub struct AddJobDependenciesRequest {
     /// Jobs to wait for (1 to 1000; unknown or completed jids are ignored).
-    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
-    pub depends: Vec<String>,
+    #[schema(min_items = 1, max_items = 1000)]
+    pub depends: Vec<Jid>,
 }
 
 /// Body of `POST /v1/jobs/{jid}/tags`.
@@ -305,8 +296,8 @@ pub struct AddJobDependenciesRequest {
 #[schema(example = json!({"tags": ["signup", "vip"]}))]
 pub struct JobTagsRequest {
     /// Tags to add (1 to 1000).
-    #[schema(value_type = Vec<crate::model::Name>, min_items = 1, max_items = 1000)]
-    pub tags: Vec<String>,
+    #[schema(min_items = 1, max_items = 1000)]
+    pub tags: Vec<Tag>,
 }
 
 /// A job's tags after a change.

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use utoipa::ToSchema;
 
-use super::{CompletionState, Problem};
+use super::{CompletionState, Jid, Problem, QueueName, WorkerName};
 
 /// How `POST /v1/pop` chooses among its queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, ToSchema)]
@@ -26,8 +26,7 @@ pub enum PopStrategy {
 #[serde(deny_unknown_fields)]
 pub struct PopQueue {
     /// Queue name.
-    #[schema(value_type = crate::model::Name)]
-    pub name: String,
+    pub name: QueueName,
     /// Relative weight for `weighted` (default 1, must be > 0).
     #[serde(default = "one")]
     #[schema(exclusive_minimum = 0, default = 1)]
@@ -46,8 +45,7 @@ fn one() -> f64 {
                            {"name": "default", "weight": 3}, {"name": "bulk", "weight": 1}]}))]
 pub struct MultiPopRequest {
     /// The worker that will hold the leases.
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// The queues to serve (1 to 64, distinct).
     #[schema(min_items = 1, max_items = 64)]
     pub queues: Vec<PopQueue>,
@@ -74,30 +72,26 @@ fn one_job() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct CompleteJobsItem {
     /// The job.
-    #[schema(value_type = crate::model::Name)]
-    pub jid: String,
+    pub jid: Jid,
     /// The worker holding the job.
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// The queue the job runs in.
-    #[schema(value_type = crate::model::Name)]
-    pub queue: String,
+    pub queue: QueueName,
     /// The job's data from now on; absent keeps the job's data.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub data: Option<crate::model::wire::RawJson>,
     /// Move the job on to this queue instead of finishing it.
     #[serde(default)]
-    #[schema(value_type = Option<crate::model::Name>)]
-    pub next: Option<String>,
+    pub next: Option<QueueName>,
     /// With `next`: seconds before it becomes waiting there.
     #[serde(default)]
     #[schema(minimum = 0)]
     pub delay: Option<f64>,
     /// With `next`: jobs it waits for there.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 1000)]
-    pub depends: Option<Vec<String>>,
+    #[schema(max_items = 1000)]
+    pub depends: Option<Vec<Jid>>,
     /// The job's result (any JSON value), stored beside its data.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
@@ -150,11 +144,9 @@ pub struct CompleteJobsResponse {
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatJobsItem {
     /// The job.
-    #[schema(value_type = crate::model::Name)]
-    pub jid: String,
+    pub jid: Jid,
     /// The worker holding it.
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// Replaces the job's data when present.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
@@ -205,14 +197,11 @@ pub struct HeartbeatJobsResponse {
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Only events about this queue (`queue`, or `to` for `advanced`).
-    #[param(value_type = Option<crate::model::Name>)]
-    pub queue: Option<String>,
+    pub queue: Option<QueueName>,
     /// Only events about this job.
-    #[param(value_type = Option<crate::model::Name>)]
-    pub jid: Option<String>,
+    pub jid: Option<Jid>,
     /// Only events naming this worker (`lock_lost`, `canceled`, `failed`).
-    #[param(value_type = Option<crate::model::Name>)]
-    pub worker: Option<String>,
+    pub worker: Option<WorkerName>,
     /// Only these event types, comma-separated (e.g. `lock_lost,canceled`), from
     /// `put`, `lock_lost`, `canceled`, `completed`, `advanced`, `failed`, `config_set`,
     /// `config_unset`, `tracked`, `tracking`; another name is a 400. `ready` and

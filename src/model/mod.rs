@@ -6,6 +6,7 @@ mod admin_api;
 mod job;
 mod jobs_api;
 mod leasing_api;
+mod names;
 mod page;
 mod problem;
 mod queue;
@@ -20,6 +21,10 @@ pub use admin_api::*;
 pub use job::{Failure, HistoryEntry, Job, JobState};
 pub use jobs_api::*;
 pub use leasing_api::*;
+pub use names::{
+    GroupName, IdempotencyKey, Jid, Name, NameError, OptionName, QueueName, Tag, ThrottleName,
+    WorkerName, is_blank,
+};
 pub use page::PageQuery;
 pub use problem::{
     Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMediaType, problem_example,
@@ -27,6 +32,6 @@ pub use problem::{
 pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
 pub use queues_api::*;
 pub use recurring::RecurringJob;
-pub use text::{Name, Text};
+pub use text::Text;
 pub use throttle::{SetThrottleRequest, Throttle, ThrottleRate};
 pub use worker::{WorkerJobs, WorkerSummary};

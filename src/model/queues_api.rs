@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::{IdempotencyKey, Jid, Tag, ThrottleName, WorkerName};
+
 /// A job to put in a queue (`POST /v1/queues/{queue}/jobs`, and each item of a batch).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -15,8 +17,7 @@ pub struct PutJobRequest {
     /// The job id. Absent: a new one is generated (a UUID v4 as 32 lowercase hex
     /// digits). Putting an existing jid moves and resets that job, unless `if_absent`.
     #[serde(default)]
-    #[schema(value_type = Option<crate::model::Name>)]
-    pub jid: Option<String>,
+    pub jid: Option<Jid>,
     /// The class (handler name) a worker runs the job with; not empty.
     #[schema(value_type = crate::model::Text)]
     pub klass: String,
@@ -29,8 +30,7 @@ pub struct PutJobRequest {
     pub priority: Option<f64>,
     /// Tags (names). Absent: kept from an existing job with this jid, else none.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>)]
-    pub tags: Option<Vec<String>>,
+    pub tags: Option<Vec<Tag>>,
     /// Retry budget (a whole number, at least 0). Absent: kept from an existing job
     /// with this jid, else 5.
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
@@ -39,8 +39,7 @@ pub struct PutJobRequest {
     /// Jids this job waits for. Jobs that do not exist or are complete are ignored.
     /// Absent or empty: an existing job keeps its dependencies.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>)]
-    pub depends: Option<Vec<String>>,
+    pub depends: Option<Vec<Jid>>,
     /// Seconds before the job becomes waiting (at least 0, default 0).
     #[serde(default)]
     #[schema(minimum = 0)]
@@ -53,8 +52,8 @@ pub struct PutJobRequest {
     /// each of them has room (`PUT /v1/throttles/{name}`). Absent: kept from an
     /// existing job; empty: none.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>, max_items = 100)]
-    pub throttles: Option<Vec<String>>,
+    #[schema(max_items = 100)]
+    pub throttles: Option<Vec<ThrottleName>>,
     /// How long a retry without a delay, or a lock expiry, waits before the job runs
     /// again. Absent: kept from an existing job, else the queue's
     /// `<queue>-backoff` option, else none.
@@ -64,8 +63,7 @@ pub struct PutJobRequest {
     /// of a single put). A put repeating a key used within `--idempotency-ttl` answers
     /// the first put's jid with `created: false` and writes nothing.
     #[serde(default)]
-    #[schema(value_type = Option<crate::model::Name>)]
-    pub idempotency_key: Option<String>,
+    pub idempotency_key: Option<IdempotencyKey>,
 }
 
 /// A retry backoff: attempt n (1 for the first retry) waits
@@ -128,8 +126,7 @@ pub struct PutJobsResponse {
 #[schema(example = json!({"worker": "worker-1", "count": 5}))]
 pub struct PopJobsRequest {
     /// The worker that will hold the leases (a name).
-    #[schema(value_type = crate::model::Name)]
-    pub worker: String,
+    pub worker: WorkerName,
     /// Most jobs to lease, 1 to 1000 (default 1).
     #[serde(default = "one", deserialize_with = "crate::model::wire::whole")]
     #[schema(minimum = 1, maximum = 1000, default = 1)]
@@ -228,8 +225,7 @@ pub struct CreateRecurringJobRequest {
     /// (a UUID v4 as 32 lowercase hex digits). An existing template with this jid is
     /// replaced.
     #[serde(default)]
-    #[schema(value_type = Option<crate::model::Name>)]
-    pub jid: Option<String>,
+    pub jid: Option<Jid>,
     /// Class of the spawned jobs; not empty.
     #[schema(value_type = crate::model::Text)]
     pub klass: String,
@@ -260,8 +256,7 @@ pub struct CreateRecurringJobRequest {
     pub priority: Option<f64>,
     /// Tags of the children (default none).
     #[serde(default)]
-    #[schema(value_type = Option<Vec<crate::model::Name>>)]
-    pub tags: Option<Vec<String>>,
+    pub tags: Option<Vec<Tag>>,
     /// Retry budget of the children (a whole number, at least 0; default 0).
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]

@@ -13,11 +13,10 @@ use serde_json::{Number, Value};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{Json, Path, Query};
-use super::validate;
 use crate::error::ApiError;
 use crate::model::{
-    ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, ConfigWriteQuery, Problem,
-    Unavailable, UnsupportedMediaType,
+    ConfigOption, ConfigOptionValue, ConfigOptions, ConfigScalar, ConfigWriteQuery, OptionName,
+    Problem, Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -187,7 +186,7 @@ async fn get_config(State(state): State<AppState>) -> Result<Json<ConfigOptions>
 /// option is the text stored (a boolean set with `PUT` reads back as `"true"`).
 #[utoipa::path(get, path = "/v1/config/{option}", tag = "config",
     operation_id = "get_config_option",
-    params(("option" = crate::model::Name, Path, description = "Option name, e.g. `heartbeat` or \
+    params(("option" = crate::model::OptionName, Path, description = "Option name, e.g. `heartbeat` or \
         `emails-max-concurrency`")),
     responses(
         (status = 200, description = "The option's effective value", body = ConfigOption),
@@ -200,13 +199,16 @@ async fn get_config(State(state): State<AppState>) -> Result<Json<ConfigOptions>
     ))]
 async fn get_config_option(
     State(state): State<AppState>,
-    Path(option): Path<String>,
+    Path(option): Path<OptionName>,
 ) -> Result<Json<ConfigOption>, ApiError> {
-    validate::name("option", &option)?;
-    match state.qless.config_get(state.clock.now(), &option).await? {
+    match state
+        .qless
+        .config_get(state.clock.now(), option.as_str())
+        .await?
+    {
         Some(value) => Ok(Json(ConfigOption {
-            value: typed_value(&option, value),
-            option,
+            value: typed_value(option.as_str(), value),
+            option: option.into(),
         })),
         None => Err(ApiError::NotFound(format!(
             "config option {option} is neither set nor has a default"
@@ -228,7 +230,7 @@ async fn get_config_option(
 /// call that reads the option.
 #[utoipa::path(put, path = "/v1/config/{option}", tag = "config",
     operation_id = "set_config_option",
-    params(("option" = crate::model::Name, Path, description = "Option name"),
+    params(("option" = crate::model::OptionName, Path, description = "Option name"),
         ConfigWriteQuery),
     request_body = ConfigOptionValue,
     responses(
@@ -243,15 +245,14 @@ async fn get_config_option(
     ))]
 async fn set_config_option(
     State(state): State<AppState>,
-    Path(option): Path<String>,
+    Path(option): Path<OptionName>,
     Query(query): Query<ConfigWriteQuery>,
     Json(body): Json<ConfigOptionValue>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("option", &option)?;
-    let text = stored_text(&option, &body.value, query.custom)?;
+    let text = stored_text(option.as_str(), &body.value, query.custom)?;
     state
         .qless
-        .config_set(state.clock.now(), &option, &text)
+        .config_set(state.clock.now(), option.as_str(), &text)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -263,7 +264,7 @@ async fn set_config_option(
 /// qlessd does not know needs `?custom=true`.
 #[utoipa::path(delete, path = "/v1/config/{option}", tag = "config",
     operation_id = "unset_config_option",
-    params(("option" = crate::model::Name, Path, description = "Option name"),
+    params(("option" = crate::model::OptionName, Path, description = "Option name"),
         ConfigWriteQuery),
     responses(
         (status = 204, description = "The option is no longer stored"),
@@ -274,12 +275,14 @@ async fn set_config_option(
     ))]
 async fn unset_config_option(
     State(state): State<AppState>,
-    Path(option): Path<String>,
+    Path(option): Path<OptionName>,
     Query(query): Query<ConfigWriteQuery>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("option", &option)?;
-    check_writable(&option, query.custom)?;
-    state.qless.config_unset(state.clock.now(), &option).await?;
+    check_writable(option.as_str(), query.custom)?;
+    state
+        .qless
+        .config_unset(state.clock.now(), option.as_str())
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

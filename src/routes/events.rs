@@ -16,7 +16,6 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::Query;
-use super::validate;
 use crate::core::events::Event;
 use crate::error::ApiError;
 use crate::model::{EventsQuery, Problem};
@@ -175,20 +174,11 @@ fn event_kinds(list: &str) -> Result<HashSet<String>, ApiError> {
 
 impl Filter {
     fn new(query: EventsQuery) -> Result<Self, ApiError> {
-        for (kind, value) in [
-            ("queue", &query.queue),
-            ("jid", &query.jid),
-            ("worker", &query.worker),
-        ] {
-            if let Some(value) = value {
-                validate::name(kind, value)?;
-            }
-        }
         let kinds = query.events.as_deref().map(event_kinds).transpose()?;
         Ok(Filter {
-            queue: query.queue,
-            jid: query.jid,
-            worker: query.worker,
+            queue: query.queue.map(String::from),
+            jid: query.jid.map(String::from),
+            worker: query.worker.map(String::from),
             kinds,
         })
     }

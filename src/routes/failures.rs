@@ -8,8 +8,8 @@ use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
 use crate::model::{
-    FailureGroups, JidPage, PageQuery, Problem, Unavailable, UnfailRequest, UnfailResult,
-    UnsupportedMediaType,
+    FailureGroups, GroupName, JidPage, PageQuery, Problem, Unavailable, UnfailRequest,
+    UnfailResult, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -45,7 +45,7 @@ async fn list_failure_groups(
 /// group is an empty page with total 0.
 #[utoipa::path(get, path = "/v1/failures/{group}", tag = "failures",
     operation_id = "list_failed_jobs",
-    params(("group" = crate::model::Name, Path, description = "Failure group"), PageQuery),
+    params(("group" = crate::model::GroupName, Path, description = "Failure group"), PageQuery),
     responses(
         (status = 200, description = "A page of the group's jids", body = JidPage),
         (status = 400, description = "A bad group name, offset or count not a number, or \
@@ -55,14 +55,13 @@ async fn list_failure_groups(
     ))]
 async fn list_failed_jobs(
     State(state): State<AppState>,
-    Path(group): Path<String>,
+    Path(group): Path<GroupName>,
     Query(page): Query<PageQuery>,
 ) -> Result<Json<JidPage>, ApiError> {
-    validate::name("group", &group)?;
     let count = validate::page_count(page.count)?;
     let jobs = state
         .qless
-        .failed_group(state.clock.now(), &group, page.offset, count)
+        .failed_group(state.clock.now(), group.as_str(), page.offset, count)
         .await?;
     Ok(Json(jobs))
 }
@@ -74,7 +73,7 @@ async fn list_failed_jobs(
 /// reference. An empty or unknown group moves nothing (`moved: 0`).
 #[utoipa::path(post, path = "/v1/failures/{group}/unfail", tag = "failures",
     operation_id = "unfail_jobs",
-    params(("group" = crate::model::Name, Path, description = "Failure group")),
+    params(("group" = crate::model::GroupName, Path, description = "Failure group")),
     request_body = UnfailRequest,
     responses(
         (status = 200, description = "How many jobs were moved", body = UnfailResult),
@@ -86,15 +85,18 @@ async fn list_failed_jobs(
     ))]
 async fn unfail_jobs(
     State(state): State<AppState>,
-    Path(group): Path<String>,
+    Path(group): Path<GroupName>,
     Json(body): Json<UnfailRequest>,
 ) -> Result<Json<UnfailResult>, ApiError> {
-    validate::name("group", &group)?;
-    validate::name("queue", &body.queue)?;
     let count = validate::page_count(body.count)?;
     let moved = state
         .qless
-        .unfail(state.clock.now(), &body.queue, &group, count)
+        .unfail(
+            state.clock.now(),
+            body.queue.as_str(),
+            group.as_str(),
+            count,
+        )
         .await?;
     Ok(Json(UnfailResult { moved }))
 }

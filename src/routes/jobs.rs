@@ -24,11 +24,11 @@ use crate::model::{
     AddJobDependenciesRequest, CancelJobsRequest, CancelJobsResponse, CompleteJobRequest,
     CompleteJobResponse, CompleteJobsOutcome, CompleteJobsRequest, CompleteJobsResponse,
     CompletedJobsResponse, CompletionState, FailJobRequest, FailJobResponse, HeartbeatJobRequest,
-    HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Job,
-    JobPriorityRequest, JobPriorityResponse, JobState, JobTagsRequest, JobTagsResponse,
+    HeartbeatJobResponse, HeartbeatJobsOutcome, HeartbeatJobsRequest, HeartbeatJobsResponse, Jid,
+    Job, JobPriorityRequest, JobPriorityResponse, JobState, JobTagsRequest, JobTagsResponse,
     JobTrackedResponse, LogJobEventRequest, PageQuery, PayloadTooLarge, PopNext, Problem,
-    RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, TrackedJobsResponse,
-    Unavailable, UnsupportedMediaType,
+    RequeueJobRequest, RequeueJobResponse, RetryJobRequest, RetryJobResponse, Tag,
+    TrackedJobsResponse, Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -63,7 +63,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The job as it is now, whatever its state: its `data` is the JSON value it was put
 /// with, `history` lists what happened to it, oldest first.
 #[utoipa::path(get, path = "/v1/jobs/{jid}", tag = "jobs", operation_id = "get_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     responses(
         (status = 200, description = "The job", body = Job),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -74,10 +74,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     ))]
 async fn get_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> Result<Json<Job>, ApiError> {
-    validate::name("jid", &jid)?;
-    match state.qless.get(state.clock.now(), &jid).await? {
+    match state.qless.get(state.clock.now(), jid.as_str()).await? {
         Some(job) => Ok(Json(job)),
         None => Err(ApiError::NotFound(format!("Job {jid} does not exist"))),
     }
@@ -89,7 +88,7 @@ async fn get_job(
 /// come back in the order asked; jids without a job are left out, so the list can be
 /// shorter than the request (or empty).
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs", operation_id = "get_jobs",
-    params(("jid" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000, description = "A job id; repeat the parameter \
+    params(("jid" = Vec<crate::model::Jid>, Query, min_items = 1, max_items = 1000, description = "A job id; repeat the parameter \
         for each job (1 to 1000)", style = Form, explode)),
     responses(
         (status = 200, description = "The jobs that exist, in the order asked", body = [Job]),
@@ -115,7 +114,7 @@ async fn get_jobs(
 /// replaced; without it the data is kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/heartbeat", tag = "jobs",
     operation_id = "heartbeat_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = HeartbeatJobRequest,
     responses(
         (status = 200, description = "The lock was renewed", body = HeartbeatJobResponse),
@@ -132,19 +131,17 @@ async fn get_jobs(
     ))]
 async fn heartbeat_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<HeartbeatJobRequest>,
 ) -> Result<Json<HeartbeatJobResponse>, ApiError> {
-    validate::name("jid", &jid)?;
-    validate::name("worker", &body.worker)?;
     let data = job_data(body.data.as_ref(), &state)?;
     let progress = job_data(body.progress.as_ref(), &state)?;
     let expires = state
         .qless
         .heartbeat_progress(
             state.clock.now(),
-            &jid,
-            &body.worker,
+            jid.as_str(),
+            body.worker.as_str(),
             data.as_deref(),
             progress.as_deref(),
         )
@@ -164,7 +161,7 @@ async fn heartbeat_job(
 /// job's data is replaced by `data` (kept as it is when absent).
 #[utoipa::path(post, path = "/v1/jobs/{jid}/complete", tag = "jobs",
     operation_id = "complete_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = CompleteJobRequest,
     responses(
         (status = 200, description = "Completed, or moved to `next`", body = CompleteJobResponse),
@@ -182,7 +179,7 @@ async fn heartbeat_job(
     ))]
 async fn complete_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<CompleteJobRequest>,
 ) -> Result<Json<CompleteJobResponse>, ApiError> {
     let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
@@ -199,7 +196,7 @@ async fn complete_job(
     let (completion, leased) = state.qless.complete_and_pop(now, args, count).await?;
     let popped = state
         .leasing
-        .after_end(leased, &worker, count, wait)
+        .after_end(leased, worker.as_str(), count, wait)
         .await?;
     super::trace_leases(&popped);
     Ok(Json(CompleteJobResponse {
@@ -218,7 +215,7 @@ fn pop_next(pop: PopNext, state: &AppState) -> Result<(u32, std::time::Duration)
 
 /// Checks a completion and turns it into script arguments.
 fn complete_args(
-    jid: String,
+    jid: Jid,
     body: CompleteJobRequest,
     max_job_size: u64,
 ) -> Result<CompleteArgs, ApiError> {
@@ -232,28 +229,25 @@ fn complete_args(
         pop: _,
         result,
     } = body;
-    validate::name("jid", &jid)?;
-    validate::name("worker", &worker)?;
-    validate::name("queue", &queue)?;
-    match &next {
-        Some(next) => validate::name("next", next)?,
-        None if delay.is_some() => return Err(bad("delay cannot be used without next")),
-        None if depends.is_some() => return Err(bad("depends cannot be used without next")),
-        None => {}
+    if next.is_none() && delay.is_some() {
+        return Err(bad("delay cannot be used without next"));
+    }
+    if next.is_none() && depends.is_some() {
+        return Err(bad("depends cannot be used without next"));
     }
     let delay = delay.map(|d| validate::seconds("delay", d)).transpose()?;
     if let Some(depends) = &depends {
-        validate::names_or_none("jid", depends)?;
+        validate::at_most_list("jid", depends)?;
     }
     Ok(CompleteArgs {
-        jid,
-        worker,
-        queue,
+        jid: jid.into(),
+        worker: worker.into(),
+        queue: queue.into(),
         keep_data: data.is_none(),
         data: data_or_empty(data.as_ref(), max_job_size)?,
-        next,
+        next: next.map(String::from),
         delay,
-        depends,
+        depends: depends.map(Jid::into_strings),
         result: JobData::optional(result.as_ref(), max_job_size)?.map(JobData::into_text),
     })
 }
@@ -298,7 +292,11 @@ async fn complete_jobs(
             "with pop, every job must be held by one worker in one queue",
         ));
     }
-    let jids: Vec<String> = body.jobs.iter().map(|job| job.jid.clone()).collect();
+    let jids: Vec<String> = body
+        .jobs
+        .iter()
+        .map(|job| job.jid.as_str().to_owned())
+        .collect();
     let args = body
         .jobs
         .into_iter()
@@ -345,7 +343,7 @@ async fn complete_jobs(
         (Some((count, wait)), Some(leased)) => Some(
             state
                 .leasing
-                .after_end(leased, &worker, count, wait)
+                .after_end(leased, worker.as_str(), count, wait)
                 .await?,
         ),
     };
@@ -380,12 +378,15 @@ async fn heartbeat_jobs(
     batch_size(body.jobs.len())?;
     let mut calls = Vec::with_capacity(body.jobs.len());
     for (index, job) in body.jobs.into_iter().enumerate() {
-        validate::name("jid", &job.jid).map_err(|err| at_item(index, err))?;
-        validate::name("worker", &job.worker).map_err(|err| at_item(index, err))?;
         let data = job_data(job.data.as_ref(), &state).map_err(|err| at_item(index, err))?;
         let progress =
             job_data(job.progress.as_ref(), &state).map_err(|err| at_item(index, err))?;
-        calls.push((job.jid, job.worker, data, progress));
+        calls.push((
+            String::from(job.jid),
+            String::from(job.worker),
+            data,
+            progress,
+        ));
     }
     let jids: Vec<String> = calls.iter().map(|(jid, ..)| jid.clone()).collect();
     let results = state.qless.heartbeat_many(state.clock.now(), calls).await?;
@@ -444,7 +445,7 @@ fn outcome_problem(err: ApiError) -> Result<Problem, ApiError> {
 /// `/v1/failures`) until it is put back (unfail, requeue) or canceled. The failure is
 /// kept on the job until it completes. With `data` the job's data is replaced.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/fail", tag = "jobs", operation_id = "fail_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = FailJobRequest,
     responses(
         (status = 200, description = "The job is failed", body = FailJobResponse),
@@ -460,12 +461,9 @@ fn outcome_problem(err: ApiError) -> Result<Problem, ApiError> {
     ))]
 async fn fail_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<FailJobRequest>,
 ) -> Result<Json<FailJobResponse>, ApiError> {
-    validate::name("jid", &jid)?;
-    validate::name("worker", &body.worker)?;
-    validate::name("group", &body.group)?;
     let data = job_data(body.data.as_ref(), &state)?;
     let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
     let now = state.clock.now();
@@ -474,9 +472,9 @@ async fn fail_job(
             .qless
             .fail(
                 now,
-                &jid,
-                &body.worker,
-                &body.group,
+                jid.as_str(),
+                body.worker.as_str(),
+                body.group.as_str(),
                 &body.message,
                 data.as_deref(),
             )
@@ -488,16 +486,16 @@ async fn fail_job(
         }));
     };
     let args = FailArgs {
-        jid,
-        worker: body.worker.clone(),
-        group: body.group,
+        jid: jid.into(),
+        worker: body.worker.as_str().to_owned(),
+        group: body.group.into(),
         message: body.message,
         data,
     };
     let (jid, leased) = state.qless.fail_and_pop(now, args, count).await?;
     let popped = state
         .leasing
-        .after_end(leased, &body.worker, count, wait)
+        .after_end(leased, body.worker.as_str(), count, wait)
         .await?;
     Ok(Json(FailJobResponse {
         jid,
@@ -513,7 +511,7 @@ async fn fail_job(
 /// group is `group`, or `failed-retries-<queue>`, and the reply is negative. `group`
 /// and `message` go together; with them the failure is recorded on the job.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/retry", tag = "jobs", operation_id = "retry_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = RetryJobRequest,
     responses(
         (status = 200, description = "Retried, or failed when `remaining` is negative",
@@ -531,28 +529,23 @@ async fn fail_job(
     ))]
 async fn retry_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<RetryJobRequest>,
 ) -> Result<Json<RetryJobResponse>, ApiError> {
-    validate::name("jid", &jid)?;
-    validate::name("worker", &body.worker)?;
-    validate::name("queue", &body.queue)?;
     let delay = body
         .delay
         .map(|delay| validate::seconds("delay", delay))
         .transpose()?;
-    match (&body.group, &body.message) {
-        (Some(group), Some(_)) => validate::name("group", group)?,
-        (None, None) => {}
-        _ => return Err(bad("group and message must be given together")),
+    if body.group.is_some() != body.message.is_some() {
+        return Err(bad("group and message must be given together"));
     }
     let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
     let args = RetryArgs {
-        jid,
-        queue: body.queue.clone(),
-        worker: body.worker.clone(),
+        jid: jid.into(),
+        queue: body.queue.into(),
+        worker: body.worker.as_str().to_owned(),
         delay,
-        group: body.group,
+        group: body.group.map(String::from),
         message: body.message,
     };
     let now = state.clock.now();
@@ -567,7 +560,7 @@ async fn retry_job(
         (Some((count, wait)), Some(leased)) => Some(
             state
                 .leasing
-                .after_end(leased, &body.worker, count, wait)
+                .after_end(leased, body.worker.as_str(), count, wait)
                 .await?,
         ),
         _ => None,
@@ -585,7 +578,7 @@ async fn retry_job(
 /// are kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/requeue", tag = "jobs",
     operation_id = "requeue_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = RequeueJobRequest,
     responses(
         (status = 200, description = "The job is in `queue`", body = RequeueJobResponse),
@@ -600,11 +593,9 @@ async fn retry_job(
     ))]
 async fn requeue_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<RequeueJobRequest>,
 ) -> Result<Json<RequeueJobResponse>, ApiError> {
-    validate::name("jid", &jid)?;
-    validate::name("queue", &body.queue)?;
     if let Some(klass) = &body.klass {
         validate::text("klass", klass)?;
     }
@@ -617,10 +608,10 @@ async fn requeue_job(
         return Err(bad("retries must not be negative"));
     }
     if let Some(tags) = &body.tags {
-        validate::names_or_none("tag", tags)?;
+        validate::at_most_list("tag", tags)?;
     }
     if let Some(depends) = &body.depends {
-        validate::names_or_none("jid", depends)?;
+        validate::at_most_list("jid", depends)?;
     }
     let keep = RequeueKeep {
         klass: body.klass.is_none(),
@@ -628,15 +619,15 @@ async fn requeue_job(
     };
     let args = PutArgs {
         worker: String::new(),
-        queue: body.queue,
-        jid,
+        queue: body.queue.into(),
+        jid: jid.into(),
         klass: body.klass.unwrap_or_default(),
         data: data_or_empty(body.data.as_ref(), state.limits.max_job_size)?,
         delay,
         priority,
-        tags: body.tags,
+        tags: body.tags.map(Tag::into_strings),
         retries: body.retries,
-        depends: body.depends,
+        depends: body.depends.map(Jid::into_strings),
         ..PutArgs::default()
     };
     let jid = state
@@ -652,7 +643,7 @@ async fn requeue_job(
 /// front of its queue, so the next pop hands it out. No retry is used.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/timeout", tag = "jobs",
     operation_id = "timeout_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     responses(
         (status = 204, description = "The job is stalled"),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -665,10 +656,12 @@ async fn requeue_job(
     ))]
 async fn timeout_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("jid", &jid)?;
-    state.qless.timeout(state.clock.now(), &[jid]).await?;
+    state
+        .qless
+        .timeout(state.clock.now(), &[jid.into()])
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -679,7 +672,7 @@ async fn timeout_job(
 /// (it goes when purged). Refused while other jobs still depend on it: cancel those
 /// together with it (`POST /v1/jobs/cancel`).
 #[utoipa::path(delete, path = "/v1/jobs/{jid}", tag = "jobs", operation_id = "cancel_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     responses(
         (status = 204, description = "The job is gone (or never existed)"),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -690,10 +683,9 @@ async fn timeout_job(
     ))]
 async fn cancel_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("jid", &jid)?;
-    state.qless.cancel(state.clock.now(), &[jid]).await?;
+    state.qless.cancel(state.clock.now(), &[jid.into()]).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -720,8 +712,9 @@ async fn cancel_jobs(
     State(state): State<AppState>,
     Json(body): Json<CancelJobsRequest>,
 ) -> Result<Json<CancelJobsResponse>, ApiError> {
-    validate::names("jid", &body.jids)?;
-    let canceled = state.qless.cancel(state.clock.now(), &body.jids).await?;
+    validate::list("jid", &body.jids)?;
+    let jids = Jid::into_strings(body.jids);
+    let canceled = state.qless.cancel(state.clock.now(), &jids).await?;
     Ok(Json(CancelJobsResponse { canceled }))
 }
 
@@ -731,7 +724,7 @@ async fn cancel_jobs(
 /// waiting jobs with the same priority.
 #[utoipa::path(put, path = "/v1/jobs/{jid}/priority", tag = "jobs",
     operation_id = "set_job_priority",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = JobPriorityRequest,
     responses(
         (status = 200, description = "The new priority", body = JobPriorityResponse),
@@ -746,16 +739,15 @@ async fn cancel_jobs(
     ))]
 async fn set_job_priority(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<JobPriorityRequest>,
 ) -> Result<Json<JobPriorityResponse>, ApiError> {
-    validate::name("jid", &jid)?;
     let priority = validate::finite("priority", body.priority)?;
     // The script stores the number as given but replies with it truncated to an
     // integer, so the stored value is the one to report.
     state
         .qless
-        .priority(state.clock.now(), &jid, priority)
+        .priority(state.clock.now(), jid.as_str(), priority)
         .await?;
     Ok(Json(JobPriorityResponse { priority }))
 }
@@ -766,7 +758,7 @@ async fn set_job_priority(
 /// already complete are ignored.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
     operation_id = "add_job_dependencies",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = AddJobDependenciesRequest,
     responses(
         (status = 204, description = "The dependencies were added"),
@@ -781,14 +773,14 @@ async fn set_job_priority(
     ))]
 async fn add_job_dependencies(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<AddJobDependenciesRequest>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("jid", &jid)?;
-    validate::names("jid", &body.depends)?;
+    validate::list("jid", &body.depends)?;
+    let depends = Jid::into_strings(body.depends);
     state
         .qless
-        .depends_on(state.clock.now(), &jid, &body.depends)
+        .depends_on(state.clock.now(), jid.as_str(), &depends)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -802,8 +794,8 @@ async fn add_job_dependencies(
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/dependencies", tag = "jobs",
     operation_id = "remove_job_dependencies",
     params(
-        ("jid" = crate::model::Name, Path, description = "The job id"),
-        ("jid" = Option<Vec<crate::model::Name>>, Query, max_items = 1000,
+        ("jid" = crate::model::Jid, Path, description = "The job id"),
+        ("jid" = Option<Vec<crate::model::Jid>>, Query, max_items = 1000,
          description = "A dependency to drop; repeat the parameter for each (1 to 1000)",
          style = Form, explode),
         ("all" = Option<bool>, Query, description = "`true`: drop every dependency"),
@@ -819,21 +811,22 @@ async fn add_job_dependencies(
     ))]
 async fn remove_job_dependencies(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     RawQuery(query): RawQuery,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("jid", &jid)?;
     let pairs = validate::query_pairs(query.as_deref(), &["jid", "all"])?;
-    let (jids, all) = (
-        validate::query_values(&pairs, "jid"),
-        validate::query_values(&pairs, "all"),
-    );
+    let jids = Jid::into_strings(validate::query_values::<Jid>(&pairs, "jid")?);
+    let all: Vec<&str> = pairs
+        .iter()
+        .filter(|(key, _)| key == "all")
+        .map(|(_, value)| value.as_str())
+        .collect();
     let off = match (jids.is_empty(), all.as_slice()) {
         (false, []) => {
-            validate::names("jid", &jids)?;
+            validate::list("jid", &jids)?;
             Some(jids.as_slice())
         }
-        (true, [all]) if all == "true" => None,
+        (true, ["true"]) => None,
         _ => {
             return Err(bad(
                 "give either ?jid=<jid> (repeated for each dependency) or ?all=true",
@@ -842,7 +835,7 @@ async fn remove_job_dependencies(
     };
     state
         .qless
-        .depends_off(state.clock.now(), &jid, off)
+        .depends_off(state.clock.now(), jid.as_str(), off)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -852,7 +845,7 @@ async fn remove_job_dependencies(
 /// Tags the job does not have yet are appended, in the order given; the job is then
 /// listed under `/v1/tags/{tag}/jobs`.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/tags", tag = "jobs", operation_id = "add_job_tags",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = JobTagsRequest,
     responses(
         (status = 200, description = "The job's tags", body = JobTagsResponse),
@@ -867,14 +860,14 @@ async fn remove_job_dependencies(
     ))]
 async fn add_job_tags(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<JobTagsRequest>,
 ) -> Result<Json<JobTagsResponse>, ApiError> {
-    validate::name("jid", &jid)?;
-    validate::names("tag", &body.tags)?;
+    validate::list("tag", &body.tags)?;
+    let tags = Tag::into_strings(body.tags);
     let tags = state
         .qless
-        .tag_add(state.clock.now(), &jid, &body.tags)
+        .tag_add(state.clock.now(), jid.as_str(), &tags)
         .await?;
     Ok(Json(JobTagsResponse { tags }))
 }
@@ -887,8 +880,8 @@ async fn add_job_tags(
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/tags", tag = "jobs",
     operation_id = "remove_job_tags",
     params(
-        ("jid" = crate::model::Name, Path, description = "The job id"),
-        ("tag" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000,
+        ("jid" = crate::model::Jid, Path, description = "The job id"),
+        ("tag" = Vec<crate::model::Tag>, Query, min_items = 1, max_items = 1000,
          description = "A tag to remove; repeat the parameter for each (1 to 1000)",
          style = Form, explode),
     ),
@@ -903,14 +896,13 @@ async fn add_job_tags(
     ))]
 async fn remove_job_tags(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<JobTagsResponse>, ApiError> {
-    validate::name("jid", &jid)?;
     let tags = tags_from_query(query.as_deref())?;
     let tags = state
         .qless
-        .tag_remove(state.clock.now(), &jid, &tags)
+        .tag_remove(state.clock.now(), jid.as_str(), &tags)
         .await?;
     Ok(Json(JobTagsResponse { tags }))
 }
@@ -920,7 +912,7 @@ async fn remove_job_tags(
 /// A tracked job's transitions (put, popped, completed, failed, stalled, canceled) are
 /// published as events, and it is listed under `/v1/tracked`. Idempotent.
 #[utoipa::path(put, path = "/v1/jobs/{jid}/tracked", tag = "jobs", operation_id = "track_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     responses(
         (status = 200, description = "The job is tracked", body = JobTrackedResponse),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -931,10 +923,9 @@ async fn remove_job_tags(
     ))]
 async fn track_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> Result<Json<JobTrackedResponse>, ApiError> {
-    validate::name("jid", &jid)?;
-    state.qless.track(state.clock.now(), &jid).await?;
+    state.qless.track(state.clock.now(), jid.as_str()).await?;
     Ok(Json(JobTrackedResponse { tracked: true }))
 }
 
@@ -943,7 +934,7 @@ async fn track_job(
 /// Idempotent for an existing job.
 #[utoipa::path(delete, path = "/v1/jobs/{jid}/tracked", tag = "jobs",
     operation_id = "untrack_job",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     responses(
         (status = 200, description = "The job is not tracked", body = JobTrackedResponse),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -954,10 +945,9 @@ async fn track_job(
     ))]
 async fn untrack_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> Result<Json<JobTrackedResponse>, ApiError> {
-    validate::name("jid", &jid)?;
-    state.qless.untrack(state.clock.now(), &jid).await?;
+    state.qless.untrack(state.clock.now(), jid.as_str()).await?;
     Ok(Json(JobTrackedResponse { tracked: false }))
 }
 
@@ -986,7 +976,7 @@ async fn list_tracked_jobs(
 /// object) are merged into it, except `when` and `what`. The history is capped by the
 /// `max-job-history` option (the first entry is always kept).
 #[utoipa::path(post, path = "/v1/jobs/{jid}/log", tag = "jobs", operation_id = "log_job_event",
-    params(("jid" = crate::model::Name, Path, description = "The job id")),
+    params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = LogJobEventRequest,
     responses(
         (status = 204, description = "The entry was appended"),
@@ -1001,10 +991,9 @@ async fn list_tracked_jobs(
     ))]
 async fn log_job_event(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<LogJobEventRequest>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("jid", &jid)?;
     validate::text("message", &body.message)?;
     let data = body
         .data
@@ -1012,7 +1001,12 @@ async fn log_job_event(
         .map(|map| Value::Object(map.clone()).to_string());
     state
         .qless
-        .log(state.clock.now(), &jid, &body.message, data.as_deref())
+        .log(
+            state.clock.now(),
+            jid.as_str(),
+            &body.message,
+            data.as_deref(),
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -1043,17 +1037,17 @@ async fn list_completed_jobs(
 
 /// The jids of `?jid=a&jid=b`: 1 to [`validate::MAX_LIST`] valid names, and no other parameter.
 fn jids_from_query(query: Option<&str>) -> Result<Vec<String>, ApiError> {
-    let jids = validate::query_values(&validate::query_pairs(query, &["jid"])?, "jid");
-    validate::names("jid", &jids)?;
-    Ok(jids)
+    let jids = validate::query_values::<Jid>(&validate::query_pairs(query, &["jid"])?, "jid")?;
+    validate::list("jid", &jids)?;
+    Ok(Jid::into_strings(jids))
 }
 
 /// The tags of `?tag=a&tag=b`: 1 to [`validate::MAX_LIST`] valid names, and no other
 /// parameter.
 pub(super) fn tags_from_query(query: Option<&str>) -> Result<Vec<String>, ApiError> {
-    let tags = validate::query_values(&validate::query_pairs(query, &["tag"])?, "tag");
-    validate::names("tag", &tags)?;
-    Ok(tags)
+    let tags = validate::query_values::<Tag>(&validate::query_pairs(query, &["tag"])?, "tag")?;
+    validate::list("tag", &tags)?;
+    Ok(Tag::into_strings(tags))
 }
 
 /// A job's data as the JSON text the script stores; `{}` when the client sent none.

@@ -49,7 +49,6 @@ async fn pop_from_queues(
     State(state): State<AppState>,
     Json(body): Json<MultiPopRequest>,
 ) -> Result<Json<Vec<Job>>, ApiError> {
-    validate::name("worker", &body.worker)?;
     let count = validate::page_count(body.count)?;
     let wait = validate::wait(body.wait, state.limits.max_wait)?;
     let queues = weighted_queues(body.queues)?;
@@ -60,7 +59,7 @@ async fn pop_from_queues(
     };
     let jobs = state
         .leasing
-        .pop_multi(&queues, strategy, &body.worker, count, wait)
+        .pop_multi(&queues, strategy, body.worker.as_str(), count, wait)
         .await?;
     super::trace_leases(&jobs);
     Ok(Json(jobs))
@@ -76,21 +75,20 @@ fn weighted_queues(queues: Vec<crate::model::PopQueue>) -> Result<Vec<WeightedQu
     queues
         .into_iter()
         .map(|queue| {
-            validate::name("queue", &queue.name)?;
             if !seen.insert(queue.name.clone()) {
                 return Err(ApiError::BadRequest(format!(
                     "queue {:?} is listed twice",
-                    queue.name
+                    queue.name.as_str()
                 )));
             }
             if !(queue.weight.is_finite() && queue.weight > 0.0) {
                 return Err(ApiError::BadRequest(format!(
                     "the weight of {:?} must be a positive number",
-                    queue.name
+                    queue.name.as_str()
                 )));
             }
             Ok(WeightedQueue {
-                name: queue.name,
+                name: queue.name.into(),
                 weight: queue.weight,
             })
         })

@@ -15,10 +15,10 @@ use super::validate::{self, JobData};
 use crate::core::{self, Idempotency, Listing, PutArgs, PutOutcome, RecurArgs};
 use crate::error::ApiError;
 use crate::model::{
-    Backoff, CreateRecurringJobRequest, CreatedRecurringJob, Job, PayloadTooLarge, PeekJobsQuery,
-    PopJobsRequest, Problem, PutJobRequest, PutJobResponse, PutJobsRequest, PutJobsResponse,
-    QueueCounts, QueueJids, QueueJobState, QueueJobsQuery, QueueStats, QueueStatsQuery,
-    Unavailable, UnsupportedMediaType,
+    Backoff, CreateRecurringJobRequest, CreatedRecurringJob, IdempotencyKey, Jid, Job,
+    PayloadTooLarge, PeekJobsQuery, PopJobsRequest, Problem, PutJobRequest, PutJobResponse,
+    PutJobsRequest, PutJobsResponse, QueueCounts, QueueJids, QueueJobState, QueueJobsQuery,
+    QueueName, QueueStats, QueueStatsQuery, Tag, ThrottleName, Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -65,7 +65,7 @@ async fn list_queues(State(state): State<AppState>) -> Result<Json<Vec<QueueCoun
 /// A queue that was never used (or was forgotten and holds nothing) reports zeros
 /// rather than 404: a queue exists as soon as something is put in it.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues", operation_id = "get_queue",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name")),
     responses(
         (status = 200, description = "The queue's counts (all zero for an unknown \
             queue)", body = QueueCounts),
@@ -75,10 +75,11 @@ async fn list_queues(State(state): State<AppState>) -> Result<Json<Vec<QueueCoun
     ))]
 async fn get_queue(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
 ) -> Result<Json<QueueCounts>, ApiError> {
-    validate::name("queue", &queue)?;
-    Ok(Json(state.qless.queue(state.clock.now(), &queue).await?))
+    Ok(Json(
+        state.qless.queue(state.clock.now(), queue.as_str()).await?,
+    ))
 }
 
 /// Forget a queue.
@@ -88,7 +89,7 @@ async fn get_queue(
 /// an unknown queue is not an error.
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
     operation_id = "forget_queue",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name")),
     responses(
         (status = 204, description = "The queue is no longer listed"),
         (status = 400, description = "The queue name is invalid", body = Problem,
@@ -97,12 +98,11 @@ async fn get_queue(
     ))]
 async fn forget_queue(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("queue", &queue)?;
     state
         .qless
-        .queue_forget(state.clock.now(), &[queue])
+        .queue_forget(state.clock.now(), &[queue.into()])
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -120,8 +120,8 @@ async fn forget_queue(
 /// `created: false`). `throttles` and `backoff` are described with the body.
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs", tag = "queues",
     operation_id = "put_job",
-    params(("queue" = crate::model::Name, Path, description = "Queue name"),
-        ("Idempotency-Key" = Option<crate::model::Name>, Header, description = "A key \
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name"),
+        ("Idempotency-Key" = Option<crate::model::IdempotencyKey>, Header, description = "A key \
          of the producer's choosing: a put repeating a key used less than \
          `--idempotency-ttl` ago (default a day) answers the first put's jid with \
          `created: false` and writes nothing, so a producer may retry after a timeout \
@@ -145,12 +145,11 @@ async fn forget_queue(
     ))]
 async fn put_job(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     headers: HeaderMap,
     JobTrace(trace): JobTrace,
     Json(mut body): Json<PutJobRequest>,
 ) -> Result<Response, ApiError> {
-    validate::name("queue", &queue)?;
     if let Some(key) = headers.get("idempotency-key") {
         let key = key
             .to_str()
@@ -162,7 +161,7 @@ async fn put_job(
                     .into(),
             ));
         }
-        body.idempotency_key = Some(key.to_owned());
+        body.idempotency_key = Some(key.parse::<IdempotencyKey>()?);
     }
     let (job, if_absent, idem) = put_args(&queue, body, &state, trace)?;
     let jid = job.jid.clone();
@@ -208,7 +207,7 @@ async fn put_job(
 /// than the limit of single-request bodies.
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs/batch", tag = "queues",
     operation_id = "put_jobs",
-    params(("queue" = crate::model::Name, Path, description = "Queue name"),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name"),
         ("traceparent" = Option<String>, Header, description = TRACEPARENT_DOC)),
     request_body = PutJobsRequest,
     responses(
@@ -223,11 +222,10 @@ async fn put_job(
     ))]
 async fn put_jobs(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     JobTrace(trace): JobTrace,
     BatchJson(body): BatchJson<PutJobsRequest>,
 ) -> Result<Json<PutJobsResponse>, ApiError> {
-    validate::name("queue", &queue)?;
     if body.jobs.is_empty() || body.jobs.len() > MAX_BATCH {
         return Err(ApiError::BadRequest(format!(
             "jobs must hold between 1 and {MAX_BATCH} jobs, not {}",
@@ -262,7 +260,7 @@ async fn put_jobs(
 /// a client that disconnects stops waiting at once.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "queues",
     operation_id = "pop_jobs",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name")),
     request_body = PopJobsRequest,
     responses(
         (status = 200, description = "The leased jobs (`[]` when none)", body = [Job]),
@@ -275,14 +273,15 @@ async fn put_jobs(
     ))]
 async fn pop_jobs(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     Json(body): Json<PopJobsRequest>,
 ) -> Result<Json<Vec<Job>>, ApiError> {
-    validate::name("queue", &queue)?;
-    validate::name("worker", &body.worker)?;
     let count = validate::page_count(body.count)?;
     let wait = validate::wait(body.wait, state.limits.max_wait)?;
-    let jobs = state.leasing.pop(&queue, &body.worker, count, wait).await?;
+    let jobs = state
+        .leasing
+        .pop(queue.as_str(), body.worker.as_str(), count, wait)
+        .await?;
     super::trace_leases(&jobs);
     Ok(Json(jobs))
 }
@@ -294,7 +293,7 @@ async fn pop_jobs(
 /// and due recurring jobs spawned on the way, as a pop would. Ignores pausing.
 #[utoipa::path(get, path = "/v1/queues/{queue}/peek", tag = "queues",
     operation_id = "peek_jobs",
-    params(("queue" = crate::model::Name, Path, description = "Queue name"), PeekJobsQuery),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name"), PeekJobsQuery),
     responses(
         (status = 200, description = "The next jobs (`[]` when none)", body = [Job]),
         (status = 400, description = "An invalid queue name, an unknown parameter, or a \
@@ -304,13 +303,15 @@ async fn pop_jobs(
     ))]
 async fn peek_jobs(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     Query(query): Query<PeekJobsQuery>,
 ) -> Result<Json<Vec<Job>>, ApiError> {
-    validate::name("queue", &queue)?;
     let count = validate::page_count(query.count)?;
     Ok(Json(
-        state.qless.peek(state.clock.now(), &queue, count).await?,
+        state
+            .qless
+            .peek(state.clock.now(), queue.as_str(), count)
+            .await?,
     ))
 }
 
@@ -322,7 +323,7 @@ async fn peek_jobs(
 /// `recurring` lists the jids of the recurring templates attached to the queue.
 #[utoipa::path(get, path = "/v1/queues/{queue}/jobs", tag = "queues",
     operation_id = "list_queue_jobs",
-    params(("queue" = crate::model::Name, Path, description = "Queue name"), QueueJobsQuery),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name"), QueueJobsQuery),
     responses(
         (status = 200, description = "A page of jids (`[]` when none)", body = QueueJids),
         (status = 400, description = "A missing or unknown state, an unknown parameter, \
@@ -332,16 +333,23 @@ async fn peek_jobs(
     ))]
 async fn list_queue_jobs(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     Query(query): Query<QueueJobsQuery>,
 ) -> Result<Json<QueueJids>, ApiError> {
-    validate::name("queue", &queue)?;
     let count = validate::page_count(query.count)?;
     let now = state.clock.now();
     let (qless, offset) = (&state.qless, query.offset);
     let jids = match listing(query.state) {
-        None => qless.jobs_waiting(now, &queue, offset, count).await?,
-        Some(listing) => qless.jobs(now, listing, &queue, offset, count).await?,
+        None => {
+            qless
+                .jobs_waiting(now, queue.as_str(), offset, count)
+                .await?
+        }
+        Some(listing) => {
+            qless
+                .jobs(now, listing, queue.as_str(), offset, count)
+                .await?
+        }
     };
     Ok(Json(QueueJids { jids }))
 }
@@ -352,7 +360,7 @@ async fn list_queue_jobs(
 /// listed, and jobs already running are unaffected. Pausing twice is harmless.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
     operation_id = "pause_queue",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name")),
     responses(
         (status = 204, description = "The queue is paused"),
         (status = 400, description = "The queue name is invalid", body = Problem,
@@ -361,10 +369,12 @@ async fn list_queue_jobs(
     ))]
 async fn pause_queue(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("queue", &queue)?;
-    state.qless.pause(state.clock.now(), &[queue]).await?;
+    state
+        .qless
+        .pause(state.clock.now(), &[queue.into()])
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -373,7 +383,7 @@ async fn pause_queue(
 /// Unpausing a queue that is not paused is harmless.
 #[utoipa::path(post, path = "/v1/queues/{queue}/unpause", tag = "queues",
     operation_id = "unpause_queue",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name")),
     responses(
         (status = 204, description = "The queue leases jobs again"),
         (status = 400, description = "The queue name is invalid", body = Problem,
@@ -382,10 +392,12 @@ async fn pause_queue(
     ))]
 async fn unpause_queue(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("queue", &queue)?;
-    state.qless.unpause(state.clock.now(), &[queue]).await?;
+    state
+        .qless
+        .unpause(state.clock.now(), &[queue.into()])
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -398,7 +410,7 @@ async fn unpause_queue(
 /// without activity reports zeros.
 #[utoipa::path(get, path = "/v1/queues/{queue}/stats", tag = "queues",
     operation_id = "get_queue_stats",
-    params(("queue" = crate::model::Name, Path, description = "Queue name"), QueueStatsQuery),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name"), QueueStatsQuery),
     responses(
         (status = 200, description = "The statistics of that day", body = QueueStats),
         (status = 400, description = "An invalid queue name, an unknown parameter, or a \
@@ -408,13 +420,12 @@ async fn unpause_queue(
     ))]
 async fn get_queue_stats(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     Query(query): Query<QueueStatsQuery>,
 ) -> Result<Json<QueueStats>, ApiError> {
-    validate::name("queue", &queue)?;
     let now = state.clock.now();
     let date = validate::finite("date", query.date.unwrap_or(now))?;
-    Ok(Json(state.qless.stats(now, &queue, date).await?))
+    Ok(Json(state.qless.stats(now, queue.as_str(), date).await?))
 }
 
 /// Create a recurring job in a queue.
@@ -432,7 +443,7 @@ async fn get_queue_stats(
 /// count is kept.
 #[utoipa::path(post, path = "/v1/queues/{queue}/recurring", tag = "queues",
     operation_id = "create_recurring_job",
-    params(("queue" = crate::model::Name, Path, description = "Queue name")),
+    params(("queue" = crate::model::QueueName, Path, description = "Queue name")),
     request_body = CreateRecurringJobRequest,
     responses(
         (status = 201, description = "The recurring job was created or replaced",
@@ -450,10 +461,9 @@ async fn get_queue_stats(
     ))]
 async fn create_recurring_job(
     State(state): State<AppState>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     Json(body): Json<CreateRecurringJobRequest>,
 ) -> Result<Response, ApiError> {
-    validate::name("queue", &queue)?;
     let now = state.clock.now();
     let args = recur_args(&queue, body, state.limits.max_job_size, now)?;
     let jid = state.qless.recur(now, args).await?;
@@ -473,13 +483,13 @@ const TRACEPARENT_DOC: &str = "A W3C Trace Context `traceparent` \
 
 /// Checks a put request and turns it into script arguments; the flag is `if_absent`.
 fn put_args(
-    queue: &str,
+    queue: &QueueName,
     job: PutJobRequest,
     state: &AppState,
     traceparent: Option<String>,
 ) -> Result<(PutArgs, bool, Option<Idempotency>), ApiError> {
     let max_job_size = state.limits.max_job_size;
-    let jid = jid_or_new(job.jid)?;
+    let jid = jid_or_new(job.jid);
     validate::text("klass", &job.klass)?;
     let priority = job
         .priority
@@ -487,33 +497,24 @@ fn put_args(
         .transpose()?;
     let delay = validate::seconds("delay", job.delay.unwrap_or(0.0))?;
     whole("retries", job.retries)?;
-    name_list("tag", job.tags.as_deref())?;
-    name_list("dependency", job.depends.as_deref())?;
-    name_list("throttle", job.throttles.as_deref())?;
     let backoff = job.backoff.as_ref().map(backoff_text).transpose()?;
-    let idem = match job.idempotency_key {
-        Some(key) => {
-            validate::name("idempotency key", &key)?;
-            Some(Idempotency {
-                key,
-                ttl: state.limits.idempotency_ttl,
-            })
-        }
-        None => None,
-    };
+    let idem = job.idempotency_key.map(|key| Idempotency {
+        key: key.into(),
+        ttl: state.limits.idempotency_ttl,
+    });
     let args = PutArgs {
         // No worker puts through the API: a previous holder is told it lost the job.
         worker: String::new(),
-        queue: queue.to_owned(),
+        queue: queue.as_str().to_owned(),
         jid,
         klass: job.klass,
         data: JobData::new(&job.data, max_job_size)?.into_text(),
         delay,
         priority,
-        tags: job.tags,
+        tags: job.tags.map(Tag::into_strings),
         retries: job.retries,
-        depends: job.depends,
-        throttles: job.throttles,
+        depends: job.depends.map(Jid::into_strings),
+        throttles: job.throttles.map(ThrottleName::into_strings),
         backoff,
         traceparent,
     };
@@ -546,12 +547,12 @@ pub(super) fn backoff_text(backoff: &Backoff) -> Result<String, ApiError> {
 
 /// Checks a recurring-job request and turns it into script arguments.
 fn recur_args(
-    queue: &str,
+    queue: &QueueName,
     body: CreateRecurringJobRequest,
     max_job_size: u64,
     now: f64,
 ) -> Result<RecurArgs, ApiError> {
-    let jid = jid_or_new(body.jid)?;
+    let jid = jid_or_new(body.jid);
     validate::text("klass", &body.klass)?;
     let (interval, cron) = match (body.interval, body.cron) {
         (Some(interval), None) if interval.is_finite() && interval > 0.0 => {
@@ -589,9 +590,8 @@ fn recur_args(
         .transpose()?;
     whole("retries", body.retries)?;
     whole("backlog", body.backlog)?;
-    name_list("tag", body.tags.as_deref())?;
     Ok(RecurArgs {
-        queue: queue.to_owned(),
+        queue: queue.as_str().to_owned(),
         jid,
         klass: body.klass,
         data: JobData::new(&body.data, max_job_size)?.into_text(),
@@ -599,7 +599,7 @@ fn recur_args(
         offset,
         cron,
         priority,
-        tags: body.tags,
+        tags: body.tags.map(Tag::into_strings),
         retries: body.retries,
         backlog: body.backlog,
     })
@@ -616,12 +616,12 @@ pub(super) fn cron_spec(
         .map_err(|err| ApiError::BadRequest(err.to_string()))
 }
 
-/// The given jid (checked), or a new one: a UUID v4 as 32 lowercase hex digits, the
-/// form qless clients generate.
-fn jid_or_new(jid: Option<String>) -> Result<String, ApiError> {
+/// The given jid, or a new one: a UUID v4 as 32 lowercase hex digits, the form qless
+/// clients generate.
+fn jid_or_new(jid: Option<Jid>) -> String {
     match jid {
-        Some(jid) => validate::name("jid", &jid).map(|()| jid),
-        None => Ok(uuid::Uuid::new_v4().simple().to_string()),
+        Some(jid) => jid.into(),
+        None => uuid::Uuid::new_v4().simple().to_string(),
     }
 }
 
@@ -632,14 +632,6 @@ fn whole(kind: &str, value: Option<i64>) -> Result<(), ApiError> {
         ))),
         _ => Ok(()),
     }
-}
-
-/// Every name of an optional list; an empty list is allowed (it means "none").
-fn name_list(kind: &str, values: Option<&[String]>) -> Result<(), ApiError> {
-    values
-        .unwrap_or_default()
-        .iter()
-        .try_for_each(|value| validate::name(kind, value))
 }
 
 /// The listing behind a state; `None` is `waiting`, which has its own command.

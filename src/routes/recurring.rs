@@ -10,8 +10,8 @@ use super::validate;
 use crate::core::RecurUpdate;
 use crate::error::ApiError;
 use crate::model::{
-    PayloadTooLarge, Problem, RecurringJob, RecurringJobUpdate, RecurringTags, RecurringTagsChange,
-    Unavailable, UnsupportedMediaType,
+    Jid, PayloadTooLarge, Problem, RecurringJob, RecurringJobUpdate, RecurringTags,
+    RecurringTagsChange, Tag, Unavailable, UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -32,7 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// `<jid>-1`, `<jid>-2`, ... `data` is the children's payload as a JSON value.
 #[utoipa::path(get, path = "/v1/recurring/{jid}", tag = "recurring",
     operation_id = "get_recurring_job",
-    params(("jid" = crate::model::Name, Path, description = "Template id")),
+    params(("jid" = crate::model::Jid, Path, description = "Template id")),
     responses(
         (status = 200, description = "The template", body = RecurringJob),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -43,12 +43,15 @@ pub fn router() -> OpenApiRouter<AppState> {
     ))]
 async fn get_recurring_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> Result<Json<RecurringJob>, ApiError> {
-    validate::name("jid", &jid)?;
-    match state.qless.recur_get(state.clock.now(), &jid).await? {
+    match state
+        .qless
+        .recur_get(state.clock.now(), jid.as_str())
+        .await?
+    {
         Some(template) => Ok(Json(template)),
-        None => Err(not_found(&jid)),
+        None => Err(not_found(jid.as_str())),
     }
 }
 
@@ -63,7 +66,7 @@ async fn get_recurring_job(
 /// changed with `POST`/`DELETE /v1/recurring/{jid}/tags`.
 #[utoipa::path(patch, path = "/v1/recurring/{jid}", tag = "recurring",
     operation_id = "update_recurring_job",
-    params(("jid" = crate::model::Name, Path, description = "Template id")),
+    params(("jid" = crate::model::Jid, Path, description = "Template id")),
     request_body = RecurringJobUpdate,
     responses(
         (status = 204, description = "The template was changed"),
@@ -81,17 +84,16 @@ async fn get_recurring_job(
     ))]
 async fn update_recurring_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<RecurringJobUpdate>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("jid", &jid)?;
     let now = state.clock.now();
     let schedule = (body.cron.clone(), body.timezone.clone());
     let mut update = recur_update(body, state.limits.max_job_size)?;
     if schedule.0.is_some() || schedule.1.is_some() {
-        update.cron = Some(cron_change(&state, &jid, schedule, now).await?);
+        update.cron = Some(cron_change(&state, jid.as_str(), schedule, now).await?);
     }
-    state.qless.recur_update(now, &jid, update).await?;
+    state.qless.recur_update(now, jid.as_str(), update).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -101,7 +103,7 @@ async fn update_recurring_job(
 /// stay where they are.
 #[utoipa::path(delete, path = "/v1/recurring/{jid}", tag = "recurring",
     operation_id = "delete_recurring_job",
-    params(("jid" = crate::model::Name, Path, description = "Template id")),
+    params(("jid" = crate::model::Jid, Path, description = "Template id")),
     responses(
         (status = 204, description = "The template no longer exists"),
         (status = 400, description = "The jid is not a valid name", body = Problem,
@@ -110,10 +112,9 @@ async fn update_recurring_job(
     ))]
 async fn delete_recurring_job(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("jid", &jid)?;
-    state.qless.unrecur(state.clock.now(), &jid).await?;
+    state.qless.unrecur(state.clock.now(), jid.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -124,7 +125,7 @@ async fn delete_recurring_job(
 /// tag index (`/v1/tags`) counts jobs, not templates.
 #[utoipa::path(post, path = "/v1/recurring/{jid}/tags", tag = "recurring",
     operation_id = "add_recurring_job_tags",
-    params(("jid" = crate::model::Name, Path, description = "Template id")),
+    params(("jid" = crate::model::Jid, Path, description = "Template id")),
     request_body = RecurringTagsChange,
     responses(
         (status = 200, description = "The template's tags after the change",
@@ -139,14 +140,14 @@ async fn delete_recurring_job(
     ))]
 async fn add_recurring_job_tags(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     Json(body): Json<RecurringTagsChange>,
 ) -> Result<Json<RecurringTags>, ApiError> {
-    validate::name("jid", &jid)?;
-    validate::names("tag", &body.tags)?;
+    validate::list("tag", &body.tags)?;
+    let tags = Tag::into_strings(body.tags);
     let tags = state
         .qless
-        .recur_tag(state.clock.now(), &jid, &body.tags)
+        .recur_tag(state.clock.now(), jid.as_str(), &tags)
         .await?;
     Ok(Json(RecurringTags { tags }))
 }
@@ -160,8 +161,8 @@ async fn add_recurring_job_tags(
 #[utoipa::path(delete, path = "/v1/recurring/{jid}/tags", tag = "recurring",
     operation_id = "remove_recurring_job_tags",
     params(
-        ("jid" = crate::model::Name, Path, description = "Template id"),
-        ("tag" = Vec<crate::model::Name>, Query, min_items = 1, max_items = 1000,
+        ("jid" = crate::model::Jid, Path, description = "Template id"),
+        ("tag" = Vec<crate::model::Tag>, Query, min_items = 1, max_items = 1000,
          description = "A tag to remove; repeat the parameter for each (1 to 1000)",
          style = Form, explode),
     ),
@@ -177,14 +178,13 @@ async fn add_recurring_job_tags(
     ))]
 async fn remove_recurring_job_tags(
     State(state): State<AppState>,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<RecurringTags>, ApiError> {
-    validate::name("jid", &jid)?;
     let tags = super::jobs::tags_from_query(query.as_deref())?;
     let tags = state
         .qless
-        .recur_untag(state.clock.now(), &jid, &tags)
+        .recur_untag(state.clock.now(), jid.as_str(), &tags)
         .await?;
     Ok(Json(RecurringTags { tags }))
 }
@@ -216,9 +216,6 @@ fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpda
     if let Some(klass) = &body.klass {
         validate::text("klass", klass)?;
     }
-    if let Some(queue) = &body.queue {
-        validate::name("queue", queue)?;
-    }
     let data = validate::JobData::optional(body.data.as_ref(), max_job_size)?
         .map(validate::JobData::into_text);
     let update = RecurUpdate {
@@ -227,7 +224,7 @@ fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpda
         retries: body.retries,
         data,
         klass: body.klass,
-        queue: body.queue,
+        queue: body.queue.map(String::from),
         backlog: body.backlog,
         cron: None,
     };

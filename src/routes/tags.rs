@@ -6,7 +6,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
-use crate::model::{JidPage, PageQuery, Problem, TopTags, Unavailable};
+use crate::model::{JidPage, PageQuery, Problem, Tag, TopTags, Unavailable};
 use crate::server::AppState;
 
 /// Routes of this module.
@@ -49,7 +49,7 @@ async fn list_top_tags(
 /// number of jobs carrying the tag. An unknown tag is an empty page with total 0.
 #[utoipa::path(get, path = "/v1/tags/{tag}/jobs", tag = "tags",
     operation_id = "list_tagged_jobs",
-    params(("tag" = crate::model::Name, Path, description = "Tag"), PageQuery),
+    params(("tag" = crate::model::Tag, Path, description = "Tag"), PageQuery),
     responses(
         (status = 200, description = "A page of jids carrying the tag", body = JidPage),
         (status = 400, description = "A bad tag name, offset or count not a number, or \
@@ -59,14 +59,13 @@ async fn list_top_tags(
     ))]
 async fn list_tagged_jobs(
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    Path(tag): Path<Tag>,
     Query(page): Query<PageQuery>,
 ) -> Result<Json<JidPage>, ApiError> {
-    validate::name("tag", &tag)?;
     let count = validate::page_count(page.count)?;
     let jobs = state
         .qless
-        .tag_get(state.clock.now(), &tag, page.offset, count)
+        .tag_get(state.clock.now(), tag.as_str(), page.offset, count)
         .await?;
     Ok(Json(jobs))
 }

@@ -6,11 +6,11 @@ use axum::http::StatusCode;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{Json, Path};
-use super::validate;
 use crate::core::ThrottleLimits;
 use crate::error::ApiError;
 use crate::model::{
-    PayloadTooLarge, Problem, SetThrottleRequest, Throttle, Unavailable, UnsupportedMediaType,
+    PayloadTooLarge, Problem, SetThrottleRequest, Throttle, ThrottleName, Unavailable,
+    UnsupportedMediaType,
 };
 use crate::server::AppState;
 
@@ -26,7 +26,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// the current rate window.
 #[utoipa::path(get, path = "/v1/throttles/{name}", tag = "throttles",
     operation_id = "get_throttle",
-    params(("name" = crate::model::Name, Path, description = "Throttle name")),
+    params(("name" = crate::model::ThrottleName, Path, description = "Throttle name")),
     responses(
         (status = 200, description = "The throttle", body = Throttle),
         (status = 400, description = "The name is invalid", body = Problem,
@@ -37,10 +37,13 @@ pub fn router() -> OpenApiRouter<AppState> {
     ))]
 async fn get_throttle(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(name): Path<ThrottleName>,
 ) -> Result<Json<Throttle>, ApiError> {
-    validate::name("name", &name)?;
-    match state.qless.throttle_get(state.clock.now(), &name).await? {
+    match state
+        .qless
+        .throttle_get(state.clock.now(), name.as_str())
+        .await?
+    {
         Some(throttle) => Ok(Json(throttle)),
         None => Err(ApiError::NotFound(format!(
             "Throttle {name} does not exist"
@@ -60,7 +63,7 @@ async fn get_throttle(
 /// Checked in the script, so the limits hold across any number of gateways.
 #[utoipa::path(put, path = "/v1/throttles/{name}", tag = "throttles",
     operation_id = "set_throttle",
-    params(("name" = crate::model::Name, Path, description = "Throttle name")),
+    params(("name" = crate::model::ThrottleName, Path, description = "Throttle name")),
     request_body = SetThrottleRequest,
     responses(
         (status = 204, description = "The limits are set"),
@@ -73,14 +76,13 @@ async fn get_throttle(
     ))]
 async fn set_throttle(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(name): Path<ThrottleName>,
     Json(body): Json<SetThrottleRequest>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("name", &name)?;
     let limits = throttle_limits(&body)?;
     state
         .qless
-        .throttle_set(state.clock.now(), &name, limits)
+        .throttle_set(state.clock.now(), name.as_str(), limits)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -90,7 +92,7 @@ async fn set_throttle(
 /// Its waiting jobs go back to their queues; the jobs holding it keep running.
 #[utoipa::path(delete, path = "/v1/throttles/{name}", tag = "throttles",
     operation_id = "delete_throttle",
-    params(("name" = crate::model::Name, Path, description = "Throttle name")),
+    params(("name" = crate::model::ThrottleName, Path, description = "Throttle name")),
     responses(
         (status = 204, description = "The throttle has no limits now"),
         (status = 400, description = "The name is invalid", body = Problem,
@@ -101,12 +103,11 @@ async fn set_throttle(
     ))]
 async fn delete_throttle(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(name): Path<ThrottleName>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("name", &name)?;
     if state
         .qless
-        .throttle_delete(state.clock.now(), &name)
+        .throttle_delete(state.clock.now(), name.as_str())
         .await?
     {
         Ok(StatusCode::NO_CONTENT)

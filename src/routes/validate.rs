@@ -1,71 +1,35 @@
-//! Input rules shared by every handler. Names become parts of Redis keys and channel
-//! names, so they are bounded and may not contain characters that would break the key
-//! layout or a cluster hash tag. Violations are 400s and nothing is written.
+//! Input rules shared by every handler that are not about names (names check
+//! themselves when parsed: `model::names`): lists, numbers, durations, pages, free text,
+//! job data and repeated query parameters. Violations are 400s (413 for data over the
+//! size limit) and nothing is written.
 
 use crate::error::ApiError;
+use crate::model::is_blank;
 use crate::model::wire::RawJson;
-
-/// Longest accepted name (queue, worker, group, tag, jid, option), in characters.
-pub const MAX_NAME_LEN: usize = 256;
 
 /// Largest page a listing returns.
 pub const MAX_PAGE: u32 = 1000;
 
-/// Checks a name used in keys: non-empty, at most [`MAX_NAME_LEN`] characters, no
-/// control characters, whitespace or byte order marks, no `{` `}` (hash tags). The
-/// OpenAPI document states the same rule (`model::Name`).
-pub fn name(kind: &str, value: &str) -> Result<(), ApiError> {
-    if value.is_empty() {
-        return Err(ApiError::BadRequest(format!("{kind} must not be empty")));
-    }
-    // The usual name, short and ASCII, checked byte by byte: in ASCII the blanks are
-    // the bytes up to the space and DEL.
-    if value.len() <= MAX_NAME_LEN
-        && value
-            .bytes()
-            .all(|byte| byte > b' ' && byte < 0x7f && byte != b'{' && byte != b'}')
-    {
-        return Ok(());
-    }
-    if value.chars().count() > MAX_NAME_LEN {
-        return Err(ApiError::BadRequest(format!(
-            "{kind} is longer than {MAX_NAME_LEN} characters"
-        )));
-    }
-    if let Some(bad) = value.chars().find(|&c| blank(c) || matches!(c, '{' | '}')) {
-        return Err(ApiError::BadRequest(format!(
-            "{kind} contains the character {bad:?}, which is not allowed in names"
-        )));
-    }
-    Ok(())
-}
-
 /// Checks free text that must say something (a job class, a log message): at least
 /// one character that is not blank (`model::Text`).
 pub fn text(kind: &str, value: &str) -> Result<(), ApiError> {
-    if value.chars().all(blank) {
+    if value.chars().all(is_blank) {
         return Err(ApiError::BadRequest(format!("{kind} must not be empty")));
     }
     Ok(())
-}
-
-/// Whitespace, control characters and the byte order mark (an invisible character
-/// that JSON Schema's `\s` counts as whitespace).
-fn blank(c: char) -> bool {
-    c.is_whitespace() || c.is_control() || c == '\u{feff}'
 }
 
 /// Most names (jids, tags, queues) one request may list.
 pub const MAX_LIST: usize = 1000;
 
-/// Checks a list of 1 to [`MAX_LIST`] valid names.
-pub fn names(kind: &str, values: &[String]) -> Result<(), ApiError> {
+/// Checks that a list holds 1 to [`MAX_LIST`] items (its names checked themselves).
+pub fn list<T>(kind: &str, values: &[T]) -> Result<(), ApiError> {
     if values.is_empty() {
         return Err(ApiError::BadRequest(format!(
             "at least one {kind} is required"
         )));
     }
-    names_or_none(kind, values)
+    at_most_list(kind, values)
 }
 
 /// A job's data as the JSON text the script stores, within `--max-job-size`: handlers
@@ -128,23 +92,28 @@ pub fn query_pairs(
     Ok(pairs)
 }
 
-/// The values of `key` among query `pairs`.
-pub fn query_values(pairs: &[(String, String)], key: &str) -> Vec<String> {
+/// The values of `key` among query `pairs`, each parsed as a `T` (a name type, which
+/// checks itself).
+pub fn query_values<T>(pairs: &[(String, String)], key: &str) -> Result<Vec<T>, ApiError>
+where
+    T: TryFrom<String>,
+    ApiError: From<T::Error>,
+{
     pairs
         .iter()
         .filter(|(name, _)| name == key)
-        .map(|(_, value)| value.clone())
+        .map(|(_, value)| T::try_from(value.clone()).map_err(ApiError::from))
         .collect()
 }
 
-/// Checks a list of at most [`MAX_LIST`] valid names (possibly empty).
-pub fn names_or_none(kind: &str, values: &[String]) -> Result<(), ApiError> {
+/// Checks that a list holds at most [`MAX_LIST`] items (possibly none).
+pub fn at_most_list<T>(kind: &str, values: &[T]) -> Result<(), ApiError> {
     if values.len() > MAX_LIST {
         return Err(ApiError::BadRequest(format!(
             "at most {MAX_LIST} of {kind} are accepted"
         )));
     }
-    values.iter().try_for_each(|value| name(kind, value))
+    Ok(())
 }
 
 /// Checks a number that must be finite (JSON allows huge exponents).
@@ -194,23 +163,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_that_would_break_keys_are_refused() {
-        assert!(name("queue", "emails.high-priority_1").is_ok());
-        assert!(name("queue", "café").is_ok());
-        assert!(name("queue", &"q".repeat(256)).is_ok());
-        assert!(name("queue", &"é".repeat(256)).is_ok());
-        // Every ASCII byte: the quick check agrees with the rule by characters.
-        for byte in 0u8..0x80 {
-            let c = char::from(byte);
-            let allowed = !(blank(c) || matches!(c, '{' | '}'));
-            assert_eq!(name("queue", &format!("a{c}b")).is_ok(), allowed, "{c:?}");
-        }
-        for bad in ["a\u{85}b", "a\u{a0}b", "\u{feff}q", "a\u{2028}"] {
-            assert!(name("queue", bad).is_err(), "{bad:?} accepted");
-        }
-        for bad in ["", "a b", "a\nb", "a{b}", "tab\t", &"q".repeat(257)] {
-            assert!(name("queue", bad).is_err(), "{bad:?} accepted");
-        }
+    fn lists_hold_one_to_a_thousand_items() {
+        assert!(list("jid", &["a"]).is_ok());
+        assert!(list("jid", &vec!["a"; MAX_LIST]).is_ok());
+        assert!(list::<&str>("jid", &[]).is_err());
+        assert!(list("jid", &vec!["a"; MAX_LIST + 1]).is_err());
+        assert!(at_most_list::<&str>("tag", &[]).is_ok());
+        assert!(at_most_list("tag", &vec!["a"; MAX_LIST + 1]).is_err());
     }
 
     #[test]

@@ -5,9 +5,8 @@ use axum::http::StatusCode;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{Json, Path};
-use super::validate;
 use crate::error::ApiError;
-use crate::model::{Problem, Unavailable, WorkerJobs, WorkerSummary};
+use crate::model::{Problem, Unavailable, WorkerJobs, WorkerName, WorkerSummary};
 use crate::server::AppState;
 
 /// Routes of this module.
@@ -40,7 +39,7 @@ async fn list_workers(State(state): State<AppState>) -> Result<Json<Vec<WorkerSu
 /// long, or holding nothing) is not an error: both lists are empty.
 #[utoipa::path(get, path = "/v1/workers/{worker}", tag = "workers",
     operation_id = "get_worker",
-    params(("worker" = crate::model::Name, Path, description = "Worker name")),
+    params(("worker" = crate::model::WorkerName, Path, description = "Worker name")),
     responses(
         (status = 200, description = "The worker's jobs (empty lists for an unknown \
             worker)", body = WorkerJobs),
@@ -50,10 +49,14 @@ async fn list_workers(State(state): State<AppState>) -> Result<Json<Vec<WorkerSu
     ))]
 async fn get_worker(
     State(state): State<AppState>,
-    Path(worker): Path<String>,
+    Path(worker): Path<WorkerName>,
 ) -> Result<Json<WorkerJobs>, ApiError> {
-    validate::name("worker", &worker)?;
-    Ok(Json(state.qless.worker(state.clock.now(), &worker).await?))
+    Ok(Json(
+        state
+            .qless
+            .worker(state.clock.now(), worker.as_str())
+            .await?,
+    ))
 }
 
 /// Deregister a worker.
@@ -63,7 +66,7 @@ async fn get_worker(
 /// is listed again.
 #[utoipa::path(delete, path = "/v1/workers/{worker}", tag = "workers",
     operation_id = "deregister_worker",
-    params(("worker" = crate::model::Name, Path, description = "Worker name")),
+    params(("worker" = crate::model::WorkerName, Path, description = "Worker name")),
     responses(
         (status = 204, description = "The worker is no longer listed"),
         (status = 400, description = "The worker name is not a valid name", body = Problem,
@@ -72,12 +75,11 @@ async fn get_worker(
     ))]
 async fn deregister_worker(
     State(state): State<AppState>,
-    Path(worker): Path<String>,
+    Path(worker): Path<WorkerName>,
 ) -> Result<StatusCode, ApiError> {
-    validate::name("worker", &worker)?;
     state
         .qless
-        .worker_deregister(state.clock.now(), &[worker])
+        .worker_deregister(state.clock.now(), &[worker.into()])
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,16 +1,18 @@
 //! The dashboard's actions: POST forms carrying the CSRF token, each doing what its
 //! API twin does (same `core` call, same validation), then redirecting back to a page.
 
+use std::str::FromStr;
+
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use futures_util::future::try_join_all;
 
-use super::{Ui, UiError, UiResult, csrf_token, refused, seg};
+use super::{Path, Ui, UiError, UiResult, csrf_token, refused, seg};
 use crate::auth::UI_COOKIE;
 use crate::core::{PutArgs, RecurUpdate, RequeueKeep};
-use crate::model::ConfigScalar;
+use crate::model::{ConfigScalar, GroupName, Jid, NameError, OptionName, QueueName, Tag};
 use crate::routes::validate;
 
 /// Most jobs one "unfail all" or "cancel all" moves: a group larger than this takes
@@ -51,11 +53,17 @@ impl Form {
             .ok_or_else(|| refused(StatusCode::BAD_REQUEST, &format!("{name} is required")))
     }
 
-    fn all(&self, name: &str) -> Vec<String> {
+    /// A required field holding a name (which checks itself as it is parsed).
+    fn name<N: FromStr<Err = NameError>>(&self, field: &str) -> Result<N, UiError> {
+        Ok(self.require(field)?.parse()?)
+    }
+
+    /// Every value of a repeated field, each a name.
+    fn names<N: FromStr<Err = NameError>>(&self, field: &str) -> Result<Vec<N>, UiError> {
         self.0
             .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
+            .filter(|(k, _)| k == field)
+            .map(|(_, v)| Ok(v.parse()?))
             .collect()
     }
 }
@@ -98,31 +106,29 @@ fn back(path: String) -> UiResult<Redirect> {
 /// `POST /ui/queues/{queue}/pause`.
 pub(super) async fn pause(
     State(ui): State<Ui>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     body: Bytes,
 ) -> UiResult<Redirect> {
     Form::parse(&body)?;
-    validate::name("queue", &queue)?;
     ui.app
         .qless
-        .pause(ui.app.clock.now(), std::slice::from_ref(&queue))
+        .pause(ui.app.clock.now(), &[queue.as_str().to_owned()])
         .await?;
-    back(format!("/ui/queues/{}", seg(&queue)))
+    back(format!("/ui/queues/{}", seg(queue.as_str())))
 }
 
 /// `POST /ui/queues/{queue}/unpause`.
 pub(super) async fn unpause(
     State(ui): State<Ui>,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     body: Bytes,
 ) -> UiResult<Redirect> {
     Form::parse(&body)?;
-    validate::name("queue", &queue)?;
     ui.app
         .qless
-        .unpause(ui.app.clock.now(), std::slice::from_ref(&queue))
+        .unpause(ui.app.clock.now(), &[queue.as_str().to_owned()])
         .await?;
-    back(format!("/ui/queues/{}", seg(&queue)))
+    back(format!("/ui/queues/{}", seg(queue.as_str())))
 }
 
 /// Puts a job back into `queue` keeping everything else (the API's requeue with only
@@ -158,14 +164,14 @@ async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
 /// tag, untag, track, untrack.
 pub(super) async fn job(
     State(ui): State<Ui>,
-    Path((jid, action)): Path<(String, String)>,
+    Path((jid, action)): Path<(Jid, String)>,
     body: Bytes,
 ) -> UiResult<Redirect> {
     let form = Form::parse(&body)?;
-    validate::name("jid", &jid)?;
     let now = ui.app.clock.now();
     let qless = &ui.app.qless;
-    let page = format!("/ui/jobs/{}", seg(&jid));
+    let page = format!("/ui/jobs/{}", seg(jid.as_str()));
+    let jid = String::from(jid);
     match action.as_str() {
         "retry" => {
             let Some(job) = qless.get(now, &jid).await? else {
@@ -181,9 +187,8 @@ pub(super) async fn job(
             return back("/ui".to_owned());
         }
         "move" => {
-            let queue = form.require("queue")?;
-            validate::name("queue", queue)?;
-            requeue(&ui, &jid, queue).await?;
+            let queue: QueueName = form.name("queue")?;
+            requeue(&ui, &jid, queue.as_str()).await?;
         }
         "priority" => {
             let priority: f64 = form
@@ -194,8 +199,7 @@ pub(super) async fn job(
             qless.priority(now, &jid, priority).await?;
         }
         "tag" | "untag" => {
-            let tag = form.require("tag")?.to_owned();
-            validate::name("tag", &tag)?;
+            let tag = String::from(form.name::<Tag>("tag")?);
             if action == "tag" {
                 qless.tag_add(now, &jid, &[tag]).await?;
             } else {
@@ -218,11 +222,11 @@ pub(super) async fn job(
 /// Unfailing puts each job back into the queue it failed in.
 pub(super) async fn failure_group(
     State(ui): State<Ui>,
-    Path((group, action)): Path<(String, String)>,
+    Path((group, action)): Path<(GroupName, String)>,
     body: Bytes,
 ) -> UiResult<Redirect> {
     let form = Form::parse(&body)?;
-    validate::name("group", &group)?;
+    let group = String::from(group);
     let unfail = match action.as_str() {
         "unfail" => true,
         "cancel" => false,
@@ -230,9 +234,9 @@ pub(super) async fn failure_group(
     };
     match form.get("scope") {
         Some("jobs") => {
-            let jids = form.all("jid");
-            validate::names("jid", &jids)?;
-            move_or_cancel(&ui, &group, &jids, unfail).await?;
+            let jids = form.names::<Jid>("jid")?;
+            validate::list("jid", &jids)?;
+            move_or_cancel(&ui, &group, &Jid::into_strings(jids), unfail).await?;
         }
         Some("all") => {
             let mut done = 0;
@@ -281,11 +285,11 @@ async fn move_or_cancel(ui: &Ui, group: &str, jids: &[String], unfail: bool) -> 
 /// `POST /ui/recurring/{jid}/{update|delete}`.
 pub(super) async fn recurring(
     State(ui): State<Ui>,
-    Path((jid, action)): Path<(String, String)>,
+    Path((jid, action)): Path<(Jid, String)>,
     body: Bytes,
 ) -> UiResult<Redirect> {
     let form = Form::parse(&body)?;
-    validate::name("jid", &jid)?;
+    let jid = String::from(jid);
     let now = ui.app.clock.now();
     let qless = &ui.app.qless;
     match action.as_str() {
@@ -312,14 +316,16 @@ pub(super) async fn recurring(
             let priority = number("priority")?
                 .map(|p| validate::finite("priority", p))
                 .transpose()?;
-            let wanted: Vec<String> = form
+            let wanted = form
                 .get("tags")
                 .unwrap_or("")
                 .split(',')
-                .map(|t| t.trim().to_owned())
+                .map(str::trim)
                 .filter(|t| !t.is_empty())
-                .collect();
-            validate::names_or_none("tag", &wanted)?;
+                .map(str::parse::<Tag>)
+                .collect::<Result<Vec<_>, _>>()?;
+            validate::at_most_list("tag", &wanted)?;
+            let wanted = Tag::into_strings(wanted);
             let Some(current) = qless.recur_get(now, &jid).await? else {
                 return Err(refused(StatusCode::NOT_FOUND, "no such recurring job"));
             };
@@ -374,8 +380,8 @@ pub(super) async fn recurring(
 /// JSON when it is a number or boolean, else as a string.
 pub(super) async fn config(State(ui): State<Ui>, body: Bytes) -> UiResult<Redirect> {
     let form = Form::parse(&body)?;
-    let option = form.require("option")?;
-    validate::name("option", option)?;
+    let option: OptionName = form.name("option")?;
+    let option = option.as_str();
     let text = form.get("value").unwrap_or("");
     let value: ConfigScalar = match serde_json::from_str::<serde_json::Value>(text) {
         Ok(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {

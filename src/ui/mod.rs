@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::extract::FromRequestParts;
+use axum::extract::rejection::PathRejection;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -27,6 +28,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::auth::{Grants, Scope};
 use crate::error::ApiError;
+use crate::model::NameError;
 use crate::server::AppState;
 
 pub use live::Throughput;
@@ -142,6 +144,24 @@ impl From<ApiError> for UiError {
         UiError(err)
     }
 }
+
+impl From<NameError> for UiError {
+    fn from(err: NameError) -> Self {
+        UiError(err.into())
+    }
+}
+
+impl From<PathRejection> for UiError {
+    fn from(rejection: PathRejection) -> Self {
+        UiError(rejection.into())
+    }
+}
+
+/// Path parameters (names check themselves as they are read), refused with the
+/// dashboard's error page rather than axum's plain text.
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(UiError))]
+struct Path<T>(T);
 
 impl From<crate::core::Error> for UiError {
     fn from(err: crate::core::Error) -> Self {

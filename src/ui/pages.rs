@@ -1,18 +1,18 @@
 //! The dashboard's pages (GET). Each reads what it shows with the same `core` calls
 //! as the API's handlers, one page of rows at a time.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::charts;
 use super::{
-    Can, PAGE, Ui, UiResult, action_button, csrf_field, layout, pager, refused, seg, trusted, when,
+    Can, PAGE, Path, Ui, UiResult, action_button, csrf_field, layout, pager, refused, seg, trusted,
+    when,
 };
 use crate::core::Listing;
-use crate::model::{Job, QueueCounts, TimingStats};
-use crate::routes::validate;
+use crate::model::{GroupName, Jid, Job, QueueCounts, QueueName, Tag, TimingStats, WorkerName};
 
 /// `?offset=` of a paged listing.
 #[derive(Debug, Default, Deserialize)]
@@ -161,7 +161,9 @@ pub(super) async fn search(
     if term.is_empty() {
         return Ok(Redirect::to("/ui").into_response());
     }
-    validate::name("search", term)?;
+    // Looked up as a jid first (a job's, then a template's), else as a tag.
+    let term = String::from(term.parse::<Jid>()?);
+    let term = term.as_str();
     let now = ui.app.clock.now();
     if ui.app.qless.get(now, term).await?.is_some() {
         return Ok(Redirect::to(&format!("/ui/jobs/{}", seg(term))).into_response());
@@ -185,10 +187,10 @@ const STATES: [&str; 6] = [
 pub(super) async fn queue(
     State(ui): State<Ui>,
     can: Can,
-    Path(queue): Path<String>,
+    Path(queue): Path<QueueName>,
     Query(p): Query<QueuePaging>,
 ) -> UiResult {
-    validate::name("queue", &queue)?;
+    let queue = String::from(queue);
     let state = p.state.as_deref().unwrap_or("waiting");
     let listing = match state {
         "waiting" => None,
@@ -333,9 +335,9 @@ fn job_table(jobs: &[Job]) -> Markup {
 pub(super) async fn job(
     State(ui): State<Ui>,
     can: Can,
-    Path(jid): Path<String>,
+    Path(jid): Path<Jid>,
 ) -> UiResult<Response> {
-    validate::name("jid", &jid)?;
+    let jid = String::from(jid);
     let now = ui.app.clock.now();
     let Some(job) = ui.app.qless.get(now, &jid).await? else {
         if ui.app.qless.recur_get(now, &jid).await?.is_some() {
@@ -482,10 +484,10 @@ pub(super) async fn failures(State(ui): State<Ui>) -> UiResult {
 pub(super) async fn failure_group(
     State(ui): State<Ui>,
     can: Can,
-    Path(group): Path<String>,
+    Path(group): Path<GroupName>,
     Query(p): Query<Paging>,
 ) -> UiResult {
-    validate::name("group", &group)?;
+    let group = String::from(group);
     let now = ui.app.clock.now();
     let page = ui
         .app
@@ -557,8 +559,8 @@ pub(super) async fn workers(State(ui): State<Ui>, Query(p): Query<Paging>) -> Ui
 }
 
 /// `GET /ui/workers/{worker}`: the jobs a worker holds (the first pages' worth).
-pub(super) async fn worker(State(ui): State<Ui>, Path(worker): Path<String>) -> UiResult {
-    validate::name("worker", &worker)?;
+pub(super) async fn worker(State(ui): State<Ui>, Path(worker): Path<WorkerName>) -> UiResult {
+    let worker = String::from(worker);
     let now = ui.app.clock.now();
     let held = ui.app.qless.worker(now, &worker).await?;
     let running: Vec<String> = held.jids.iter().take(PAGE as usize).cloned().collect();
@@ -584,7 +586,8 @@ pub(super) async fn tags(State(ui): State<Ui>, Query(q): Query<TagQuery>) -> UiR
     let now = ui.app.clock.now();
     match q.tag.as_deref().filter(|t| !t.is_empty()) {
         Some(tag) => {
-            validate::name("tag", tag)?;
+            let tag = String::from(tag.parse::<Tag>()?);
+            let tag = tag.as_str();
             let page = ui.app.qless.tag_get(now, tag, q.offset, PAGE).await?;
             let jobs = ui.app.qless.multiget(now, &page.jids).await?;
             let base = format!("/ui/tags?tag={}", seg(tag));
@@ -654,8 +657,8 @@ pub(super) async fn recurring_list(State(ui): State<Ui>, Query(p): Query<Paging>
 }
 
 /// `GET /ui/recurring/{jid}`: one template, editable.
-pub(super) async fn recurring(State(ui): State<Ui>, can: Can, Path(jid): Path<String>) -> UiResult {
-    validate::name("jid", &jid)?;
+pub(super) async fn recurring(State(ui): State<Ui>, can: Can, Path(jid): Path<Jid>) -> UiResult {
+    let jid = String::from(jid);
     let Some(t) = ui.app.qless.recur_get(ui.app.clock.now(), &jid).await? else {
         return Err(refused(
             axum::http::StatusCode::NOT_FOUND,

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
+use axum::http::{Method, Request, header};
 use serde_json::json;
 
 use crate::support::TestApp;
@@ -96,4 +98,94 @@ async fn readyz_answers_within_a_second_when_redis_is_down() {
     }
     eprintln!("readyz with Redis down: slowest of 3 answers took {slowest:?}");
     assert!(slowest < Duration::from_secs(1), "readyz took {slowest:?}");
+}
+
+#[tokio::test]
+async fn a_bad_name_is_refused_with_a_detail_naming_the_field_and_the_rule() {
+    let app = TestApp::start().await;
+    let long = "q".repeat(257);
+    let good = json!({"jid": "g", "klass": "K"});
+    // (what, method, uri, body, what the detail must say)
+    let cases = [
+        (
+            "a name in a body",
+            Method::POST,
+            "/v1/queues/q/jobs".to_owned(),
+            Some(json!({"klass": "K", "tags": ["ok", "a b"]})),
+            vec![
+                "tags[1]",
+                "tag contains the character ' ', which is not allowed in names",
+            ],
+        ),
+        (
+            "a name in a batch item",
+            Method::POST,
+            "/v1/queues/q/jobs/batch".to_owned(),
+            Some(json!({"jobs": [good, {"jid": "a{b", "klass": "K"}]})),
+            vec![
+                "jobs[1].jid",
+                "jid contains the character '{', which is not allowed in names",
+            ],
+        ),
+        (
+            "an empty name",
+            Method::POST,
+            "/v1/queues/q/pop".to_owned(),
+            Some(json!({"worker": ""})),
+            vec!["worker: worker must not be empty"],
+        ),
+        (
+            "a long name in the path",
+            Method::GET,
+            format!("/v1/queues/{long}"),
+            None,
+            vec!["queue is longer than 256 characters"],
+        ),
+        (
+            "a name in the path",
+            Method::GET,
+            "/v1/throttles/a%09b".to_owned(),
+            None,
+            vec!["throttle contains the character '\\t'"],
+        ),
+        (
+            "a name in the query",
+            Method::GET,
+            "/v1/events?worker=a%20b".to_owned(),
+            None,
+            vec!["worker: worker contains the character ' '"],
+        ),
+        (
+            "a name in a repeated query parameter",
+            Method::GET,
+            "/v1/jobs?jid=a&jid=%EF%BB%BFb".to_owned(),
+            None,
+            vec!["jid contains the character '\\u{feff}'"],
+        ),
+    ];
+    for (what, method, uri, body, said) in cases {
+        let response = app.request(method, &uri, body).await;
+        response.assert_problem(400, "bad_request");
+        let detail = response.body["detail"].as_str().unwrap();
+        for words in said {
+            assert!(detail.contains(words), "{what}: {detail}");
+        }
+    }
+    let header = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/queues/q/jobs")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("idempotency-key", "a b")
+        .body(Body::from(json!({"klass": "K"}).to_string()))
+        .unwrap();
+    let response = app.send(header).await;
+    response.assert_problem(400, "bad_request");
+    let detail = response.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("idempotency key contains the character ' '"),
+        "{detail}"
+    );
+    // Nothing was written by any of them.
+    let queues = app.get("/v1/queues").await;
+    assert_eq!(queues.body, json!([]), "{}", queues.text);
 }

@@ -134,10 +134,7 @@ async fn out_of_memory_a_pop_leases_nothing_and_a_grouped_call_changes_nothing()
     assert_eq!(qless.worker(2.0, "w").await.unwrap().jids, ["b"]);
     assert_eq!(state(&namespaced, "n").await, "waiting");
     // a read the script refuses is answered with the script's own error
-    let bad = qless
-        .call("get", 2.0, strs(&["a-history"]))
-        .await
-        .unwrap_err();
+    let bad = qless.get(2.0, "a-history").await.unwrap_err();
     assert_eq!(bad.script_code(), Some(qlessd::core::ScriptCode::Argument));
     // ...unless they need a write after all: then it is the same refusal.
     let tagged = qless.tag_add(2.0, "a", &strs(&["t"])).await.unwrap_err();

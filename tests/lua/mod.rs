@@ -2,6 +2,7 @@
 
 mod available;
 mod batch;
+mod commands;
 mod compact_history;
 mod compat;
 mod config;

@@ -1,0 +1,405 @@
+//! The names requests carry: job ids, queues, workers, tags, failure groups, throttles,
+//! config options and idempotency keys. A name becomes part of Redis keys and channel
+//! names, so one rule bounds them all (non-empty, at most [`MAX_NAME_LEN`] characters,
+//! no blank character, no `{` or `}`): a blank would break the key layout, a brace
+//! would make a cluster hash tag.
+//!
+//! Each kind of name is its own type, and the only way to get one is through the rule:
+//! they check themselves when deserialized, so a JSON body, a path segment or a query
+//! string holding a bad name is refused (a 400 naming the field and the rule) before a
+//! handler runs, and nothing is written. The rule, its OpenAPI schema ([`Name`]) and
+//! its messages are written here once.
+//!
+//! The rule is exactly the one qlessd has always applied, so every name it ever
+//! accepted stays reachable.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::{PartialSchema, ToSchema};
+
+/// Longest accepted name, in characters (not bytes: `ж` counts once).
+pub const MAX_NAME_LEN: usize = 256;
+
+/// The rule as a JSON Schema pattern, for clients that check before sending. JSON
+/// Schema's `\s` includes the byte order mark, which Rust's `is_whitespace` does not;
+/// [`is_blank`] adds it, so the two agree.
+const PATTERN: &str = r"^[^\s{}\x00-\x1f\x7f-\x9f\ufeff]+$";
+
+/// Whitespace, control characters and the byte order mark (an invisible character
+/// that JSON Schema's `\s` counts as whitespace). Free text must hold something else
+/// too (`routes::validate::text`).
+pub fn is_blank(c: char) -> bool {
+    c.is_whitespace() || c.is_control() || c == '\u{feff}'
+}
+
+/// Why a string is not a name of some kind; its text is the detail of the 400.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameError {
+    /// The kind of name, as messages call it (`queue`, `jid`, ...).
+    kind: &'static str,
+    broken: Rule,
+}
+
+/// The part of the rule a string breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    Empty,
+    TooLong,
+    Character(char),
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = self.kind;
+        match self.broken {
+            Rule::Empty => write!(f, "{kind} must not be empty"),
+            Rule::TooLong => write!(f, "{kind} is longer than {MAX_NAME_LEN} characters"),
+            Rule::Character(bad) => write!(
+                f,
+                "{kind} contains the character {bad:?}, which is not allowed in names"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NameError {}
+
+/// Checks `value` against the rule; `kind` names it in the error.
+fn check(kind: &'static str, value: &str) -> Result<(), NameError> {
+    let broken = |broken| Err(NameError { kind, broken });
+    if value.is_empty() {
+        return broken(Rule::Empty);
+    }
+    // The usual name, short and ASCII, checked byte by byte: in ASCII the blanks are
+    // the bytes up to the space and DEL. Only a name that fails this is looked at by
+    // characters (every request carries several names).
+    if value.len() <= MAX_NAME_LEN
+        && value
+            .bytes()
+            .all(|byte| byte > b' ' && byte < 0x7f && byte != b'{' && byte != b'}')
+    {
+        return Ok(());
+    }
+    if value.chars().count() > MAX_NAME_LEN {
+        return broken(Rule::TooLong);
+    }
+    match value
+        .chars()
+        .find(|&c| is_blank(c) || matches!(c, '{' | '}'))
+    {
+        Some(bad) => broken(Rule::Character(bad)),
+        None => Ok(()),
+    }
+}
+
+/// The OpenAPI schema of every name: one component, `Name`, which all the name types
+/// refer to, since they follow the same rule.
+pub struct Name;
+
+impl PartialSchema for Name {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(
+                "A name used in Redis keys (queue, worker, job id, tag, failure group, \
+                 option): 1 to 256 characters, none of them whitespace, a control \
+                 character, a byte order mark, `{` or `}`.",
+            ))
+            .min_length(Some(1))
+            .max_length(Some(MAX_NAME_LEN))
+            .pattern(Some(PATTERN))
+            .examples(["worker-1"])
+            .into()
+    }
+}
+
+impl ToSchema for Name {}
+
+/// Defines a name type: a `String` that passed [`check`] for its kind.
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+        #[serde(try_from = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// The name.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// Names as the plain strings `core` takes (no copy of the text).
+            pub fn into_strings(names: Vec<Self>) -> Vec<String> {
+                names.into_iter().map(String::from).collect()
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = NameError;
+
+            fn try_from(value: String) -> Result<Self, NameError> {
+                check($kind, &value)?;
+                Ok($name(value))
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = NameError;
+
+            fn from_str(value: &str) -> Result<Self, NameError> {
+                check($kind, value)?;
+                Ok($name(value.to_owned()))
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> String {
+                name.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        // As the string it is, so a name in a message reads as before.
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                Name::schema()
+            }
+        }
+
+        impl ToSchema for $name {
+            fn name() -> Cow<'static, str> {
+                Name::name()
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A job id, or a recurring job template's id (its children are `<jid>-1`, ...).
+    Jid,
+    "jid"
+);
+
+name_type!(
+    /// A queue's name.
+    QueueName,
+    "queue"
+);
+
+name_type!(
+    /// A worker's name, as it pops, heartbeats and completes.
+    WorkerName,
+    "worker"
+);
+
+name_type!(
+    /// A failure group: the kind of failure a job failed with.
+    GroupName,
+    "group"
+);
+
+name_type!(
+    /// A tag of a job or a recurring template.
+    Tag,
+    "tag"
+);
+
+name_type!(
+    /// A throttle's name.
+    ThrottleName,
+    "throttle"
+);
+
+name_type!(
+    /// A configuration option's name (`heartbeat`, `<queue>-max-concurrency`, ...).
+    OptionName,
+    "option"
+);
+
+name_type!(
+    /// A put's idempotency key, from the `Idempotency-Key` header or a batch item.
+    IdempotencyKey,
+    "idempotency key"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `value` is a name (any kind: they share the rule).
+    fn accepted(value: &str) -> bool {
+        value.parse::<QueueName>().is_ok()
+    }
+
+    #[test]
+    fn names_that_fit_the_key_layout_are_accepted() {
+        let longest_ascii = "q".repeat(MAX_NAME_LEN);
+        let longest_wide = "é".repeat(MAX_NAME_LEN);
+        let longest_cyrillic = "ж".repeat(MAX_NAME_LEN);
+        for good in [
+            "q",
+            "emails.high-priority_1",
+            "8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f",
+            "failed-retries-emails",
+            "emails-max-concurrency",
+            "a:b/c|d,e;f'g\"h\\i",
+            "café",
+            "日本語のキュー",
+            "emoji-📦",
+            "~!@#$%^&*()[]<>?",
+            longest_ascii.as_str(),
+            longest_wide.as_str(),
+            longest_cyrillic.as_str(),
+        ] {
+            assert!(accepted(good), "{good:?} refused");
+        }
+    }
+
+    #[test]
+    fn names_that_would_break_keys_are_refused() {
+        let too_long_ascii = "q".repeat(MAX_NAME_LEN + 1);
+        let too_long_wide = "ж".repeat(MAX_NAME_LEN + 1);
+        for bad in [
+            "",
+            " ",
+            "a b",
+            " leading",
+            "trailing ",
+            "a\tb",
+            "a\nb",
+            "a\rb",
+            "nul\0",
+            "bell\u{7}",
+            "del\u{7f}",
+            "a{b",
+            "a}b",
+            "{tag}",
+            "next\u{85}line",
+            "no\u{a0}break",
+            "\u{feff}bom",
+            "line\u{2028}separator",
+            "ideographic\u{3000}space",
+            "c1\u{9f}",
+            too_long_ascii.as_str(),
+            too_long_wide.as_str(),
+        ] {
+            assert!(!accepted(bad), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_quick_ascii_check_agrees_with_the_rule_by_characters() {
+        for byte in 0u8..0x80 {
+            let c = char::from(byte);
+            let allowed = !(is_blank(c) || matches!(c, '{' | '}'));
+            assert_eq!(accepted(&format!("a{c}b")), allowed, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn the_length_is_counted_in_characters_not_bytes() {
+        // 256 three-byte characters are 768 bytes but a name of 256 characters; the
+        // ASCII name one character longer is refused although it has fewer bytes.
+        assert!(accepted(&"ж".repeat(256)));
+        assert!(!accepted(&"q".repeat(257)));
+        assert!(accepted(&format!("{}é", "q".repeat(255))));
+        assert!(!accepted(&format!("{}é", "q".repeat(256))));
+    }
+
+    #[test]
+    fn errors_name_the_kind_and_the_rule() {
+        let cases: [(Result<(), NameError>, &str); 5] = [
+            ("".parse::<Jid>().map(drop), "jid must not be empty"),
+            (
+                "q".repeat(257).parse::<QueueName>().map(drop),
+                "queue is longer than 256 characters",
+            ),
+            (
+                "a b".parse::<Tag>().map(drop),
+                "tag contains the character ' ', which is not allowed in names",
+            ),
+            (
+                "a{b}".parse::<ThrottleName>().map(drop),
+                "throttle contains the character '{', which is not allowed in names",
+            ),
+            (
+                "k\u{feff}".parse::<IdempotencyKey>().map(drop),
+                "idempotency key contains the character '\\u{feff}', which is not \
+                 allowed in names",
+            ),
+        ];
+        for (result, message) in cases {
+            assert_eq!(result.unwrap_err().to_string(), message);
+        }
+    }
+
+    #[test]
+    fn names_deserialize_only_when_valid() {
+        let worker: WorkerName = serde_json::from_str(r#""worker-1""#).unwrap();
+        assert_eq!(worker.as_str(), "worker-1");
+        assert_eq!(serde_json::to_string(&worker).unwrap(), r#""worker-1""#);
+        let refused = serde_json::from_str::<WorkerName>(r#""a b""#).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("worker contains the character ' '"),
+            "{refused}"
+        );
+        assert!(serde_json::from_str::<Vec<Tag>>(r#"["a", ""]"#).is_err());
+        assert!(
+            serde_json::from_str::<Option<GroupName>>("null")
+                .unwrap()
+                .is_none()
+        );
+        // Not a string at all: serde's own message.
+        assert!(serde_json::from_str::<OptionName>("5").is_err());
+    }
+
+    #[test]
+    fn names_read_and_print_as_the_strings_they_are() {
+        let jid: Jid = "j-1".parse().unwrap();
+        assert_eq!(format!("{jid} {jid:?}"), r#"j-1 "j-1""#);
+        assert_eq!(String::from(jid.clone()), "j-1");
+        assert_eq!(Jid::into_strings(vec![jid]), ["j-1"]);
+        assert_eq!(Jid::try_from("j-1".to_owned()).unwrap().as_ref(), "j-1");
+    }
+
+    #[test]
+    fn every_name_type_shares_the_one_name_schema() {
+        assert_eq!(Jid::name(), "Name");
+        assert_eq!(IdempotencyKey::name(), "Name");
+        let schema = serde_json::to_value(Tag::schema()).unwrap();
+        assert_eq!(schema, serde_json::to_value(Name::schema()).unwrap());
+        assert_eq!(schema["maxLength"], MAX_NAME_LEN);
+        assert_eq!(schema["pattern"], PATTERN);
+    }
+}
