@@ -398,18 +398,29 @@ fn decimal(digits: &mut [u8; 20], mut number: usize) -> &[u8] {
 }
 
 /// Bytes read from a connection and not parsed yet.
+///
+/// A reply is parsed once, when all of it has arrived: until then each read only
+/// extends a scan ([`Frame`]) that finds where the reply ends, picking up where the
+/// last read left it, so a large reply (a pop of a thousand jobs) arriving in many
+/// pieces costs one pass over its bytes and one parse, not a parse (and its
+/// allocations) per piece.
 #[derive(Debug, Default)]
 pub struct Reader {
     buffer: Vec<u8>,
     /// Where unparsed data starts in `buffer`.
     start: usize,
+    /// How far the scan of the reply at `start` got.
+    frame: Frame,
+    /// How many replies were parsed (tests count them).
+    #[cfg(test)]
+    parses: usize,
 }
 
 impl Reader {
     pub fn new() -> Self {
         Reader {
             buffer: Vec::with_capacity(16 * 1024),
-            start: 0,
+            ..Reader::default()
         }
     }
 
@@ -421,6 +432,7 @@ impl Reader {
     /// Marks `used` bytes of [`pending`](Self::pending) as parsed.
     pub fn consume(&mut self, used: usize) {
         self.start += used;
+        self.frame = Frame::default();
         if self.start == self.buffer.len() {
             self.buffer.clear();
             self.start = 0;
@@ -429,12 +441,21 @@ impl Reader {
 
     /// The next whole reply already read, if any.
     pub fn parsed(&mut self) -> io::Result<Option<Value>> {
-        match parse(self.pending())? {
-            Some((value, used)) => {
+        let Some(end) = self.frame.scan(&self.buffer[self.start..])? else {
+            return Ok(None);
+        };
+        #[cfg(test)]
+        {
+            self.parses += 1;
+        }
+        match parse(&self.buffer[self.start..self.start + end])? {
+            Some((value, used)) if used == end => {
                 self.consume(used);
                 Ok(Some(value))
             }
-            None => Ok(None),
+            _ => Err(protocol(format!(
+                "a reply of {end} bytes that does not parse as one"
+            ))),
         }
     }
 
@@ -442,6 +463,7 @@ impl Reader {
     /// that did not complete took nothing.
     pub async fn fill<S: AsyncRead + Unpin + ?Sized>(&mut self, socket: &mut S) -> io::Result<()> {
         if self.start > 0 {
+            // The scan's offsets count from `start`, so they hold after the move.
             self.buffer.drain(..self.start);
             self.start = 0;
         }
@@ -468,6 +490,130 @@ impl Reader {
             }
             self.fill(socket).await?;
         }
+    }
+}
+
+/// How far the scan of a reply not wholly read yet got: it reads the type and the
+/// line of each element, skips bulk strings' contents by their length, and counts
+/// the elements still to come (an array's count adds its items), so it needs no
+/// stack and allocates nothing. Offsets count from the reply's first byte.
+#[derive(Debug)]
+struct Frame {
+    /// Where the element being scanned starts.
+    at: usize,
+    /// Where the search for the CR ending its line resumes (what came before holds
+    /// none).
+    probe: usize,
+    /// Where its contents end when it is a bulk string whose line was read.
+    body_end: Option<usize>,
+    /// Elements still to come, this one included.
+    remaining: u64,
+    /// Bytes searched for a CR (tests check that no byte is searched twice).
+    #[cfg(test)]
+    searched: usize,
+}
+
+impl Default for Frame {
+    fn default() -> Self {
+        Frame {
+            at: 0,
+            probe: 0,
+            body_end: None,
+            remaining: 1,
+            #[cfg(test)]
+            searched: 0,
+        }
+    }
+}
+
+impl Frame {
+    /// Scans `data` (the reply's bytes read so far, the earlier ones unchanged since
+    /// the last call) on from where the last call stopped: how many bytes the reply
+    /// takes once it is all there, `None` until then. Malformed lengths and unknown
+    /// types fail as [`parse`] would fail on them.
+    fn scan(&mut self, data: &[u8]) -> io::Result<Option<usize>> {
+        while self.remaining > 0 {
+            if let Some(end) = self.body_end {
+                let Some(crlf) = data.get(end..end + 2) else {
+                    return Ok(None);
+                };
+                if crlf != b"\r\n" {
+                    return Err(protocol("a bulk string without its CRLF".to_owned()));
+                }
+                self.body_end = None;
+                self.next(end + 2);
+                continue;
+            }
+            // The type byte is never the CR sought.
+            let from = self.probe.max(self.at + 1);
+            let Some(rest) = data.get(from..) else {
+                return Ok(None);
+            };
+            let found = memchr::memchr(b'\r', rest);
+            #[cfg(test)]
+            {
+                self.searched += found.map_or(rest.len(), |cr| cr + 1);
+            }
+            let Some(cr) = found.map(|cr| from + cr) else {
+                self.probe = data.len();
+                return Ok(None);
+            };
+            // As in `line`: the CR and one byte after it end the line.
+            if data.len() < cr + 2 {
+                self.probe = cr;
+                #[cfg(test)]
+                {
+                    // Searched again next time.
+                    self.searched -= 1;
+                }
+                return Ok(None);
+            }
+            let text = &data[self.at + 1..cr];
+            let after_line = cr + 2;
+            match data[self.at] {
+                b'+' | b'-' => self.next(after_line),
+                b':' => {
+                    number(text)?;
+                    self.next(after_line);
+                }
+                b'$' => match usize::try_from(number(text)?) {
+                    Ok(length) => {
+                        self.body_end =
+                            Some(after_line.checked_add(length).ok_or_else(|| {
+                                protocol(format!("a bulk string of {length} bytes"))
+                            })?);
+                        self.probe = after_line;
+                    }
+                    // A null.
+                    Err(_) => self.next(after_line),
+                },
+                b'*' => {
+                    let count = number(text)?;
+                    self.next(after_line);
+                    // A negative count is a null, with no items.
+                    if let Ok(count) = u64::try_from(count) {
+                        self.remaining = self
+                            .remaining
+                            .checked_add(count)
+                            .ok_or_else(|| protocol(format!("an array of {count} items")))?;
+                    }
+                }
+                other => {
+                    return Err(protocol(format!(
+                        "unknown reply type {:?}",
+                        char::from(other)
+                    )));
+                }
+            }
+        }
+        Ok(Some(self.at))
+    }
+
+    /// One element done; the next starts at `at`.
+    fn next(&mut self, at: usize) {
+        self.at = at;
+        self.probe = at;
+        self.remaining -= 1;
     }
 }
 
@@ -638,6 +784,143 @@ mod tests {
             buffer,
             b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$4\r\n1205\r\n*0\r\n"
         );
+    }
+
+    /// Every kind of reply the reader handles, as redis-rs parses it.
+    const EVERY_KIND: [&[u8]; 14] = [
+        b"+OK\r\n",
+        b"+PONG\r\n",
+        b"-QL_ARG Put(): bad\r\n",
+        b"-ASK 3999 10.0.0.2:7001\r\n",
+        b":0\r\n",
+        b":-9223372036854775808\r\n",
+        b"$5\r\nhe\r\no\r\n",
+        b"$0\r\n\r\n",
+        b"$-1\r\n",
+        b"*-1\r\n",
+        b"*0\r\n",
+        b"*3\r\n$1\r\na\r\n*1\r\n:1\r\n-QL_ARG Put(): bad\r\n",
+        b"*2\r\n*0\r\n*2\r\n$-1\r\n*-1\r\n",
+        b"*2\r\n*1\r\n*1\r\n+deep\r\n$3\r\n\r\n\r\r\n",
+    ];
+
+    /// Hands `bytes` to `reader` as one read.
+    async fn arrive(reader: &mut Reader, mut bytes: &[u8]) {
+        reader.fill(&mut bytes).await.unwrap();
+        assert!(bytes.is_empty(), "one read took it all");
+    }
+
+    #[tokio::test]
+    async fn every_kind_of_reply_split_at_every_byte_parses_once_whole() {
+        for whole in EVERY_KIND {
+            let expected = redis::parse_redis_value(whole).unwrap();
+            for cut in 1..whole.len() {
+                let mut reader = Reader::new();
+                arrive(&mut reader, &whole[..cut]).await;
+                assert_eq!(reader.parsed().unwrap(), None, "{whole:?} cut at {cut}");
+                arrive(&mut reader, &whole[cut..]).await;
+                assert_eq!(reader.parsed().unwrap().as_ref(), Some(&expected));
+                assert_eq!(reader.parses, 1, "{whole:?} cut at {cut}");
+                assert!(reader.pending().is_empty());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn pipelined_replies_split_at_every_byte_each_parse_once() {
+        let whole: Vec<u8> = EVERY_KIND.concat();
+        let expected: Vec<Value> = EVERY_KIND
+            .iter()
+            .map(|one| redis::parse_redis_value(one).unwrap())
+            .collect();
+        for cut in 0..=whole.len() {
+            let mut reader = Reader::new();
+            let mut values = Vec::new();
+            for part in [&whole[..cut], &whole[cut..]] {
+                if !part.is_empty() {
+                    arrive(&mut reader, part).await;
+                }
+                while let Some(value) = reader.parsed().unwrap() {
+                    values.push(value);
+                }
+            }
+            assert_eq!(values, expected, "cut at {cut}");
+            assert_eq!(reader.parses, EVERY_KIND.len());
+        }
+    }
+
+    /// A `batch` reply carrying a pop of `jobs` jobs, laid out as the script returns
+    /// it: an array per call, each job an array of its jid, its JSON and a number.
+    fn big_pop_reply(jobs: usize) -> Vec<u8> {
+        let mut reply = Vec::new();
+        put_array(&mut reply, 1);
+        put_array(&mut reply, jobs);
+        for n in 0..jobs {
+            let jid = format!("{n:032x}");
+            let json = format!(
+                r#"{{"jid":"{jid}","klass":"Mailer","queue":"mail","data":"{{\"to\":\"user{n}@example.com\",\"subject\":\"hello\"}}","priority":0,"tags":["a","b"],"state":"running","worker":"w1","expires":1700000060.5,"retries":5,"remaining":5}}"#
+            );
+            put_array(&mut reply, 3);
+            put_bulk(&mut reply, jid.as_bytes());
+            put_bulk(&mut reply, json.as_bytes());
+            reply.extend_from_slice(format!(":{n}\r\n").as_bytes());
+        }
+        reply
+    }
+
+    #[tokio::test]
+    async fn a_thousand_job_pop_arriving_a_byte_at_a_time_is_parsed_once() {
+        let whole = big_pop_reply(1000);
+        assert!(whole.len() > 250_000, "{} bytes", whole.len());
+        let mut reader = Reader::new();
+        for (at, byte) in whole.iter().enumerate() {
+            arrive(&mut reader, std::slice::from_ref(byte)).await;
+            let value = reader.parsed().unwrap();
+            if at + 1 < whole.len() {
+                assert_eq!(value, None, "whole after {} bytes", at + 1);
+                continue;
+            }
+            assert_eq!(value, Some(redis::parse_redis_value(&whole).unwrap()));
+        }
+        assert_eq!(reader.parses, 1);
+        assert!(reader.pending().is_empty());
+    }
+
+    #[test]
+    fn the_scan_looks_at_each_byte_at_most_once_however_the_reply_arrives() {
+        let whole = big_pop_reply(1000);
+        let mut frame = Frame::default();
+        for end in 1..whole.len() {
+            assert_eq!(frame.scan(&whole[..end]).unwrap(), None);
+        }
+        assert_eq!(frame.scan(&whole).unwrap(), Some(whole.len()));
+        let mut at_once = Frame::default();
+        assert_eq!(at_once.scan(&whole).unwrap(), Some(whole.len()));
+        assert_eq!(frame.searched, at_once.searched);
+        // Bulk strings' contents are skipped by their length, never searched.
+        assert!(
+            at_once.searched < whole.len() / 2,
+            "{} of {} bytes searched",
+            at_once.searched,
+            whole.len()
+        );
+    }
+
+    #[tokio::test]
+    async fn garbage_fails_before_the_reply_is_whole() {
+        for garbage in [
+            &b"?what\r\n"[..],
+            b"$abc\r\n",
+            b":\r\n",
+            b"*x\r\n",
+            b"$1\r\nabc\r\n",
+            b"*2\r\n:1\r\n!3\r\n",
+        ] {
+            let mut reader = Reader::new();
+            arrive(&mut reader, garbage).await;
+            assert!(reader.parsed().is_err(), "{garbage:?}");
+            assert_eq!(reader.parses, 0);
+        }
     }
 
     #[tokio::test]

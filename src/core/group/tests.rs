@@ -1,0 +1,596 @@
+//! The whole driver against a scripted Redis (`fake.rs`): every recovery branch,
+//! replies cut at every byte, connections lost mid-group, callers that gave up, and
+//! groups forming. No test sleeps to synchronize: calls are queued by polling them
+//! once, and the fake answers only when the test says so. (Tests of the response
+//! timeout and the backoff wait for the driver's own timers, short ones.)
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use redis::Value;
+
+use super::super::command::Args;
+use super::super::{Error, Replicas, Script};
+use super::fake::{FakeRedis, Server};
+use super::*;
+
+/// The namespace key every invocation carries.
+const KEY: &str = "ql:{ns}";
+
+/// How long the driver waits for an answer in these tests.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn target(replicas: u32) -> Target {
+    Target {
+        endpoint: resp::Endpoint::plain(fake::PRIMARY),
+        script: Script::qless(),
+        namespace_key: Some(KEY.to_owned()),
+        namespace: "ns".to_owned(),
+        connect_timeout: Duration::from_secs(1),
+        response_timeout: RESPONSE_TIMEOUT,
+        replicas: Replicas {
+            count: replicas,
+            timeout: Duration::from_millis(250),
+        },
+    }
+}
+
+/// A driver grouping up to `max_calls` jobs, over a fake whose pipes hold
+/// `capacity` bytes.
+fn driver(max_calls: usize, capacity: usize, replicas: u32) -> (Grouper, FakeRedis) {
+    driver_to(target(replicas), max_calls, capacity)
+}
+
+fn driver_to(target: Target, max_calls: usize, capacity: usize) -> (Grouper, FakeRedis) {
+    let (fake, connector) = FakeRedis::new(capacity);
+    (Grouper::start_with(target, max_calls, connector), fake)
+}
+
+/// A `put` of job `jid` (a write of one job).
+fn put(jid: &str) -> ScriptCall {
+    let mut args = Args::new();
+    args.push("q").push(jid);
+    ScriptCall {
+        name: "put",
+        now: 1.5,
+        args,
+        weight: 1,
+        writes: true,
+    }
+}
+
+/// A `pop` of `count` jobs (weighing `count`).
+fn pop(worker: &str, count: usize) -> ScriptCall {
+    let mut args = Args::new();
+    args.push("q").push(worker).push(count);
+    ScriptCall {
+        name: "pop",
+        now: 1.5,
+        args,
+        weight: count,
+        writes: true,
+    }
+}
+
+/// A `get` (a read: no `WAIT` after it).
+fn get(jid: &str) -> ScriptCall {
+    let mut args = Args::new();
+    args.push(jid);
+    ScriptCall {
+        name: "get",
+        now: 1.5,
+        args,
+        weight: 1,
+        writes: false,
+    }
+}
+
+type Answer<'a> = Pin<Box<dyn Future<Output = Result<Value, Error>> + Send + 'a>>;
+
+/// Starts `call`: polled once, it is in the driver's queue, and its answer comes
+/// when awaited.
+fn start(grouper: &Grouper, call: ScriptCall) -> Answer<'_> {
+    let mut answer: Answer<'_> = Box::pin(grouper.call(call));
+    assert!((&mut answer).now_or_never().is_none(), "answered at once");
+    answer
+}
+
+/// Reads the invocation of one call alone, checking its command and that `arg` is
+/// among its arguments.
+async fn expect_call(server: &mut Server, name: &str, arg: &str) {
+    let words = server.command().await;
+    let sha = Script::qless().sha().to_owned();
+    assert_eq!(
+        words[..6],
+        ["EVALSHA", &sha, "1", KEY, name, "1.5"],
+        "{words:?}"
+    );
+    assert!(
+        words[6..].iter().any(|word| word == arg),
+        "{arg} in {words:?}"
+    );
+}
+
+/// Two calls sent one after the other, each alone: the invocations in flight that
+/// grouping allows. Returns the connection and their answers.
+async fn two_in_flight<'a>(
+    grouper: &'a Grouper,
+    fake: &mut FakeRedis,
+    first: ScriptCall,
+    second: ScriptCall,
+) -> (Server, Answer<'a>, Answer<'a>) {
+    let (name, arg) = (first.name, arg_of(&first));
+    let first = start(grouper, first);
+    let mut server = fake.accept().await;
+    expect_call(&mut server, name, &arg).await;
+    let (name, arg) = (second.name, arg_of(&second));
+    let second = start(grouper, second);
+    expect_call(&mut server, name, &arg).await;
+    (server, first, second)
+}
+
+/// The last argument of `call` (a jid, a count).
+fn arg_of(call: &ScriptCall) -> String {
+    let (mut bytes, mut last) = (call.args.bytes(), Ok(Value::Nil));
+    while let Some((value, used)) = resp::parse(bytes).unwrap() {
+        (bytes, last) = (&bytes[used..], Ok(value));
+    }
+    text(last)
+}
+
+/// Reads one `batch` invocation and returns the calls it carries, each as its
+/// command and arguments.
+async fn expect_batch(server: &mut Server) -> Vec<Vec<String>> {
+    let words = server.command().await;
+    assert_eq!(words[4], "batch", "{words:?}");
+    let mut calls = Vec::new();
+    let mut rest = &words[6..];
+    while let [name, count, more @ ..] = rest {
+        let count: usize = count.parse().unwrap();
+        let mut call = vec![name.clone()];
+        call.extend(more[..count].iter().cloned());
+        calls.push(call);
+        rest = &more[count..];
+    }
+    calls
+}
+
+/// `value` as a RESP bulk string.
+fn bulk(value: &str) -> Vec<u8> {
+    format!("${}\r\n{value}\r\n", value.len()).into_bytes()
+}
+
+/// An array of `items`, each already RESP.
+fn array(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut reply = format!("*{}\r\n", items.len()).into_bytes();
+    items.iter().for_each(|item| reply.extend_from_slice(item));
+    reply
+}
+
+fn text(result: Result<Value, Error>) -> String {
+    match result {
+        Ok(Value::BulkString(bytes)) => String::from_utf8(bytes).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The word an unavailable error starts with, or the whole message.
+fn unavailable(result: Result<Value, Error>) -> String {
+    match result {
+        Err(Error::Unavailable(why)) => why,
+        other => panic!("not unavailable: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_lone_call_goes_straight_to_redis_and_gets_its_reply() {
+    let (grouper, mut fake) = driver(100, 4096, 0);
+    let answer = start(&grouper, get("j1"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "get", "j1").await;
+    server.reply(&bulk("{}")).await;
+    assert_eq!(text(answer.await), "{}");
+    assert!(server.quiet());
+}
+
+#[tokio::test]
+async fn calls_queued_behind_two_in_flight_leave_as_one_batch() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    // Two invocations in flight: the next calls wait in the queue.
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let queued: Vec<_> = (0..10)
+        .map(|n| start(&grouper, put(&format!("j{n}"))))
+        .collect();
+    assert!(server.quiet());
+    server.reply(&bulk("a")).await;
+    assert_eq!(text(first.await), "a");
+    // The ten leave together, as one invocation.
+    let calls = expect_batch(&mut server).await;
+    let jids: Vec<&str> = calls.iter().map(|call| call[2].as_str()).collect();
+    assert_eq!(
+        jids,
+        ["j0", "j1", "j2", "j3", "j4", "j5", "j6", "j7", "j8", "j9"]
+    );
+    assert!(calls.iter().all(|call| call[..2] == ["put", "q"]));
+    server.reply(&bulk("b")).await;
+    let replies: Vec<_> = (0..10).map(|n| bulk(&format!("j{n}"))).collect();
+    server.reply(&array(&replies)).await;
+    assert_eq!(text(second.await), "b");
+    for (n, answer) in queued.into_iter().enumerate() {
+        assert_eq!(text(answer.await), format!("j{n}"));
+    }
+    assert!(server.quiet());
+}
+
+#[tokio::test]
+async fn groups_are_bounded_by_the_jobs_their_calls_work_on() {
+    let (grouper, mut fake) = driver(25, 1 << 20, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, get("a"), get("b")).await;
+    let pops: Vec<_> = (0..5)
+        .map(|n| start(&grouper, pop(&format!("w{n}"), 10)))
+        .collect();
+    server.reply(&bulk("a")).await;
+    // Two pops of ten (a third would make 30 > 25), then with the next free slot
+    // two more, then the last alone.
+    let workers = |calls: Vec<Vec<String>>| -> Vec<String> {
+        calls.into_iter().map(|call| call[2].clone()).collect()
+    };
+    assert_eq!(workers(expect_batch(&mut server).await), ["w0", "w1"]);
+    server.reply(&bulk("b")).await;
+    assert_eq!(workers(expect_batch(&mut server).await), ["w2", "w3"]);
+    server.reply(&array(&[bulk("0"), bulk("1")])).await;
+    expect_call(&mut server, "pop", "q").await;
+    server.reply(&array(&[bulk("2"), bulk("3")])).await;
+    server.reply(&bulk("4")).await;
+    first.await.unwrap();
+    second.await.unwrap();
+    for (n, answer) in pops.into_iter().enumerate() {
+        assert_eq!(text(answer.await), n.to_string());
+    }
+}
+
+#[tokio::test]
+async fn a_call_whose_caller_gave_up_is_not_sent() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let gone = start(&grouper, pop("w", 10));
+    let kept = start(&grouper, put("c"));
+    drop(gone);
+    server.reply(&bulk("a")).await;
+    // Only the call still awaited leaves (alone: the pop is not in a group with it).
+    expect_call(&mut server, "put", "c").await;
+    server.reply(&bulk("b")).await;
+    server.reply(&bulk("c")).await;
+    assert_eq!(text(first.await), "a");
+    assert_eq!(text(second.await), "b");
+    assert_eq!(text(kept.await), "c");
+    assert!(server.quiet());
+}
+
+#[tokio::test]
+async fn replies_arriving_a_byte_at_a_time_reach_their_callers() {
+    // Each pipe holds one byte: the driver reads every reply in pieces, cut at every
+    // byte, its groups' and its lone calls' alike.
+    let (grouper, mut fake) = driver(100, 1, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let queued: Vec<_> = (0..3)
+        .map(|n| start(&grouper, put(&format!("j{n}"))))
+        .collect();
+    server.reply(&bulk("first reply")).await;
+    assert_eq!(expect_batch(&mut server).await.len(), 3);
+    let group = array(&[
+        bulk("j0"),
+        b"-QL_ARG user_script:1: Put(): bad\r\n".to_vec(),
+        bulk("j2"),
+    ]);
+    let mut both = bulk("second reply");
+    both.extend_from_slice(&group);
+    server.reply(&both).await;
+    assert_eq!(text(first.await), "first reply");
+    assert_eq!(text(second.await), "second reply");
+    let mut queued = queued.into_iter();
+    assert_eq!(text(queued.next().unwrap().await), "j0");
+    let refused = queued.next().unwrap().await;
+    assert!(matches!(refused, Err(Error::Script { .. })), "{refused:?}");
+    assert_eq!(text(queued.next().unwrap().await), "j2");
+}
+
+#[tokio::test]
+async fn noscript_loads_the_script_and_sends_the_call_again_on_the_same_connection() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let answer = start(&grouper, put("a"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "put", "a").await;
+    server.reply(b"-NOSCRIPT No matching script.\r\n").await;
+    server
+        .expect(&["SCRIPT", "LOAD", Script::qless().source()])
+        .await;
+    expect_call(&mut server, "put", "a").await;
+    server.reply(&bulk(Script::qless().sha())).await;
+    server.reply(&bulk("a")).await;
+    assert_eq!(text(answer.await), "a");
+    assert!(fake.none_opened());
+}
+
+#[tokio::test]
+async fn noscript_once_more_is_the_callers_error() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let answer = start(&grouper, put("a"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "put", "a").await;
+    server.reply(b"-NOSCRIPT No matching script.\r\n").await;
+    server.expect(&["SCRIPT", "LOAD"]).await;
+    expect_call(&mut server, "put", "a").await;
+    server.reply(b"-ERR Error compiling script\r\n").await;
+    server.reply(b"-NOSCRIPT No matching script.\r\n").await;
+    let err = answer.await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Redis(why) if why.starts_with("NoScript")),
+        "{err:?}"
+    );
+    assert!(server.quiet());
+}
+
+#[tokio::test]
+async fn not_here_drops_the_connection_and_sends_the_call_again_where_the_primary_is_now() {
+    for refusal in [
+        &b"-MOVED 3999 10.0.0.2:7001\r\n"[..],
+        b"-READONLY You can't write against a read only replica.\r\n",
+        b"-MASTERDOWN Link with MASTER is down\r\n",
+    ] {
+        let (grouper, mut fake) = driver(100, 1 << 20, 0);
+        let (mut old, refused, behind) =
+            two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+        old.reply(refusal).await;
+        // A new connection: the script first (a new primary may not hold it), then
+        // the refused call once more.
+        let mut new = fake.accept().await;
+        new.expect(&["SCRIPT", "LOAD"]).await;
+        expect_call(&mut new, "put", "a").await;
+        old.closed().await;
+        new.reply(&bulk(Script::qless().sha())).await;
+        new.reply(&bulk("a")).await;
+        assert_eq!(text(refused.await), "a");
+        // Whether Redis ran the call behind it on the old connection is unknown.
+        let word = std::str::from_utf8(&refusal[1..])
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(unavailable(behind.await).starts_with(word));
+        // Told so twice, the caller hears it.
+        let twice = start(&grouper, put("c"));
+        expect_call(&mut new, "put", "c").await;
+        new.reply(refusal).await;
+        let mut newer = fake.accept().await;
+        newer.expect(&["SCRIPT", "LOAD"]).await;
+        expect_call(&mut newer, "put", "c").await;
+        newer.reply(&bulk(Script::qless().sha())).await;
+        newer.reply(refusal).await;
+        assert!(unavailable(twice.await).starts_with(word));
+        new.closed().await;
+        newer.closed().await;
+    }
+}
+
+#[tokio::test]
+async fn ask_sends_the_call_once_to_the_node_named_while_the_next_calls_stay() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 1);
+    let asked = start(&grouper, put("a"));
+    let mut primary = fake.accept().await;
+    expect_call(&mut primary, "put", "a").await;
+    primary.expect(&["WAIT", "1", "250"]).await;
+    primary.reply(b"-ASK 3999 10.0.0.2:7001\r\n").await;
+    primary.reply(b":1\r\n").await;
+    let mut node = fake.accept().await;
+    assert_eq!(node.node, "10.0.0.2:7001");
+    node.expect(&["ASKING"]).await;
+    expect_call(&mut node, "put", "a").await;
+    node.reply(b"+OK\r\n").await;
+    // The node lacks the script: loaded there, the call goes once more.
+    node.reply(b"-NOSCRIPT No matching script.\r\n").await;
+    node.expect(&["SCRIPT", "LOAD"]).await;
+    node.reply(&bulk(Script::qless().sha())).await;
+    node.expect(&["ASKING"]).await;
+    expect_call(&mut node, "put", "a").await;
+    node.reply(b"+OK\r\n").await;
+    node.reply(&bulk("a")).await;
+    // The write is acknowledged there too.
+    node.expect(&["WAIT", "1", "250"]).await;
+    node.reply(b":1\r\n").await;
+    assert_eq!(text(asked.await), "a");
+    node.closed().await;
+    // The next call goes to the slot's owner, as before.
+    let next = start(&grouper, get("b"));
+    expect_call(&mut primary, "get", "b").await;
+    primary.reply(&bulk("b")).await;
+    assert_eq!(text(next.await), "b");
+}
+
+#[tokio::test]
+async fn not_now_sends_the_call_again_after_a_backoff_then_gives_up() {
+    for refusal in [
+        &b"-LOADING Redis is loading the dataset in memory\r\n"[..],
+        b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+        b"-CLUSTERDOWN The cluster is down\r\n",
+        b"-NOREPLICAS Not enough good replicas to write.\r\n",
+    ] {
+        let word = std::str::from_utf8(&refusal[1..])
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        let (grouper, mut fake) = driver(100, 1 << 20, 0);
+        let answer = start(&grouper, put("a"));
+        let mut server = fake.accept().await;
+        expect_call(&mut server, "put", "a").await;
+        let refused_at = Instant::now();
+        server.reply(refusal).await;
+        // On the same connection, after the backoff.
+        expect_call(&mut server, "put", "a").await;
+        assert!(refused_at.elapsed() >= recovery::BACKOFF, "{word}");
+        server.reply(&bulk("a")).await;
+        assert_eq!(text(answer.await), "a");
+        // Refused twice, the caller hears it, and the connection stays.
+        let twice = start(&grouper, put("b"));
+        expect_call(&mut server, "put", "b").await;
+        server.reply(refusal).await;
+        expect_call(&mut server, "put", "b").await;
+        server.reply(refusal).await;
+        assert!(unavailable(twice.await).starts_with(word), "{word}");
+        assert!(fake.none_opened());
+    }
+}
+
+#[tokio::test]
+async fn a_plain_command_told_not_now_fails_at_once_and_keeps_its_connection() {
+    let (grouper, mut fake) = driver(1, 1 << 20, 0);
+    let mut loading = Box::pin(grouper.command(&["TIME"]));
+    assert!((&mut loading).now_or_never().is_none());
+    let mut server = fake.accept().await;
+    server.expect(&["TIME"]).await;
+    server
+        .reply(b"-LOADING Redis is loading the dataset in memory\r\n")
+        .await;
+    assert!(unavailable(loading.await).starts_with("LOADING"));
+    let mut time = Box::pin(grouper.command(&["TIME"]));
+    assert!((&mut time).now_or_never().is_none());
+    server.expect(&["TIME"]).await;
+    server.reply(&array(&[bulk("1700000000"), bulk("5")])).await;
+    assert!(matches!(time.await, Ok(Value::Array(_))));
+    assert!(fake.none_opened());
+}
+
+#[tokio::test]
+async fn a_connection_lost_mid_group_fails_every_call_in_flight_and_the_next_call_reconnects() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let queued: Vec<_> = (0..4)
+        .map(|n| start(&grouper, put(&format!("j{n}"))))
+        .collect();
+    server.reply(&bulk("a")).await;
+    assert_eq!(expect_batch(&mut server).await.len(), 4);
+    // Half of the second reply, then the connection is gone.
+    server.reply(b"$1\r\n").await;
+    drop(server);
+    assert_eq!(text(first.await), "a");
+    assert!(unavailable(second.await).contains("connection"));
+    for answer in queued {
+        assert!(unavailable(answer.await).contains("connection"));
+    }
+    let next = start(&grouper, put("c"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "put", "c").await;
+    server.reply(&bulk("c")).await;
+    assert_eq!(text(next.await), "c");
+}
+
+#[tokio::test]
+async fn a_silent_redis_is_given_up_after_the_response_timeout() {
+    let timeout = Duration::from_millis(200);
+    let (grouper, mut fake) = driver_to(
+        Target {
+            response_timeout: timeout,
+            ..target(0)
+        },
+        100,
+        1 << 20,
+    );
+    let started = Instant::now();
+    let answer = start(&grouper, put("a"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "put", "a").await;
+    assert!(unavailable(answer.await).contains("did not answer within 0.2s"));
+    assert!(started.elapsed() >= timeout);
+    server.closed().await;
+    // The next call opens a new connection.
+    let next = start(&grouper, get("b"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "get", "b").await;
+    server.reply(&bulk("b")).await;
+    assert_eq!(text(next.await), "b");
+}
+
+#[tokio::test]
+async fn a_refused_connection_fails_the_call_and_the_next_call_connects() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    fake.refuse_next();
+    assert!(unavailable(grouper.call(put("a")).await).starts_with("cannot reach Redis"));
+    let answer = start(&grouper, put("b"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "put", "b").await;
+    server.reply(&bulk("b")).await;
+    assert_eq!(text(answer.await), "b");
+}
+
+#[tokio::test]
+async fn a_write_fewer_replicas_acknowledged_is_unavailable_and_not_sent_again() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 1);
+    let confirmed = start(&grouper, put("a"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "put", "a").await;
+    server.expect(&["WAIT", "1", "250"]).await;
+    let unconfirmed = start(&grouper, put("b"));
+    expect_call(&mut server, "put", "b").await;
+    server.expect(&["WAIT", "1", "250"]).await;
+    server.reply(&bulk("a")).await;
+    server.reply(b":1\r\n").await;
+    server.reply(&bulk("b")).await;
+    server.reply(b":0\r\n").await;
+    assert_eq!(text(confirmed.await), "a");
+    assert!(unavailable(unconfirmed.await).starts_with("NOREPLICAS the write reached 0 of 1"));
+    // A read waits for no replica.
+    let read = start(&grouper, get("c"));
+    expect_call(&mut server, "get", "c").await;
+    server.reply(&bulk("c")).await;
+    assert_eq!(text(read.await), "c");
+    assert!(server.quiet());
+}
+
+#[tokio::test]
+async fn a_group_refused_whole_sends_each_call_again_alone() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let queued: Vec<_> = (0..2)
+        .map(|n| start(&grouper, put(&format!("j{n}"))))
+        .collect();
+    server.reply(&bulk("a")).await;
+    assert_eq!(expect_batch(&mut server).await.len(), 2);
+    server.reply(&bulk("b")).await;
+    server
+        .reply(b"-QL_COMMAND user_script:1: Batch(): unknown command\r\n")
+        .await;
+    expect_call(&mut server, "put", "j0").await;
+    expect_call(&mut server, "put", "j1").await;
+    server.reply(&bulk("j0")).await;
+    server.reply(b"-QL_ARG user_script:1: Put(): bad\r\n").await;
+    first.await.unwrap();
+    second.await.unwrap();
+    let mut queued = queued.into_iter();
+    assert_eq!(text(queued.next().unwrap().await), "j0");
+    assert!(matches!(
+        queued.next().unwrap().await,
+        Err(Error::Script { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_role_of_a_replica_fails_and_drops_the_connection() {
+    let (grouper, mut fake) = driver(1, 1 << 20, 0);
+    let mut role = Box::pin(grouper.role());
+    assert!((&mut role).now_or_never().is_none());
+    let mut server = fake.accept().await;
+    server.expect(&["ROLE"]).await;
+    server
+        .reply(b"*5\r\n$5\r\nslave\r\n$8\r\n10.0.0.9\r\n:6379\r\n$9\r\nconnected\r\n:1\r\n")
+        .await;
+    assert!(unavailable(role.await).starts_with("READONLY"));
+    server.closed().await;
+    let mut role = Box::pin(grouper.role());
+    assert!((&mut role).now_or_never().is_none());
+    let mut server = fake.accept().await;
+    server.expect(&["ROLE"]).await;
+    server.reply(b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n").await;
+    assert!(matches!(role.await, Ok(Value::Array(_))));
+}
