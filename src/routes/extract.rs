@@ -80,7 +80,7 @@ const ANSWER_ROOM: usize = 1024;
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
     fn into_response(self) -> axum::response::Response {
         let mut body = Vec::with_capacity(ANSWER_ROOM);
-        match super::answer::write(&mut body, &self.0) {
+        match serde_json::to_writer(&mut body, &self.0) {
             Ok(()) => (
                 [(header::CONTENT_TYPE, "application/json")],
                 Body::from(body),
