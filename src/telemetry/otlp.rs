@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use hyper::body::Bytes;
 use tokio::sync::{Notify, oneshot};
 
 use super::collector::Collector;
@@ -200,7 +201,7 @@ impl Exporter {
 
 /// The exporting task: sends the buffered spans every `batching.delay`, when a batch
 /// is full, and when told to stop.
-async fn export(mut collector: Collector, batching: Batching, mut stopped: oneshot::Receiver<()>) {
+async fn export(collector: Collector, batching: Batching, mut stopped: oneshot::Receiver<()>) {
     let mut failing = false;
     let mut capacity = 0;
     loop {
@@ -226,16 +227,18 @@ async fn export(mut collector: Collector, batching: Batching, mut stopped: onesh
             .copied()
             .chain([taken.bytes.len()])
             .collect();
+        // The batches are slices of one buffer, not copies.
+        let bytes = Bytes::from(taken.bytes);
         let mut start = 0;
         for end in ends {
-            let batch = &taken.bytes[start..end];
+            let batch = bytes.slice(start..end);
             start = end;
             if batch.is_empty() {
                 continue;
             }
-            let head = request_start(batch.len());
+            let head = Bytes::from(request_start(batch.len()));
             let outcome =
-                tokio::time::timeout(batching.timeout, collector.post(&[&head, batch])).await;
+                tokio::time::timeout(batching.timeout, collector.post(&[head, batch])).await;
             let outcome = outcome.unwrap_or_else(|_| Err("timed out".to_owned()));
             // One line when the collector stops answering and one when it is back,
             // rather than one per batch.
