@@ -17,6 +17,12 @@ fn main() -> std::process::ExitCode {
         print!("{}", core::script::SOURCE);
         return std::process::ExitCode::SUCCESS;
     }
+    // The server's log (a subcommand writes only what it prints). Kept until the process
+    // exits: dropping the guard writes out the lines still buffered.
+    let log = settings
+        .command
+        .is_none()
+        .then(|| telemetry::init_log(settings.log_format));
     // The server on `--threads` threads; a subcommand makes one request at most. One
     // thread is a current-thread runtime: the multi-thread scheduler with one worker
     // kept `block_on`'s future on a second thread and paid for work-stealing nobody
@@ -30,18 +36,15 @@ fn main() -> std::process::ExitCode {
             .enable_all()
             .build(),
     };
-    match runtime {
-        Ok(runtime) => {
-            let code = runtime.block_on(run(settings));
-            // Log lines wait in a buffer for a few milliseconds: out with them first.
-            telemetry::flush_log();
-            code
-        }
+    let code = match runtime {
+        Ok(runtime) => runtime.block_on(run(settings)),
         Err(err) => {
             eprintln!("qlessd: cannot start the runtime: {err}");
             std::process::ExitCode::FAILURE
         }
-    }
+    };
+    drop(log);
+    code
 }
 
 async fn run(settings: Settings) -> std::process::ExitCode {
@@ -59,8 +62,7 @@ async fn run(settings: Settings) -> std::process::ExitCode {
             }
             Err(message) => Err(message),
         },
-        None => match telemetry::init(
-            settings.log_format,
+        None => match telemetry::init_tracing(
             settings.otlp_endpoint.as_deref(),
             settings.otlp_sample_ratio,
         ) {

@@ -455,6 +455,10 @@ async fn shutdown_server(socket: &Path, child: &mut Child) {
 /// qlessd dies without stopping it, e.g. on SIGKILL, so no orphan keeps the data
 /// directory. Elsewhere than Linux the next start stops such a leftover instead.
 #[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "`pre_exec` is unsafe, and the only way to run prctl in the child"
+)]
 fn stop_with_parent(cmd: &mut Command) {
     let parent = std::process::id();
     // SAFETY: between fork and exec only async-signal-safe calls are allowed;

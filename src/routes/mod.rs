@@ -1,7 +1,6 @@
 //! HTTP handlers, one module per resource. Handlers are thin: extract and validate,
 //! make one `core` call with the server's clock, map the result.
 
-mod answer;
 mod config;
 mod events;
 pub mod extract;

@@ -21,16 +21,16 @@
 //! `Vec` per id, name, attribute key and value, and an `encoded_len` walk per level of
 //! nesting. Written here in one pass from the fixed record, encoding a span and adding
 //! it to the buffer costs 400 to 500 (`push` in the `gateway-instructions` dumps,
-//! 2026-11-27). The whole budget for tracing a request is 5% of it: about 1,450
+//! 2026-11-27; a few tens more since the room is zeroed before it is written). The whole budget for tracing a request is 5% of it: about 1,450
 //! instructions on `GET /healthz` and 2,300 on a heartbeat. (The crate would also
 //! have kept the OpenTelemetry SDK, which `opentelemetry-proto` depends on, in the
 //! build.)
 
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use hyper::body::Bytes;
 use tokio::sync::{Notify, oneshot};
 
 use super::collector::Collector;
@@ -200,7 +200,7 @@ impl Exporter {
 
 /// The exporting task: sends the buffered spans every `batching.delay`, when a batch
 /// is full, and when told to stop.
-async fn export(mut collector: Collector, batching: Batching, mut stopped: oneshot::Receiver<()>) {
+async fn export(collector: Collector, batching: Batching, mut stopped: oneshot::Receiver<()>) {
     let mut failing = false;
     let mut capacity = 0;
     loop {
@@ -226,16 +226,18 @@ async fn export(mut collector: Collector, batching: Batching, mut stopped: onesh
             .copied()
             .chain([taken.bytes.len()])
             .collect();
+        // The batches are slices of one buffer, not copies.
+        let bytes = Bytes::from(taken.bytes);
         let mut start = 0;
         for end in ends {
-            let batch = &taken.bytes[start..end];
+            let batch = bytes.slice(start..end);
             start = end;
             if batch.is_empty() {
                 continue;
             }
-            let head = request_start(batch.len());
+            let head = Bytes::from(request_start(batch.len()));
             let outcome =
-                tokio::time::timeout(batching.timeout, collector.post(&[&head, batch])).await;
+                tokio::time::timeout(batching.timeout, collector.post(&[head, batch])).await;
             let outcome = outcome.unwrap_or_else(|_| Err("timed out".to_owned()));
             // One line when the collector stops answering and one when it is back,
             // rather than one per batch.
@@ -366,37 +368,35 @@ fn request_start(spans: usize) -> Vec<u8> {
     out
 }
 
-/// Writes into room reserved beforehand (a `Vec`'s spare capacity, not zeroed first).
+/// Writes into room made beforehand (zeroed bytes at the end of the buffer, cut back to
+/// what was written afterwards).
 ///
 /// Every method is inlined so the position stays in a register: with `header` called
 /// (33 call sites in `push`), the position and the slice were stored to and reloaded
 /// from the stack around each of a span's thirty-odd writes (8 or 9 instructions a
-/// write, now 4), and zeroing the room first cost a `memset` per span. Encoding and
-/// buffering a request's span went from about 650 instructions to 480 (callgrind,
-/// `--dump-instr=yes`, 2026-11-27). A write past the room still panics (a bounds
-/// check each); it is never unsound.
+/// write, now 4). A write past the room panics (a bounds check each).
 struct Cursor<'a> {
-    room: &'a mut [MaybeUninit<u8>],
+    room: &'a mut [u8],
     at: usize,
 }
 
 impl Cursor<'_> {
     #[inline(always)]
     fn byte(&mut self, byte: u8) {
-        self.room[self.at].write(byte);
+        self.room[self.at] = byte;
         self.at += 1;
     }
 
     /// A fixed number of bytes (copied without a call to `memcpy`).
     #[inline(always)]
     fn array<const N: usize>(&mut self, bytes: &[u8; N]) {
-        copy_into(&mut self.room[self.at..self.at + N], bytes);
+        self.room[self.at..self.at + N].copy_from_slice(bytes);
         self.at += N;
     }
 
     #[inline(always)]
     fn bytes(&mut self, bytes: &[u8]) {
-        copy_into(&mut self.room[self.at..self.at + bytes.len()], bytes);
+        self.room[self.at..self.at + bytes.len()].copy_from_slice(bytes);
         self.at += bytes.len();
     }
 
@@ -460,20 +460,6 @@ impl Cursor<'_> {
     }
 }
 
-/// Writes `bytes` into `room`, of the same length (what
-/// `<[MaybeUninit<u8>]>::write_copy_of_slice` does from Rust 1.93 on; qlessd builds
-/// with 1.89).
-#[inline(always)]
-fn copy_into(room: &mut [MaybeUninit<u8>], bytes: &[u8]) {
-    assert_eq!(room.len(), bytes.len());
-    // SAFETY: both are `bytes.len()` long (checked just above; the callers slice
-    // `room` to that length, so the check folds away), a `MaybeUninit<u8>` is laid
-    // out as a `u8`, and a shared and an exclusive borrow never overlap.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), room.as_mut_ptr().cast::<u8>(), bytes.len());
-    }
-}
-
 /// Appends one `ScopeSpans.spans` field to `out`: the span's fields in one pass, behind
 /// its length, filled in afterwards.
 fn span(out: &mut Vec<u8>, record: &Record<'_>) {
@@ -503,8 +489,8 @@ fn span(out: &mut Vec<u8>, record: &Record<'_>) {
     // The length goes first, in as many bytes as the bound's would take.
     let width = varint_len(bound as u64);
     let start = out.len();
-    out.reserve(1 + width + bound);
-    let room = &mut out.spare_capacity_mut()[..1 + width + bound];
+    out.resize(start + 1 + width + bound, 0);
+    let room = &mut out[start..];
     let len = write_span(room, 1 + width, record) - 1 - width;
     // When shorter than its bound's width, the span moves back to fit.
     let len_width = varint_len(len as u64);
@@ -514,11 +500,7 @@ fn span(out: &mut Vec<u8>, record: &Record<'_>) {
     let mut head = Cursor { room, at: 0 };
     head.byte(tag::FIELD_2);
     head.varint(len as u64);
-    // SAFETY: the first `1 + len_width + len` bytes of the spare capacity are written:
-    // the tag and length just now, the span's `len` bytes at `1 + width` by
-    // `write_span` (whose writes are contiguous from there) and, if the length is
-    // shorter than the bound's, moved to right after it.
-    unsafe { out.set_len(start + 1 + len_width + len) };
+    out.truncate(start + 1 + len_width + len);
 }
 
 /// Writes the fields of one `Span` into `room` from `at`; returns where they end.
@@ -526,7 +508,7 @@ fn span(out: &mut Vec<u8>, record: &Record<'_>) {
 /// The cursor is this function's own, not a caller's borrowed one: behind a reference,
 /// its position was stored to memory and the room's length reloaded around every
 /// write (the compiler cannot tell the bytes written from the cursor's fields).
-fn write_span(room: &mut [MaybeUninit<u8>], at: usize, record: &Record<'_>) -> usize {
+fn write_span(room: &mut [u8], at: usize, record: &Record<'_>) -> usize {
     let mut cursor = Cursor { room, at };
     let out = &mut cursor;
     let context = &record.context;

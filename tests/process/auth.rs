@@ -117,6 +117,10 @@ fn serve(redis: &RedisServer, port: u16, file: &Path, log: &Path) -> Child {
     child
 }
 
+#[allow(
+    unsafe_code,
+    reason = "std has no way to send a signal other than SIGKILL"
+)]
 fn hang_up(child: &Child) {
     // SAFETY: a plain signal to a child this test started and still owns.
     let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };

@@ -104,6 +104,10 @@ fn spawn(redis: &RedisServer, port: u16, args: &[&str]) -> Child {
 }
 
 #[test]
+#[allow(
+    unsafe_code,
+    reason = "std has no way to send a signal other than SIGKILL"
+)]
 fn sigterm_ends_qlessd_within_the_shutdown_timeout_whatever_clients_do() {
     let redis = RedisServer::start();
     let port = free_port();
