@@ -3,8 +3,9 @@
 //! as a layer above it (`group.rs`), the other commands (start-up checks, readiness,
 //! script loading, `TIME`, `INFO`) on a second driven by the same code, and the event
 //! subscription on a third (`subscription.rs`). Commands are encoded straight
-//! into the outgoing buffer and replies parsed straight into redis-rs [`Value`]s, so
-//! the rest of `core` decodes them as it would redis-rs's own; redis-rs's general
+//! into the outgoing buffer and replies parsed straight into redis-rs [`Value`]s
+//! (once each, when a scan of the bytes read says all of the reply is in: [`Reader`]),
+//! so the rest of `core` decodes them as it would redis-rs's own; redis-rs's general
 //! connection (a driver task, a parser built from combinators) cost the gateway more
 //! instructions per request than its whole script-call logic. Addresses and
 //! credentials still come from redis-rs's URL parsing, and Sentinel's answer from
@@ -497,20 +498,26 @@ impl Reader {
 /// line of each element, skips bulk strings' contents by their length, and counts
 /// the elements still to come (an array's count adds its items), so it needs no
 /// stack and allocates nothing. Offsets count from the reply's first byte.
+///
+/// Lengths and counts are read by [`length`] (a reply of leased jobs is mostly such
+/// lines: a field's length, then the field); a line cut short is read again from its
+/// start on the next call, which costs at most its twenty-odd bytes. Other lines
+/// (simple strings, errors, integers) are searched for their CR once, picking up
+/// where the search stopped.
 #[derive(Debug)]
 struct Frame {
     /// Where the element being scanned starts.
     at: usize,
-    /// Where the search for the CR ending its line resumes (what came before holds
-    /// none).
+    /// Where the search for the CR ending a simple line resumes (what came before
+    /// holds none).
     probe: usize,
     /// Where its contents end when it is a bulk string whose line was read.
     body_end: Option<usize>,
     /// Elements still to come, this one included.
     remaining: u64,
-    /// Bytes searched for a CR (tests check that no byte is searched twice).
+    /// Bytes looked at, for tests: a reply arriving in pieces costs about one pass.
     #[cfg(test)]
-    searched: usize,
+    looked_at: usize,
 }
 
 impl Default for Frame {
@@ -521,7 +528,7 @@ impl Default for Frame {
             body_end: None,
             remaining: 1,
             #[cfg(test)]
-            searched: 0,
+            looked_at: 0,
         }
     }
 }
@@ -533,70 +540,69 @@ impl Frame {
     /// types fail as [`parse`] would fail on them.
     fn scan(&mut self, data: &[u8]) -> io::Result<Option<usize>> {
         while self.remaining > 0 {
-            if let Some(end) = self.body_end {
-                let Some(crlf) = data.get(end..end + 2) else {
+            if self.body_end.is_some() {
+                if !self.bulk_end(data)? {
                     return Ok(None);
-                };
-                if crlf != b"\r\n" {
-                    return Err(protocol("a bulk string without its CRLF".to_owned()));
                 }
-                self.body_end = None;
-                self.next(end + 2);
                 continue;
             }
-            // The type byte is never the CR sought.
-            let from = self.probe.max(self.at + 1);
-            let Some(rest) = data.get(from..) else {
+            let Some(&kind) = data.get(self.at) else {
                 return Ok(None);
             };
-            let found = memchr::memchr(b'\r', rest);
-            #[cfg(test)]
-            {
-                self.searched += found.map_or(rest.len(), |cr| cr + 1);
-            }
-            let Some(cr) = found.map(|cr| from + cr) else {
-                self.probe = data.len();
-                return Ok(None);
-            };
-            // As in `line`: the CR and one byte after it end the line.
-            if data.len() < cr + 2 {
-                self.probe = cr;
-                #[cfg(test)]
-                {
-                    // Searched again next time.
-                    self.searched -= 1;
-                }
-                return Ok(None);
-            }
-            let text = &data[self.at + 1..cr];
-            let after_line = cr + 2;
-            match data[self.at] {
-                b'+' | b'-' => self.next(after_line),
-                b':' => {
-                    number(text)?;
-                    self.next(after_line);
-                }
-                b'$' => match usize::try_from(number(text)?) {
-                    Ok(length) => {
-                        self.body_end =
-                            Some(after_line.checked_add(length).ok_or_else(|| {
-                                protocol(format!("a bulk string of {length} bytes"))
-                            })?);
-                        self.probe = after_line;
+            match kind {
+                b'$' | b'*' => {
+                    let line = &data[self.at + 1..];
+                    let read = length(line)?;
+                    #[cfg(test)]
+                    {
+                        self.looked_at += read.map_or(line.len(), |(_, used)| used);
                     }
-                    // A null.
-                    Err(_) => self.next(after_line),
-                },
-                b'*' => {
-                    let count = number(text)?;
-                    self.next(after_line);
-                    // A negative count is a null, with no items.
-                    if let Ok(count) = u64::try_from(count) {
-                        self.remaining = self
-                            .remaining
-                            .checked_add(count)
-                            .ok_or_else(|| protocol(format!("an array of {count} items")))?;
+                    let Some((length, used)) = read else {
+                        return Ok(None);
+                    };
+                    let after_line = self.at + 1 + used;
+                    match (kind, length) {
+                        // A null.
+                        (_, None) => self.next(after_line),
+                        (b'$', Some(length)) => {
+                            let end = usize::try_from(length)
+                                .ok()
+                                .and_then(|length| after_line.checked_add(length))
+                                .ok_or_else(|| {
+                                    protocol(format!("a bulk string of {length} bytes"))
+                                })?;
+                            // Usually all there: checked at once.
+                            self.body_end = Some(end);
+                            self.bulk_end(data)?;
+                        }
+                        (_, Some(count)) => {
+                            self.next(after_line);
+                            self.remaining = self
+                                .remaining
+                                .checked_add(count)
+                                .ok_or_else(|| protocol(format!("an array of {count} items")))?;
+                        }
                     }
+                }
+                b'+' | b'-' | b':' => {
+                    // The type byte is never the CR sought.
+                    let from = self.probe.max(self.at + 1);
+                    let rest = data.get(from..).unwrap_or_default();
+                    let found = memchr::memchr(b'\r', rest);
+                    #[cfg(test)]
+                    {
+                        self.looked_at += found.map_or(rest.len(), |cr| cr + 1);
+                    }
+                    let Some(cr) = found.map(|cr| from + cr) else {
+                        self.probe = data.len();
+                        return Ok(None);
+                    };
+                    // As in `line`: the CR and one byte after it end the line.
+                    if data.len() < cr + 2 {
+                        self.probe = cr;
+                        return Ok(None);
+                    }
+                    self.next(cr + 2);
                 }
                 other => {
                     return Err(protocol(format!(
@@ -607,6 +613,23 @@ impl Frame {
             }
         }
         Ok(Some(self.at))
+    }
+
+    /// Whether the contents of the bulk string being scanned are all there, with
+    /// their CRLF (the element is then done).
+    fn bulk_end(&mut self, data: &[u8]) -> io::Result<bool> {
+        let Some(end) = self.body_end else {
+            return Ok(true);
+        };
+        let Some(crlf) = data.get(end..end + 2) else {
+            return Ok(false);
+        };
+        if crlf != b"\r\n" {
+            return Err(protocol("a bulk string without its CRLF".to_owned()));
+        }
+        self.body_end = None;
+        self.next(end + 2);
+        Ok(true)
     }
 
     /// One element done; the next starts at `at`.
@@ -649,27 +672,54 @@ fn number(line: &[u8]) -> io::Result<i64> {
     }
 }
 
+/// The length or count at the front of `line` (what follows a `$` or `*`): `None`
+/// when negative (a null), and how many bytes the line takes with its CRLF; or
+/// `None` while the line is cut short. Fails where [`number`] would. The usual line
+/// (a few digits) is read digit by digit in the loop that finds its end, rather than
+/// found, then read: a reply of leased jobs is mostly such lines.
+fn length(line: &[u8]) -> io::Result<Option<(Option<u64>, usize)>> {
+    // The null that Redis writes (an absent field of a leased job, say).
+    if let [b'-', b'1', b'\r', _, ..] = line {
+        return Ok(Some((None, 4)));
+    }
+    let mut value: u64 = 0;
+    for (at, &byte) in line.iter().enumerate() {
+        match byte {
+            b'0'..=b'9' if value <= i64::MAX as u64 / 10 => {
+                value = value * 10 + u64::from(byte - b'0');
+            }
+            // As in `line`: the CR and one byte after it end the line.
+            b'\r' if at > 0 && value <= i64::MAX as u64 => {
+                return Ok((line.len() > at + 1).then_some((Some(value), at + 2)));
+            }
+            _ => break,
+        }
+    }
+    // Cut short, or not a small non-negative number: read as `number` reads it.
+    match self::line(line) {
+        Some((text, used)) => Ok(Some((u64::try_from(number(text)?).ok(), used))),
+        None => Ok(None),
+    }
+}
+
 /// Parses one reply from the front of `data`: `None` when more bytes are needed,
 /// otherwise the value (as redis-rs would have made it) and how many bytes it took.
 pub fn parse(data: &[u8]) -> io::Result<Option<(Value, usize)>> {
     let Some((&kind, rest)) = data.split_first() else {
         return Ok(None);
     };
-    let Some((text, used)) = line(rest) else {
-        return Ok(None);
-    };
-    let after_line = 1 + used;
-    let value = match kind {
-        b'+' if text == b"OK" => Value::Okay,
-        b'+' => Value::SimpleString(String::from_utf8_lossy(text).into_owned()),
-        // Error replies are rare: redis-rs builds them, so they carry its error kinds.
-        b'-' => redis::parse_redis_value(&data[..after_line])
-            .map_err(|err| protocol(format!("error reply: {err}")))?,
-        b':' => Value::Int(number(text)?),
-        b'$' => {
-            let Ok(length) = usize::try_from(number(text)?) else {
-                return Ok(Some((Value::Nil, after_line)));
-            };
+    if let b'$' | b'*' = kind {
+        let Some((length, used)) = length(rest)? else {
+            return Ok(None);
+        };
+        let after_line = 1 + used;
+        // Negative: a null.
+        let Some(length) = length else {
+            return Ok(Some((Value::Nil, after_line)));
+        };
+        // At most `i64::MAX`.
+        let length = length as usize;
+        if kind == b'$' {
             let end = after_line + length;
             if data.len() < end + 2 {
                 return Ok(None);
@@ -682,25 +732,32 @@ pub fn parse(data: &[u8]) -> io::Result<Option<(Value, usize)>> {
                 end + 2,
             )));
         }
-        b'*' => {
-            let Ok(count) = usize::try_from(number(text)?) else {
-                return Ok(Some((Value::Nil, after_line)));
-            };
-            // Each item takes at least three bytes: a count beyond that is not
-            // trusted for the allocation before the items have arrived.
-            let mut items = Vec::with_capacity(count.min(data.len() / 3));
-            let mut at = after_line;
-            for _ in 0..count {
-                match parse(&data[at..])? {
-                    Some((item, used)) => {
-                        items.push(item);
-                        at += used;
-                    }
-                    None => return Ok(None),
+        // Each item takes at least three bytes: a count beyond that is not trusted
+        // for the allocation before the items have arrived.
+        let mut items = Vec::with_capacity(length.min(data.len() / 3));
+        let mut at = after_line;
+        for _ in 0..length {
+            match parse(&data[at..])? {
+                Some((item, used)) => {
+                    items.push(item);
+                    at += used;
                 }
+                None => return Ok(None),
             }
-            return Ok(Some((Value::Array(items), at)));
         }
+        return Ok(Some((Value::Array(items), at)));
+    }
+    let Some((text, used)) = line(rest) else {
+        return Ok(None);
+    };
+    let after_line = 1 + used;
+    let value = match kind {
+        b'+' if text == b"OK" => Value::Okay,
+        b'+' => Value::SimpleString(String::from_utf8_lossy(text).into_owned()),
+        // Error replies are rare: redis-rs builds them, so they carry its error kinds.
+        b'-' => redis::parse_redis_value(&data[..after_line])
+            .map_err(|err| protocol(format!("error reply: {err}")))?,
+        b':' => Value::Int(number(text)?),
         other => {
             return Err(protocol(format!(
                 "unknown reply type {:?}",
@@ -887,7 +944,7 @@ mod tests {
     }
 
     #[test]
-    fn the_scan_looks_at_each_byte_at_most_once_however_the_reply_arrives() {
+    fn the_scan_of_a_reply_arriving_a_byte_at_a_time_costs_about_one_pass() {
         let whole = big_pop_reply(1000);
         let mut frame = Frame::default();
         for end in 1..whole.len() {
@@ -896,14 +953,46 @@ mod tests {
         assert_eq!(frame.scan(&whole).unwrap(), Some(whole.len()));
         let mut at_once = Frame::default();
         assert_eq!(at_once.scan(&whole).unwrap(), Some(whole.len()));
-        assert_eq!(frame.searched, at_once.searched);
-        // Bulk strings' contents are skipped by their length, never searched.
+        // Bulk strings' contents are skipped by their length, never looked at; lines
+        // cut short are read again, each costing a few bytes more.
         assert!(
-            at_once.searched < whole.len() / 2,
-            "{} of {} bytes searched",
-            at_once.searched,
+            at_once.looked_at < whole.len() / 10,
+            "{}",
+            at_once.looked_at
+        );
+        assert!(
+            frame.looked_at < whole.len() / 2,
+            "{} bytes looked at for a reply of {}",
+            frame.looked_at,
             whole.len()
         );
+    }
+
+    #[test]
+    fn lengths_read_as_numbers_read() {
+        for (line, read) in [
+            ("0\r\n", Some(0)),
+            ("12\r\n", Some(12)),
+            ("9223372036854775807\r\n", Some(i64::MAX as u64)),
+            ("-1\r\n", None),
+            ("-9223372036854775808\r\n", None),
+        ] {
+            let (length, used) = length(line.as_bytes()).unwrap().unwrap();
+            assert_eq!((length, used), (read, line.len()), "{line:?}");
+        }
+        for bad in [
+            "\r\n",
+            "-\r\n",
+            "1a\r\n",
+            "9223372036854775808\r\n",
+            "+1\r\n",
+        ] {
+            assert!(length(bad.as_bytes()).is_err(), "{bad:?}");
+            assert!(number(bad.trim_end().as_bytes()).is_err(), "{bad:?}");
+        }
+        for cut in ["", "1", "12\r", "-"] {
+            assert!(length(cut.as_bytes()).unwrap().is_none(), "{cut:?}");
+        }
     }
 
     #[tokio::test]
@@ -911,16 +1000,20 @@ mod tests {
         for garbage in [
             &b"?what\r\n"[..],
             b"$abc\r\n",
-            b":\r\n",
             b"*x\r\n",
             b"$1\r\nabc\r\n",
-            b"*2\r\n:1\r\n!3\r\n",
+            b"*3\r\n:1\r\n!3\r\n",
+            b"*3\r\n$1\r\na\r\n$z\r\n",
         ] {
             let mut reader = Reader::new();
             arrive(&mut reader, garbage).await;
             assert!(reader.parsed().is_err(), "{garbage:?}");
-            assert_eq!(reader.parses, 0);
+            assert_eq!(reader.parses, 0, "{garbage:?}");
         }
+        // A bad integer is found by the parse, once the reply is whole.
+        let mut reader = Reader::new();
+        arrive(&mut reader, b"*2\r\n:1\r\n:\r\n").await;
+        assert!(reader.parsed().is_err());
     }
 
     #[tokio::test]
