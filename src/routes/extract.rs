@@ -77,6 +77,10 @@ fn is_json(headers: &HeaderMap) -> bool {
 /// (`docs/benchmarks.md`).
 const ANSWER_ROOM: usize = 1024;
 
+/// Written by serde_json. A serializer of our own (strings checked for escapes eight
+/// bytes at a time) saved 1.0% of the gateway's instructions per job: 114,615 against
+/// 115,721 (`benches/worker_path_instructions.py --jobs 3000`, 2026-11-29), below the
+/// 3% that owning a serializer has to pay for.
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
     fn into_response(self) -> axum::response::Response {
         let mut body = Vec::with_capacity(ANSWER_ROOM);
