@@ -26,7 +26,7 @@ fn main() -> std::process::ExitCode {
     // The server on `--threads` threads; a subcommand makes one request at most. One
     // thread is a current-thread runtime: the multi-thread scheduler with one worker
     // kept `block_on`'s future on a second thread and paid for work-stealing nobody
-    // could do (single-job worker path: 2.6% fewer instructions, `docs/benchmarks.md`).
+    // could do (single-job worker path: 2.6% fewer instructions, `docs/archive/benchmarks-2026-11.md`).
     let runtime = match settings.command {
         None if settings.threads() > 1 => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(settings.threads())

@@ -168,7 +168,7 @@ pub struct Settings {
     /// `unix://` socket or a loopback address), which then needs a core of its own: a
     /// gateway thread more would only take turns with Redis and wake its siblings across
     /// cores for every call (a single-job worker's requests cost the gateway a fifth less
-    /// CPU on two cores with one thread than with two, `docs/benchmarks.md`). At least 1.
+    /// CPU on two cores with one thread than with two, `docs/archive/benchmarks-2026-11.md`). At least 1.
     #[arg(help_heading = "HTTP", long, env = "QLESSD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 

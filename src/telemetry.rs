@@ -7,7 +7,7 @@
 //! The spans are not `tracing` spans: a request made two of those through
 //! `tracing-opentelemetry` and the OpenTelemetry SDK's batch processor, which more than
 //! doubled the gateway's instructions per request (+105% on `GET /healthz`, +142% on a
-//! heartbeat; `docs/benchmarks.md`). qlessd makes only a few kinds of span, so each is
+//! heartbeat; `docs/archive/benchmarks-2026-11.md`). qlessd makes only a few kinds of span, so each is
 //! a small fixed [`Span`] (ids, times, `&'static str` names, the few values it
 //! carries), encoded when it ends into a bounded buffer that a background task posts
 //! (`otlp.rs`). The ids come from a per-thread generator seeded from the

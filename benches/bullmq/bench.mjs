@@ -6,24 +6,36 @@
 //     (cd benches/bullmq && npm install)
 //     cargo build --release            # the qlessd measured (or --qlessd <path>)
 //     node benches/bullmq/bench.mjs [--jobs 20000] [--warmup 5000] [--rounds 3] [--lanes 50]
-//                                   [--qlessd target/release/qlessd] [--only a,b]
-//                                   [--client dispatch|undici|http] [--transport tcp|unix|mixed]
-//                                   [--gateway-redis unix|tcp] [--pipelining N]
+//                                   [--qlessd target/release/qlessd] [--qlessd-b <path>]
+//                                   [--only a,b] [--client dispatch|fetch|undici|http]
+//                                   [--transport tcp|unix|mixed] [--gateway-redis unix|tcp]
+//                                   [--pipelining N]
 //
-// Four runs per round (names for --only):
+// Four runs per round (names for --only), six with `--qlessd-b`:
 // * `bullmq`: producer `queue.add` (one job per call), one `Worker` with concurrency
-//   = lanes, a handler that does nothing;
+//   = lanes, a handler that does nothing (BullMQ 6 and ioredis, as `package.json`
+//   pins them: since BullMQ 6, ioredis is a peer dependency that the user installs);
 // * `qlessd`: producer `POST /v1/queues/q/jobs` (one job per request); each worker lane
 //   pops one job, then completes each job with `"pop": {"count": 1, "wait": 1}` (the
 //   next job comes with the completion: one request per job);
 // * `bullmq-bulk`: as `bullmq`, the producer adding bulks of 10 (`addBulk`);
 // * `qlessd-batch`: producer `POST /v1/queues/q/jobs/batch` with 10 jobs; each worker
 //   lane pops 10, then completes them with one `POST /v1/jobs/complete` carrying
-//   `"pop": {"count": 10, "wait": 1}` (one request per 10 jobs).
-// The HTTP workers use undici (the client behind Node's `fetch`) through its callback
-// interface `dispatch` (`--client undici` for its `request`, which wraps each response
-// in a stream; `--client http` for `node:http`), one keep-alive connection per lane;
-// with `--pipelining N` (dispatch only), one connection per N lanes, each sending up to
+//   `"pop": {"count": 10, "wait": 1}` (one request per 10 jobs);
+// * `qlessd-b`, `qlessd-b-batch` (only with `--qlessd-b <path>`): the same two runs with
+//   a second qlessd binary, to compare two builds in one sitting. In even rounds the
+//   second build runs before the first, so neither always follows the same run. Printed
+//   besides: each round's ratio b / a (jobs/s, Redis CPU and gateway CPU per job).
+// The HTTP clients (`--client`), one keep-alive connection per lane in each:
+// * `dispatch` (the default): undici's callback interface `dispatch`, the one its
+//   `request` is built on, collecting the answer's bytes in callbacks: the cheapest
+//   client per request, what a worker library would write on its hot path, and what
+//   the published figures up to 2026-11-27 used;
+// * `fetch`: Node's built-in `fetch` (`await fetch(url, {method, headers, body})`, then
+//   `await res.json()`), what most application code writes; over TCP only;
+// * `undici`: undici's `request`, which wraps each answer in a stream;
+// * `http`: `node:http` with a keep-alive agent; over TCP only.
+// With `--pipelining N` (dispatch only), one connection per N lanes, each sending up to
 // N requests before the first answer (HTTP/1.1 pipelining; marked idempotent, which
 // undici requires before it pipelines a POST).
 //
@@ -45,8 +57,9 @@
 // last completion late when that completion also long-polls for a next job. The
 // producer works meanwhile, as in production. CPU per job over the timed part: Redis's
 // from `INFO cpu` (user + sys), the gateway's and the two client processes' from /proc.
-// Printed: each run, then the medians per system and the ratios qlessd / BullMQ, of
-// the medians and (steadier on a shared machine) each round's, with their median.
+// Printed: the date and the load average at the start and at the end, each run, then
+// the medians per system and the ratios qlessd / BullMQ, of the medians and (steadier
+// on a shared machine) each round's, with their median.
 // BENCH_TIMELINE=1 prints the completed count every 100 ms.
 //
 // With BENCH_CALLGRIND=<dir>, each run's redis-server runs under valgrind's callgrind
@@ -69,13 +82,16 @@ import { spawn, fork, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const SYSTEMS = ["bullmq", "qlessd", "bullmq-bulk", "qlessd-batch"];
+const SYSTEMS = ["bullmq", "qlessd", "qlessd-b", "bullmq-bulk", "qlessd-batch", "qlessd-b-batch"];
+const CLIENTS = ["dispatch", "fetch", "undici", "http"];
+/** A second build's runs (`--qlessd-b`). */
+const isB = (system) => system === "qlessd-b" || system === "qlessd-b-batch";
 const QUEUE = "bench";
 const BULK = 10;
 
@@ -86,7 +102,8 @@ function options(argv) {
     warmup: 5000,
     lanes: 50,
     qlessd: resolve(HERE, "../../target/release/qlessd"),
-    only: SYSTEMS,
+    qlessdB: null,
+    only: null,
     client: "dispatch",
     transport: "tcp",
     gatewayRedis: "unix",
@@ -96,8 +113,21 @@ function options(argv) {
     const [k, v] = [argv[i].replace(/^--/, ""), argv[i + 1]];
     if (k === "only") o.only = v.split(",");
     else if (k === "gateway-redis") o.gatewayRedis = v;
+    else if (k === "qlessd-b") o.qlessdB = resolve(v);
     else if (["jobs", "rounds", "lanes", "warmup", "pipelining"].includes(k)) o[k] = Number(v);
     else o[k] = v;
+  }
+  if (o.role) return o;
+  o.only ??= SYSTEMS.filter((s) => o.qlessdB || !isB(s));
+  const unknown = o.only.filter((s) => !SYSTEMS.includes(s));
+  if (unknown.length) throw new Error(`--only takes ${SYSTEMS.join(",")}, not ${unknown.join(",")}`);
+  if (o.only.some(isB) && !o.qlessdB) throw new Error("qlessd-b and qlessd-b-batch need --qlessd-b <path>");
+  for (const binary of [o.qlessd, o.qlessdB].filter(Boolean)) {
+    if (!existsSync(binary)) throw new Error(`no qlessd binary at ${binary}`);
+  }
+  if (!CLIENTS.includes(o.client)) throw new Error(`--client ${CLIENTS.join("|")}, not ${o.client}`);
+  if (["fetch", "http"].includes(o.client) && o.transport === "unix") {
+    throw new Error(`--client ${o.client} speaks TCP only (--transport tcp or mixed)`);
   }
   if (!["tcp", "unix", "mixed"].includes(o.transport)) throw new Error(`--transport tcp|unix|mixed, not ${o.transport}`);
   if (!["tcp", "unix"].includes(o.gatewayRedis)) throw new Error(`--gateway-redis unix|tcp, not ${o.gatewayRedis}`);
@@ -216,6 +246,22 @@ async function dispatchClient(base, lanes, pipelining) {
     });
 }
 
+/**
+ * The same with Node's built-in `fetch`, written as application code writes it: no
+ * dispatcher of its own (Node's global one keeps connections alive and opens as many
+ * as there are requests in flight, so one per lane here), the answer read with
+ * `res.json()`.
+ */
+function fetchClient(base) {
+  if (base.startsWith("unix:")) throw new Error("--client fetch speaks TCP only");
+  const headers = { "content-type": "application/json" };
+  return async (method, path, body) => {
+    const res = await fetch(`${base}${path}`, { method, headers, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+    return await res.json();
+  };
+}
+
 async function role(o) {
   const send = (m) => process.send(m);
   const message = (name) => new Promise((resolve) => process.on("message", (m) => m === name && resolve()));
@@ -276,9 +322,11 @@ async function role(o) {
   const call =
     o.client === "http"
       ? qlessdClient(o.target, lanes)
-      : o.client === "dispatch"
-        ? await dispatchClient(o.target, lanes, o.pipelining)
-        : await undiciClient(o.target, lanes);
+      : o.client === "fetch"
+        ? fetchClient(o.target)
+        : o.client === "dispatch"
+          ? await dispatchClient(o.target, lanes, o.pipelining)
+          : await undiciClient(o.target, lanes);
   if (o.role === "producer") {
     await produce((batch) =>
       bulk === 1
@@ -471,7 +519,7 @@ async function run(o, system, round) {
     target = o.transport === "unix" ? listen : `http://${listen}`;
     const redisUrl = gatewayOverTcp ? `redis://127.0.0.1:${redisPort}` : `unix://${redis.socket}`;
     const extra = (process.env.BENCH_QLESSD_ARGS ?? "").split(" ").filter(Boolean);
-    gateway = spawn(o.qlessd, ["--redis-url", redisUrl, "--listen", listen, ...extra], {
+    gateway = spawn(isB(system) ? o.qlessdB : o.qlessd, ["--redis-url", redisUrl, "--listen", listen, ...extra], {
       stdio: "ignore",
     });
     const probe = await undiciPool(target, 1);
@@ -536,7 +584,9 @@ async function run(o, system, round) {
     const field = (name) => Number(cpu.match(new RegExp(`${name}:([0-9.]+)`))[1]);
     if (gateway) {
       // Script calls by command, group sizes and requests by route: what Redis ran.
-      const metrics = await (await fetch(`${target}/metrics`)).text();
+      const pool = await undiciPool(target, 1);
+      const metrics = await (await pool.request({ method: "GET", path: "/metrics" })).body.text();
+      await pool.close();
       for (const line of metrics.split("\n")) {
         if (/^(qless_redis_call_duration_seconds_(count|sum)|qless_redis_group_size_(count|sum)|http_server_request_duration_seconds_(count|sum))/.test(line)) {
           console.log(`  ${line}`);
@@ -569,26 +619,48 @@ const median = (xs) => {
 };
 const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "-");
 
+/** When and how busy: the date (UTC) and the load averages over 1, 5 and 15 minutes. */
+const conditions = () =>
+  `${new Date().toISOString().slice(0, 19)}Z, load average ${loadavg().map((x) => x.toFixed(2)).join(", ")}`;
+
+/**
+ * The round's order: `systems` as given, except that in even rounds each second-build
+ * run swaps places with the first build's run of the same kind (`qlessd-b` before
+ * `qlessd`), so that neither build always runs right after the same system.
+ */
+function order(systems, round) {
+  if (round % 2 === 1) return systems;
+  const swapped = [...systems];
+  for (const [a, b] of [["qlessd", "qlessd-b"], ["qlessd-batch", "qlessd-b-batch"]]) {
+    const [i, j] = [swapped.indexOf(a), swapped.indexOf(b)];
+    if (i >= 0 && j >= 0) [swapped[i], swapped[j]] = [swapped[j], swapped[i]];
+  }
+  return swapped;
+}
+
 async function main() {
   const o = options(process.argv.slice(2));
   if (o.role) return role(o);
   const systems = SYSTEMS.filter((s) => o.only.includes(s));
   console.log(
     `BullMQ vs qlessd: ${o.jobs} jobs timed after ${o.warmup} untimed, ${o.lanes} lanes, ${o.rounds} rounds, ` +
-      `clients over ${o.transport} (${o.client} HTTP client), qlessd to Redis over ${o.gatewayRedis}, qlessd ${o.qlessd}`,
+      `clients over ${o.transport} (${o.client} HTTP client), qlessd to Redis over ${o.gatewayRedis}, qlessd ${o.qlessd}` +
+      (o.qlessdB ? `, qlessd-b ${o.qlessdB}` : ""),
   );
+  console.log(`start: ${conditions()}`);
   const results = Object.fromEntries(systems.map((s) => [s, []]));
   for (let round = 1; round <= o.rounds; round++) {
-    for (const system of systems) {
+    for (const system of order(systems, round)) {
       const r = await run(o, system, round);
       results[system].push(r);
       console.log(
-        `round ${round} ${system.padEnd(13)} ${fmt(r.rate).padStart(7)} jobs/s  ` +
+        `round ${round} ${system.padEnd(14)} ${fmt(r.rate).padStart(7)} jobs/s  ` +
           `redis ${fmt(r.redisUs, 1).padStart(6)} us/job  gateway ${fmt(r.gatewayUs, 1).padStart(6)} us/job  ` +
           `clients ${fmt(r.clientsUs, 1).padStart(6)} us/job`,
       );
     }
   }
+  console.log(`end: ${conditions()}`);
   console.log(
     "\nmedians               jobs/s   redis us/job  gateway us/job  clients us/job   x BullMQ jobs/s   x BullMQ redis CPU",
   );
@@ -601,7 +673,14 @@ async function main() {
       clientsUs: median(results[s].map((r) => r.clientsUs)),
     };
   }
-  const base = { qlessd: "bullmq", "qlessd-batch": "bullmq-bulk", bullmq: "bullmq", "bullmq-bulk": "bullmq-bulk" };
+  const base = {
+    bullmq: "bullmq",
+    qlessd: "bullmq",
+    "qlessd-b": "bullmq",
+    "bullmq-bulk": "bullmq-bulk",
+    "qlessd-batch": "bullmq-bulk",
+    "qlessd-b-batch": "bullmq-bulk",
+  };
   for (const s of systems) {
     const b = med[base[s]];
     const m = med[s];
@@ -619,8 +698,8 @@ async function main() {
   // The ratio of each round's two runs, taken minutes apart at most: on a shared
   // machine whose speed drifts, steadier than the ratio of medians taken over the
   // whole pass.
-  const perRound = (s, key) => {
-    const ratios = results[s].map((r, i) => r[key] / results[base[s]][i]?.[key]).filter(Number.isFinite);
+  const perRound = (s, other, key) => {
+    const ratios = results[s].map((r, i) => r[key] / results[other][i]?.[key]).filter(Number.isFinite);
     const sorted = [...ratios].sort((a, b) => a - b);
     return ratios.length
       ? `${fmt(median(ratios), 2)} (${fmt(sorted[0], 2)}-${fmt(sorted[sorted.length - 1], 2)})`
@@ -630,7 +709,23 @@ async function main() {
   if (compared.length) {
     console.log("\nper round, median (min-max)   x BullMQ jobs/s      x BullMQ redis CPU");
     for (const s of compared) {
-      console.log(`${s.padEnd(28)} ${perRound(s, "rate").padStart(17)}   ${perRound(s, "redisUs").padStart(20)}`);
+      console.log(
+        `${s.padEnd(28)} ${perRound(s, base[s], "rate").padStart(17)}   ${perRound(s, base[s], "redisUs").padStart(20)}`,
+      );
+    }
+  }
+  // Two builds side by side: b / a of each round's runs of the same kind.
+  const pairs = [["qlessd-b", "qlessd"], ["qlessd-b-batch", "qlessd-batch"]].filter(
+    ([b, a]) => results[b] && results[a],
+  );
+  if (pairs.length) {
+    console.log(`\nb / a per round, median (min-max)   jobs/s   redis CPU per job   gateway CPU per job`);
+    console.log(`(a: ${o.qlessd}; b: ${o.qlessdB})`);
+    for (const [b, a] of pairs) {
+      console.log(
+        `${`${b} / ${a}`.padEnd(30)} ${perRound(b, a, "rate").padStart(17)}   ${perRound(b, a, "redisUs").padStart(17)}` +
+          `   ${perRound(b, a, "gatewayUs").padStart(19)}`,
+      );
     }
   }
 }

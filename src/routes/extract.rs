@@ -74,7 +74,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 /// Room a JSON answer is written into at first: a leased job takes about 500 bytes.
 /// axum's `Json` starts at 128 and doubles, so a pop's answer was copied two or three
 /// times while it was written: 81.4k instructions a pop against 74.4k now
-/// (`docs/benchmarks.md`).
+/// (`docs/archive/benchmarks-2026-11.md`).
 const ANSWER_ROOM: usize = 1024;
 
 /// Written by serde_json. A serializer of our own (strings checked for escapes eight
