@@ -2,7 +2,7 @@
 # needs lua/ as well as src/. The runtime image carries Valkey 8.1 (Debian 13's
 # valkey-server, a Redis-compatible server under the BSD licence) as the embedded server,
 # so that `docker run` with no configuration gets the embedded default: it holds a
-# waiting job in about a quarter less memory than Redis 7.0 (docs/benchmarks.md).
+# waiting job in about a quarter less memory than Redis 7.0 (docs/performance.md).
 # docker-compose.yml instead points qlessd at a separate Redis container.
 #
 #   docker build -t qlessd .
