@@ -44,6 +44,12 @@ fn the_module_graph_has_no_cycle() {
         cycles.iter().map(Vec::len).sum::<usize>(),
         described.join("\n")
     );
+    // The figure the closing notes quote: what was checked, not only that it passed.
+    println!(
+        "module graph of src/: {} files, {} imports between them, no cycle",
+        graph.len(),
+        graph.values().map(BTreeSet::len).sum::<usize>()
+    );
 }
 
 #[test]
