@@ -968,6 +968,133 @@ local function command(name)
       return Qless.Queue.sweep(now, limit, scan, cursor)
     end
 
+  elseif name == 'push.set' then
+    -- Extension. push.set(queue, url, timeout, concurrency, rate_jobs, rate_seconds,
+    -- headers, secret) -> 1 when the queue starts being pushed (with `secret`), 0 when
+    -- its settings changed (push.lua). timeout: 1 to 900 seconds; concurrency: a
+    -- positive integer; rate: 0 0 for none; headers: a JSON object of strings.
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      local url, headers, secret = A[4], A[9], A[10]
+      if url == nil or not string.find(url, '^https?://') then
+        Qless.raise('QL_ARG', 'PushSet', 'Arg "url" must be an http or https URL: ' ..
+          tostring(url))
+      end
+      local timeout = tonumber(A[5])
+      if timeout == nil or timeout < 1 or timeout > 900 then
+        Qless.raise('QL_ARG', 'PushSet', 'Arg "timeout" must be 1 to 900 seconds: ' ..
+          tostring(A[5]))
+      end
+      local function whole(i, what, least)
+        local n = tonumber(A[i])
+        if n == nil or n < least or n % 1 ~= 0 or n == 1 / 0 then
+          Qless.raise('QL_ARG', 'PushSet', 'Arg "' .. what .. '" must be a ' ..
+            (least > 0 and 'positive' or 'non-negative') .. ' integer: ' .. tostring(A[i]))
+        end
+        return n
+      end
+      whole(6, 'concurrency', 1)
+      local rjobs = whole(7, 'rate_jobs', 0)
+      local rsec = tonumber(A[8])
+      if rsec == nil or rsec < 0 or rsec == 1 / 0 or (rjobs > 0) ~= (rsec > 0) then
+        Qless.raise('QL_ARG', 'PushSet', 'Arg "rate_seconds" must be positive with ' ..
+          'rate_jobs, 0 without: ' .. tostring(A[8]))
+      end
+      local decoded = headers and Qless.json_decode(headers)
+      if type(decoded) ~= 'table' or string.sub(headers, 1, 1) ~= '{' then
+        Qless.raise('QL_ARG', 'PushSet', 'Arg "headers" must be a JSON object: ' ..
+          tostring(headers))
+      end
+      for k, v in pairs(decoded) do
+        if type(v) ~= 'string' then
+          Qless.raise('QL_ARG', 'PushSet', 'Header ' .. k .. ' must be a string')
+        end
+      end
+      if secret == nil or secret == '' then
+        Qless.raise('QL_ARG', 'PushSet', 'Arg "secret" missing')
+      end
+      return Qless.Push.set(now, queue, url, A[5], A[6], A[7], A[8], headers, secret)
+    end
+
+  elseif name == 'push.get' or name == 'push.forget' then
+    -- Extension. push.get(queue) -> JSON of the queue's push settings, secrets and
+    -- counts, or nil; push.forget(queue) -> 1 if it was pushed, else 0 (push.lua).
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      if name == 'push.get' then return Qless.Push.get(now, queue) end
+      return Qless.Push.forget(now, queue)
+    end
+
+  elseif name == 'push.list' then
+    -- Extension. push.list() -> the pushed queues, by name.
+    return function(now, A)
+      return Qless.Push.list(now)
+    end
+
+  elseif name == 'push.rotate' then
+    -- Extension. push.rotate(queue, secret, grace) -> 1, or 0 when the queue is not
+    -- pushed: `secret` signs from now on, the old one beside it for `grace` seconds.
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      if A[4] == nil or A[4] == '' then
+        Qless.raise('QL_ARG', 'PushRotate', 'Arg "secret" missing')
+      end
+      local grace = tonumber(A[5])
+      if grace == nil or grace < 0 or grace == 1 / 0 then
+        Qless.raise('QL_ARG', 'PushRotate', 'Arg "grace" must be a non-negative number: ' ..
+          tostring(A[5]))
+      end
+      return Qless.Push.rotate(now, queue, A[4], grace)
+    end
+
+  elseif name == 'push.pop' then
+    -- Extension. push.pop(queue, worker, max) -> up to `max` jobs leased to worker
+    -- for delivery, within the queue's concurrency and rate, as pop's flat fields.
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      local worker = A[4]
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'PushPop', 'Arg "worker" missing')
+      end
+      local max = tonumber(A[5])
+      if max == nil or max < 1 or max % 1 ~= 0 or max == 1 / 0 then
+        Qless.raise('QL_ARG', 'PushPop', 'Arg "max" must be a positive integer: ' ..
+          tostring(A[5]))
+      end
+      return Qless.Push.pop(now, queue, worker, max)
+    end
+
+  elseif name == 'push.finish' then
+    -- Extension. push.finish(queue, jid, worker, outcome, ...) -> { what happened,
+    -- detail }: `complete [result]`, `retry delay group message` or `fail group
+    -- message` (push.lua).
+    return function(now, A)
+      local queue, jid, worker, outcome = Qless.queue_arg(A[3]), Qless.jid_arg(A[4]), A[5], A[6]
+      if worker == nil or worker == '' then
+        Qless.raise('QL_ARG', 'PushFinish', 'Arg "worker" missing')
+      end
+      if outcome == 'complete' then
+        if A[7] ~= nil and Qless.json_decode(A[7]) == nil then
+          Qless.raise('QL_ARG', 'PushFinish', 'Arg "result" not JSON: ' .. A[7])
+        end
+      elseif outcome == 'retry' then
+        if A[7] ~= 'backoff' and tonumber(A[7]) == nil then
+          Qless.raise('QL_ARG', 'PushFinish', 'Arg "delay" not a number: ' .. tostring(A[7]))
+        end
+        if A[8] == nil or A[9] == nil then
+          Qless.raise('QL_ARG', 'PushFinish', 'Args "group" and "message" missing')
+        end
+      elseif outcome == 'fail' then
+        if A[7] == nil or A[8] == nil then
+          Qless.raise('QL_ARG', 'PushFinish', 'Args "group" and "message" missing')
+        end
+      else
+        Qless.raise('QL_ARG', 'PushFinish', 'Arg "outcome" must be complete, retry or fail: ' ..
+          tostring(outcome))
+      end
+      return Qless.Push.finish(now, queue, jid, worker, outcome, A[7], A[8], A[9])
+    end
+
   elseif name == 'migrate' then
     -- Extension. migrate([cursor], [count=1000]) -> { next cursor, keys moved }: moves
     -- qlessd's own keys of the plain prefix out of 'ql:' (extra.lua). Without a cursor

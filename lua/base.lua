@@ -38,7 +38,7 @@ local Qless
 local config_factory, job_factory, queue_factory, recurring_factory, worker_factory
 -- The gateway's own features (extra.lua, throttle.lua): progress and results,
 -- idempotent puts, retry backoff, throttles.
-local extra_factory, throttle_factory
+local extra_factory, throttle_factory, push_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -364,6 +364,8 @@ Qless = setmetatable({
     return setmetatable({ [0] = extra_factory }, LAZY)
   elseif name == 'Throttle' then
     return setmetatable({ [0] = throttle_factory }, LAZY)
+  elseif name == 'Push' then
+    return setmetatable({ [0] = push_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code

@@ -70,6 +70,14 @@ pub const SENT: &[&str] = &[
     "throttle.list",
     "throttle.get",
     "throttle.delete",
+    // lua/push.lua
+    "push.set",
+    "push.get",
+    "push.list",
+    "push.forget",
+    "push.rotate",
+    "push.pop",
+    "push.finish",
     // lua/config.lua
     "config.get",
     "config.set",

@@ -20,6 +20,7 @@ mod group;
 pub mod info;
 pub mod jobs;
 mod leased;
+pub mod push;
 pub mod queues;
 pub mod recurring;
 mod reply;

@@ -24,6 +24,8 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/throttle.lua"),
             "\n",
+            include_str!("../../lua/push.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )

@@ -16,6 +16,7 @@ mod namespaces;
 mod plumbing;
 mod pop_after;
 mod prefix;
+mod push;
 mod queues;
 mod recurring;
 mod workers;

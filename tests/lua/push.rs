@@ -1,0 +1,364 @@
+//! The push delivery extension (`lua/push.lua`): a queue's endpoint settings and
+//! secrets, leases for delivery within the queue's concurrency and rate, and the end
+//! of a delivery, which frees its slot and counts its outcome.
+
+use std::collections::BTreeMap;
+
+use qlessd::core::push::{Finished, Outcome, PushConfig, PushRate, RetryDelay, Secret};
+
+use super::jobs::{assert_error, get, put, start, state, strs};
+use super::malformed::snapshot;
+
+fn config(concurrency: u32, rate: Option<PushRate>) -> PushConfig {
+    PushConfig {
+        url: "https://example.com/hook".into(),
+        timeout: 30,
+        concurrency,
+        rate,
+        headers: BTreeMap::from([("x-team".to_owned(), "billing".to_owned())]),
+    }
+}
+
+fn secret(text: &str) -> Secret {
+    Secret::new(text.to_owned())
+}
+
+fn jids(jobs: &[qlessd::model::Job]) -> Vec<String> {
+    jobs.iter().map(|job| job.jid.clone()).collect()
+}
+
+#[tokio::test]
+async fn the_first_set_keeps_its_secret_and_a_later_one_changes_only_the_settings() {
+    let (_redis, qless) = start().await;
+    assert!(
+        qless
+            .push_set(1.0, "q", &config(10, None), &secret("whsec_one"))
+            .await
+            .unwrap()
+    );
+    let mut changed = config(
+        3,
+        Some(PushRate {
+            jobs: 5,
+            seconds: 2.0,
+        }),
+    );
+    changed.url = "http://example.org/other".into();
+    assert!(
+        !qless
+            .push_set(2.0, "q", &changed, &secret("whsec_two"))
+            .await
+            .unwrap()
+    );
+    let state = qless.push_get(3.0, "q").await.unwrap().unwrap();
+    assert_eq!(state.url, "http://example.org/other");
+    assert_eq!(state.concurrency, 3);
+    assert_eq!(
+        state.rate,
+        Some(PushRate {
+            jobs: 5,
+            seconds: 2.0
+        })
+    );
+    assert_eq!(state.headers["x-team"], "billing");
+    assert_eq!(state.secrets, vec![secret("whsec_one")]);
+    assert_eq!(qless.push_list(3.0).await.unwrap(), strs(&["q"]));
+    assert!(qless.push_get(3.0, "other").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_rotated_out_secret_signs_beside_the_new_one_until_its_grace_ends() {
+    let (_redis, qless) = start().await;
+    qless
+        .push_set(1.0, "q", &config(10, None), &secret("whsec_old"))
+        .await
+        .unwrap();
+    assert!(
+        qless
+            .push_rotate(10.0, "q", &secret("whsec_new"), 100)
+            .await
+            .unwrap()
+    );
+    let during = qless.push_get(50.0, "q").await.unwrap().unwrap();
+    assert_eq!(
+        during.secrets,
+        vec![secret("whsec_new"), secret("whsec_old")]
+    );
+    assert_eq!(during.old_until, Some(110.0));
+    let after = qless.push_get(110.0, "q").await.unwrap().unwrap();
+    assert_eq!(after.secrets, vec![secret("whsec_new")]);
+    assert_eq!(after.old_until, None);
+    assert!(
+        !qless
+            .push_rotate(10.0, "unpushed", &secret("whsec_x"), 100)
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn deliveries_in_flight_never_exceed_the_concurrency() {
+    let (_redis, qless) = start().await;
+    for (i, jid) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        put(&qless, i as f64, "q", jid).await;
+    }
+    qless
+        .push_set(5.0, "q", &config(2, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    let first = qless.push_pop(6.0, "q", "push-1", 10).await.unwrap();
+    assert_eq!(jids(&first), ["a", "b"], "two slots, queue order");
+    assert!(
+        qless
+            .push_pop(6.0, "q", "push-2", 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another qlessd finds no room either"
+    );
+    let finished = qless
+        .push_finish(
+            7.0,
+            "q",
+            "a",
+            "push-1",
+            Outcome::Complete {
+                result: Some(r#"{"ok":true}"#),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished, Finished::Delivered);
+    assert_eq!(state(&qless, "a").await, "complete");
+    let next = qless.push_pop(8.0, "q", "push-2", 10).await.unwrap();
+    assert_eq!(jids(&next), ["c"], "one slot freed");
+    let counts = qless.push_get(8.0, "q").await.unwrap().unwrap();
+    assert_eq!((counts.delivered, counts.in_flight), (1, 2));
+}
+
+#[tokio::test]
+async fn a_slot_held_past_its_timeout_is_freed() {
+    let (_redis, qless) = start().await;
+    put(&qless, 0.0, "q", "a").await;
+    put(&qless, 0.5, "q", "b").await;
+    qless
+        .push_set(1.0, "q", &config(1, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    assert_eq!(
+        jids(&qless.push_pop(2.0, "q", "push-1", 5).await.unwrap()),
+        ["a"]
+    );
+    assert!(
+        qless
+            .push_pop(31.0, "q", "push-2", 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        jids(&qless.push_pop(32.0, "q", "push-2", 5).await.unwrap()),
+        ["b"],
+        "the first delivery's timeout (30 s) is over: its slot is free"
+    );
+}
+
+#[tokio::test]
+async fn the_rate_holds_across_deliveries() {
+    let (_redis, qless) = start().await;
+    for (i, jid) in ["a", "b", "c", "d", "e"].into_iter().enumerate() {
+        put(&qless, i as f64 / 10.0, "q", jid).await;
+    }
+    let rate = PushRate {
+        jobs: 2,
+        seconds: 10.0,
+    };
+    qless
+        .push_set(1.0, "q", &config(100, Some(rate)), &secret("whsec_s"))
+        .await
+        .unwrap();
+    let leased = qless.push_pop(2.0, "q", "push-1", 10).await.unwrap();
+    assert_eq!(jids(&leased), ["a", "b"]);
+    for jid in ["a", "b"] {
+        qless
+            .push_finish(3.0, "q", jid, "push-1", Outcome::Complete { result: None })
+            .await
+            .unwrap();
+    }
+    assert!(
+        qless
+            .push_pop(11.0, "q", "push-1", 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "both starts are within the window although both ended"
+    );
+    assert_eq!(
+        jids(&qless.push_pop(12.5, "q", "push-1", 10).await.unwrap()),
+        ["c", "d"]
+    );
+}
+
+#[tokio::test]
+async fn retries_count_until_they_run_out_and_fail_into_the_named_group() {
+    let (_redis, qless) = start().await;
+    let mut job = super::jobs::job("q", "a");
+    job.retries = Some(1);
+    qless.put(0.0, job).await.unwrap();
+    qless
+        .push_set(1.0, "q", &config(5, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    let retry = Outcome::Retry {
+        delay: RetryDelay::Seconds(0.0),
+        group: "push-http-500",
+        message: "HTTP 500",
+    };
+    qless.push_pop(2.0, "q", "push-1", 1).await.unwrap();
+    assert_eq!(
+        qless
+            .push_finish(3.0, "q", "a", "push-1", retry)
+            .await
+            .unwrap(),
+        Finished::Retried
+    );
+    qless.push_pop(4.0, "q", "push-1", 1).await.unwrap();
+    assert_eq!(
+        qless
+            .push_finish(5.0, "q", "a", "push-1", retry)
+            .await
+            .unwrap(),
+        Finished::Failed
+    );
+    let job = get(&qless, "a").await;
+    assert_eq!(job.state, "failed");
+    assert_eq!(job.failure.unwrap().group, "push-http-500");
+    let counts = qless.push_get(6.0, "q").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            counts.delivered,
+            counts.retried,
+            counts.failed,
+            counts.in_flight
+        ),
+        (0, 1, 1, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_delivery_of_a_job_canceled_meanwhile_is_gone_and_frees_its_slot() {
+    let (_redis, qless) = start().await;
+    put(&qless, 0.0, "q", "a").await;
+    put(&qless, 0.5, "q", "b").await;
+    qless
+        .push_set(1.0, "q", &config(1, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    qless.push_pop(2.0, "q", "push-1", 1).await.unwrap();
+    qless.cancel(3.0, &strs(&["a"])).await.unwrap();
+    let finished = qless
+        .push_finish(
+            4.0,
+            "q",
+            "a",
+            "push-1",
+            Outcome::Fail {
+                group: "push-http-400",
+                message: "bad",
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(finished, Finished::Gone(ref why) if why.contains("does not exist")));
+    assert_eq!(
+        jids(&qless.push_pop(5.0, "q", "push-1", 1).await.unwrap()),
+        ["b"]
+    );
+}
+
+#[tokio::test]
+async fn forgetting_a_push_keeps_the_queues_jobs_for_pull_workers() {
+    let (_redis, qless) = start().await;
+    put(&qless, 0.0, "q", "a").await;
+    qless
+        .push_set(1.0, "q", &config(1, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    assert!(qless.push_forget(2.0, "q").await.unwrap());
+    assert!(!qless.push_forget(2.0, "q").await.unwrap());
+    assert!(qless.push_get(2.0, "q").await.unwrap().is_none());
+    assert!(qless.push_list(2.0).await.unwrap().is_empty());
+    assert!(
+        qless
+            .push_pop(3.0, "q", "push-1", 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(super::jobs::pop(&qless, 3.0, "q", "w", 1).await, ["a"]);
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_and_write_nothing() {
+    let (redis, qless) = start().await;
+    let before = snapshot(&redis);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["q", "ftp://x", "30", "1", "0", "0", "{}", "s"],
+            "http or https",
+        ),
+        (
+            &["q", "https://x", "0", "1", "0", "0", "{}", "s"],
+            "1 to 900",
+        ),
+        (
+            &["q", "https://x", "901", "1", "0", "0", "{}", "s"],
+            "1 to 900",
+        ),
+        (
+            &["q", "https://x", "30", "0", "0", "0", "{}", "s"],
+            "concurrency",
+        ),
+        (
+            &["q", "https://x", "30", "1", "5", "0", "{}", "s"],
+            "rate_seconds",
+        ),
+        (
+            &["q", "https://x", "30", "1", "0", "0", "[]", "s"],
+            "JSON object",
+        ),
+        (
+            &["q", "https://x", "30", "1", "0", "0", r#"{"a":1}"#, "s"],
+            "string",
+        ),
+        (&["q", "https://x", "30", "1", "0", "0", "{}", ""], "secret"),
+        (&["", "https://x", "30", "1", "0", "0", "{}", "s"], "queue"),
+    ];
+    for (args, needle) in cases {
+        assert_error(qless.call("push.set", 1.0, &strs(args)).await, needle);
+    }
+    for (command, args, needle) in [
+        ("push.pop", &["q", "w", "0"][..], "positive integer"),
+        ("push.pop", &["q", "", "1"][..], "worker"),
+        (
+            "push.finish",
+            &["q", "a", "w", "explode"][..],
+            "complete, retry or fail",
+        ),
+        (
+            "push.finish",
+            &["q", "a", "w", "complete", "{nope"][..],
+            "not JSON",
+        ),
+        (
+            "push.finish",
+            &["q", "a", "w", "retry", "soon", "g", "m"][..],
+            "delay",
+        ),
+        ("push.finish", &["q", "a", "w", "fail", "g"][..], "missing"),
+        ("push.rotate", &["q", "s", "-1"][..], "grace"),
+    ] {
+        assert_error(qless.call(command, 1.0, &strs(args)).await, needle);
+    }
+    assert_eq!(snapshot(&redis), before, "nothing was written");
+}
