@@ -201,6 +201,10 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/tags", Needs(Read)),
     route("GET", "/v1/tags/{tag}/jobs", Needs(Read)),
     // Throttles: limits are an operator's to set.
+    route("GET", "/v1/queues/{queue}/push", Needs(Admin)),
+    route("PUT", "/v1/queues/{queue}/push", Needs(Admin)),
+    route("DELETE", "/v1/queues/{queue}/push", Needs(Admin)),
+    route("POST", "/v1/queues/{queue}/push/rotate", Needs(Admin)),
     route("GET", "/v1/throttles/{name}", Needs(Read)),
     route("PUT", "/v1/throttles/{name}", Needs(Admin)),
     route("DELETE", "/v1/throttles/{name}", Needs(Admin)),

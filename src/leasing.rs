@@ -411,6 +411,23 @@ impl Leasing {
         .await
     }
 
+    /// Leases up to `max` jobs of the pushed `queue` for delivery by `worker`
+    /// (within the queue's concurrency and rate, `lua/push.lua`), waiting up to `wait`
+    /// for some: the same waiters as a long-poll pop, woken by the same announcements.
+    pub async fn push_pop(
+        &self,
+        queue: &str,
+        worker: &str,
+        max: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>, Error> {
+        let queues = [queue.to_owned()];
+        self.wait_for_jobs(&queues, max, wait, || {
+            self.qless.push_pop(self.clock.now(), queue, worker, max)
+        })
+        .await
+    }
+
     /// The jobs a worker leased while ending one (complete, fail or retry with `pop`):
     /// those already leased, or, when none were, up to `count` jobs of the same queue
     /// waited for up to `wait`, as a pop would.

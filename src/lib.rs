@@ -46,6 +46,8 @@
 //!   carry (`Jid`, `QueueName`, ...), which check themselves when deserialized.
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
+//! * [`push`]: push delivery: pushed queues' jobs POSTed to their endpoints, signed
+//!   (Standard Webhooks), within each queue's concurrency and rate.
 //! * [`sweeper`]: the background upkeep that keeps time, visiting the queues that are due.
 //! * [`tenants`]: several namespaces in one gateway, chosen by the `Qless-Namespace`
 //!   header (or the token); each with its own state.
@@ -88,6 +90,7 @@ pub mod metrics;
 pub mod middleware;
 pub mod model;
 pub mod openapi;
+pub mod push;
 pub mod routes;
 pub mod server;
 pub mod settings;

@@ -46,6 +46,8 @@ use crate::routes;
         (name = "tags", description = "Tags: the most used tags and the jobs carrying one"),
         (name = "throttles", description = "Throttles: concurrency and rate limits \
             shared by the jobs that name them"),
+        (name = "push", description = "Push delivery: a queue worked by an HTTP \
+            endpoint that qlessd calls, signed (Standard Webhooks)"),
         (name = "failures", description = "Failure groups and putting failed jobs back"),
         (name = "workers", description = "Workers and the jobs they hold"),
         (name = "config", description = "Server-wide options stored in Redis \

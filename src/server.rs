@@ -295,11 +295,13 @@ async fn serve_with(
             Err(err) => tracing::warn!(%err, "could not move qlessd's own keys out of ql: yet"),
         }
     }
+    let gateway = sweeper::gateway_id();
     let namespaces = Namespaces {
         options: options(None),
         clock: clock.clone(),
         limits: Limits::from_settings(settings),
-        gateway: sweeper::gateway_id(),
+        deliverer: crate::push::Deliverer::new(settings, &gateway)?,
+        gateway,
         stopped: stopped.clone(),
         running: Arc::default(),
     };
@@ -322,8 +324,11 @@ async fn serve_with(
         "qlessd is serving"
     );
     let running = namespaces.running.clone();
+    let shutdown_began = Arc::new(std::sync::OnceLock::new());
+    let began = shutdown_began.clone();
     let shutdown = async move {
         shutdown_signal().await;
+        let _ = began.set(std::time::Instant::now());
         // Long polls answer and event streams end now instead of holding it up.
         let mut running = running.lock().expect("namespaces lock");
         running.shutting_down = true;
@@ -342,6 +347,13 @@ async fn serve_with(
     }
     let limits = ConnectionLimits::from_settings(settings);
     let served = connections::serve(listener, app, shutdown, limits).await;
+    // Push deliveries in flight get what is left of the shutdown timeout.
+    let began = shutdown_began
+        .get()
+        .copied()
+        .unwrap_or_else(std::time::Instant::now);
+    let left = Duration::from_secs(settings.shutdown_timeout).saturating_sub(began.elapsed());
+    namespaces.deliverer.drain(&clock, left).await;
     let _ = stop.send(true);
     let sweepers =
         std::mem::take(&mut namespaces.running.lock().expect("namespaces lock").sweepers);
@@ -361,6 +373,8 @@ struct Namespaces {
     limits: Limits,
     /// This gateway's name in the sweepers' lease.
     gateway: String,
+    /// Push deliveries, shared by every namespace.
+    deliverer: Arc<crate::push::Deliverer>,
     stopped: watch::Receiver<bool>,
     running: Arc<std::sync::Mutex<Running>>,
 }
@@ -397,6 +411,13 @@ impl Namespaces {
             state.clock.clone(),
             self.gateway.clone(),
             self.stopped.clone(),
+        ));
+        tokio::spawn(crate::push::run(
+            self.deliverer.clone(),
+            state.qless.clone(),
+            state.leasing.clone(),
+            state.clock.clone(),
+            state.shutdown.clone(),
         ));
         let mut running = self.running.lock().expect("namespaces lock");
         if running.shutting_down {

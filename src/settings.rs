@@ -285,6 +285,30 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub min_replicas_timeout_ms: u64,
 
+    /// Let push endpoints (`PUT /v1/queues/{queue}/push`) be on loopback, private,
+    /// link-local or other non-public addresses.
+    ///
+    /// Off by default, so that whoever may subscribe a queue cannot make qlessd call
+    /// into the network it runs in; checked when a queue is subscribed and again at
+    /// every connection. For tests and single-machine setups.
+    #[arg(
+        help_heading = "Push delivery",
+        long,
+        env = "QLESSD_PUSH_ALLOW_PRIVATE"
+    )]
+    pub push_allow_private: bool,
+
+    /// A PEM file of CA certificates trusted for `https` push endpoints, instead of
+    /// the system's roots.
+    #[arg(help_heading = "Push delivery", long, env = "QLESSD_PUSH_CA_FILE")]
+    pub push_ca_file: Option<PathBuf>,
+
+    /// Most push deliveries this qlessd has in flight at once, over every queue and
+    /// namespace (each queue's own `concurrency` holds across every qlessd).
+    #[arg(help_heading = "Push delivery", long, env = "QLESSD_PUSH_MAX_IN_FLIGHT", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub push_max_in_flight: u32,
+
     /// Log format.
     #[arg(help_heading = "Telemetry", long, env = "QLESSD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

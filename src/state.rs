@@ -34,6 +34,8 @@ pub struct Limits {
     pub idempotency_ttl: f64,
     /// Probes and scrapes leave no access-log line (`--quiet-probes`).
     pub quiet_probes: bool,
+    /// Which push endpoints may be subscribed (`--push-allow-private`).
+    pub push: crate::push::endpoint::AddressPolicy,
 }
 
 impl Limits {
@@ -48,6 +50,9 @@ impl Limits {
             browser: BrowserPolicy::new(settings.listen.is_loopback(), &settings.cors_origins),
             idempotency_ttl: settings.idempotency_ttl as f64,
             quiet_probes: settings.quiet_probes,
+            push: crate::push::endpoint::AddressPolicy {
+                allow_private: settings.push_allow_private,
+            },
         }
     }
 }

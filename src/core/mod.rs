@@ -46,7 +46,7 @@ pub use jobs::{
 };
 pub use queues::Listing;
 pub use recurring::{CronDue, CronSpec, RecurArgs, RecurUpdate};
-pub use resp::Endpoint;
+pub use resp::{Endpoint, tls_config};
 pub use script::Script;
 pub use throttles::ThrottleLimits;
 pub use topology::{is_cluster, is_local};

@@ -86,7 +86,7 @@ impl Endpoint {
             }
         };
         let tls = if tls {
-            Some(Arc::new(tls_config(ca_file)?))
+            Some(Arc::new(tls_config(ca_file, "--redis-ca-file")?))
         } else {
             None
         };
@@ -161,8 +161,10 @@ impl Endpoint {
 /// How long a cluster seed may take to say where a slot is.
 const SEED_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// TLS client settings trusting `ca_file`'s certificates, or the system's roots.
-fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
+/// TLS client settings trusting `ca_file`'s certificates, or the system's roots;
+/// `flag` is the option that names such a file, for the error when the system has
+/// none. Shared by the connections to Redis and push deliveries.
+pub fn tls_config(ca_file: Option<&Path>, flag: &str) -> Result<rustls::ClientConfig, Error> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -190,11 +192,9 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
             }
             let (added, _ignored) = roots.add_parsable_certificates(found.certs);
             if added == 0 {
-                return Err(Error::Startup(
-                    "no CA certificates found on this system for rediss:// URLs; pass \
-                     --redis-ca-file"
-                        .to_owned(),
-                ));
+                return Err(Error::Startup(format!(
+                    "no CA certificates found on this system; pass {flag}"
+                )));
             }
         }
     }

@@ -9,6 +9,7 @@ mod leasing_api;
 mod names;
 mod page;
 mod problem;
+mod push_api;
 mod queue;
 mod queues_api;
 mod recurring;
@@ -29,6 +30,7 @@ pub use page::PageQuery;
 pub use problem::{
     Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMediaType, problem_example,
 };
+pub use push_api::*;
 pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
 pub use queues_api::*;
 pub use recurring::RecurringJob;

@@ -44,6 +44,28 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     }
 }
 
+/// An optional JSON body (`Option<Json<T>>`): none when the request has no body at
+/// all; a body there must be JSON as for [`Json`].
+impl<T: DeserializeOwned, S: Send + Sync> axum::extract::OptionalFromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Option<Self>, ApiError> {
+        if is_json(request.headers()) {
+            return <Json<T> as FromRequest<S>>::from_request(request, state)
+                .await
+                .map(Some);
+        }
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+        if bytes.is_empty() {
+            Ok(None)
+        } else {
+            Err(unsupported_media_type())
+        }
+    }
+}
+
 fn unsupported_media_type() -> ApiError {
     ApiError::UnsupportedMediaType("expected a body with Content-Type: application/json".to_owned())
 }

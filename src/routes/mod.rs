@@ -9,6 +9,7 @@ mod health;
 mod jobs;
 mod leasing;
 pub mod metrics;
+mod push;
 mod queues;
 mod recurring;
 mod tags;
@@ -34,6 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(recurring::router())
         .merge(tags::router())
         .merge(throttles::router())
+        .merge(push::router())
         .merge(failures::router())
         .merge(workers::router())
         .merge(config::router())

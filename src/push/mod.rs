@@ -1,0 +1,336 @@
+//! Push delivery: queues worked by an HTTP endpoint that qlessd calls, signed, so the
+//! worker is any program that answers a POST.
+//!
+//! A queue is subscribed with `PUT /v1/queues/{queue}/push`; its settings and
+//! secrets live in Redis (`lua/push.lua`), so every qlessd on the namespace delivers
+//! its jobs. Each qlessd runs, per namespace, one task ([`run`]) that follows the
+//! list of pushed queues, and per pushed queue one loop that leases jobs through the
+//! same waiters as long-poll pops ([`Leasing::push_pop`]: woken by the script's
+//! announcements) and starts a delivery for each (`delivery.rs`). The script leases
+//! only within the queue's `concurrency` and `rate`, which therefore hold across every
+//! qlessd; `--push-max-in-flight` bounds this process's deliveries in all.
+//!
+//! Delivery is at least once: a lease is an ordinary qless lease under this qlessd's
+//! worker name, heartbeaten while the endpoint takes its time. If qlessd dies
+//! mid-delivery the lease expires and the job is delivered again, with the same
+//! `webhook-id` and a higher `qlessd-attempt`.
+
+mod answer;
+mod delivery;
+pub mod endpoint;
+pub mod signature;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::core::Qless;
+use crate::core::push::PushState;
+use crate::leasing::Leasing;
+use crate::settings::Settings;
+use endpoint::{AddressPolicy, PublicResolver};
+
+/// How often each qlessd reads the list of pushed queues (a queue subscribed through
+/// another qlessd starts being delivered by this one within that), and a queue's
+/// settings (a change made elsewhere applies to the next deliveries within that).
+const REFRESH: Duration = Duration::from_secs(2);
+
+/// Most jobs one lease of a queue's loop asks for.
+const MOST_PER_LEASE: u32 = 50;
+
+/// What every delivery of this process shares: the HTTP client (pooled, kept-alive
+/// connections; no redirects; addresses checked as they resolve), the bound on
+/// deliveries in flight, and the worker name its leases are under.
+#[derive(Debug)]
+pub struct Deliverer {
+    client: reqwest::Client,
+    policy: AddressPolicy,
+    permits: Arc<Semaphore>,
+    max_in_flight: u32,
+    worker: String,
+    max_result: usize,
+    /// Deliveries in flight, by namespace, jid: what shutdown releases when they
+    /// outlast it.
+    in_flight: parking_lot::Mutex<HashMap<(String, String), InFlight>>,
+}
+
+/// A delivery in flight, as shutdown needs it.
+#[derive(Debug)]
+struct InFlight {
+    qless: Qless,
+    queue: String,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl Deliverer {
+    /// The deliverer `settings` describe; `gateway` names this process among the
+    /// qlessd on the same Redis (its leases' worker name says it is a push delivery
+    /// and which qlessd holds it).
+    pub fn new(settings: &Settings, gateway: &str) -> Result<Arc<Self>, String> {
+        let policy = AddressPolicy {
+            allow_private: settings.push_allow_private,
+        };
+        let tls = crate::core::tls_config(settings.push_ca_file.as_deref(), "--push-ca-file")
+            .map_err(|err| err.to_string())?;
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(PublicResolver::shared(policy))
+            .no_proxy()
+            .user_agent(concat!("qlessd/", env!("CARGO_PKG_VERSION")))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|err| format!("cannot build the push delivery client: {err}"))?;
+        Ok(Arc::new(Deliverer {
+            client,
+            policy,
+            permits: Arc::new(Semaphore::new(settings.push_max_in_flight as usize)),
+            max_in_flight: settings.push_max_in_flight,
+            worker: format!("qlessd-push:{gateway}"),
+            max_result: usize::try_from(settings.max_job_size).unwrap_or(usize::MAX),
+            in_flight: parking_lot::Mutex::default(),
+        }))
+    }
+
+    /// Waits up to `timeout` for the deliveries in flight to finish (shutdown: no
+    /// new ones start once `run`'s `stopping` turned true). Those still going then
+    /// are stopped and their jobs put back to be delivered again.
+    pub async fn drain(&self, clock: &Clock, timeout: Duration) {
+        let everyone = self.permits.acquire_many(self.max_in_flight);
+        if tokio::time::timeout(timeout, everyone).await.is_ok() {
+            return;
+        }
+        let left: Vec<((String, String), InFlight)> = self.in_flight.lock().drain().collect();
+        for ((_, jid), delivery) in left {
+            if let Some(task) = delivery.task {
+                task.abort();
+            }
+            let released = delivery
+                .qless
+                .push_finish(
+                    clock.now(),
+                    &delivery.queue,
+                    &jid,
+                    &self.worker,
+                    crate::core::push::Outcome::Retry {
+                        delay: crate::core::push::RetryDelay::Seconds(0.0),
+                        group: "push-shutdown",
+                        message: "qlessd stopped during the delivery",
+                    },
+                )
+                .await;
+            match released {
+                Ok(_) => {
+                    tracing::info!(queue = %delivery.queue, %jid, "push delivery stopped by shutdown; the job goes back to its queue")
+                }
+                Err(err) => {
+                    tracing::warn!(queue = %delivery.queue, %jid, %err, "push delivery stopped by shutdown; its lease will expire")
+                }
+            }
+        }
+    }
+}
+
+/// Delivers the pushed queues of one namespace until `stopping` turns true: follows
+/// the list of pushed queues and runs a loop for each.
+pub async fn run(
+    deliverer: Arc<Deliverer>,
+    qless: Qless,
+    leasing: Arc<Leasing>,
+    clock: Clock,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut loops: HashMap<String, JoinHandle<()>> = HashMap::new();
+    let mut failing = false;
+    loop {
+        if *stopping.borrow() {
+            break;
+        }
+        match qless.push_list(clock.now()).await {
+            Ok(names) => {
+                failing = false;
+                loops.retain(|name, task| {
+                    let keep = names.contains(name) && !task.is_finished();
+                    if !keep {
+                        task.abort();
+                    }
+                    keep
+                });
+                for name in names {
+                    loops.entry(name.clone()).or_insert_with(|| {
+                        let queue = QueueLoop {
+                            deliverer: deliverer.clone(),
+                            qless: qless.clone(),
+                            leasing: leasing.clone(),
+                            clock: clock.clone(),
+                            queue: name,
+                            local: Arc::default(),
+                        };
+                        tokio::spawn(queue.run(stopping.clone()))
+                    });
+                }
+            }
+            Err(err) if !failing => {
+                failing = true;
+                tracing::warn!(%err, "cannot read the pushed queues; trying again");
+            }
+            Err(_) => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(REFRESH) => {}
+            _ = stopping.changed() => {}
+        }
+    }
+    for task in loops.values() {
+        task.abort();
+    }
+}
+
+/// One pushed queue's deliveries started by this qlessd: how many are in flight, and
+/// a signal when one ends (a slot may have freed).
+#[derive(Debug, Default)]
+struct Local {
+    in_flight: AtomicUsize,
+    ended: Notify,
+}
+
+/// The loop leasing one pushed queue's jobs for delivery.
+struct QueueLoop {
+    deliverer: Arc<Deliverer>,
+    qless: Qless,
+    leasing: Arc<Leasing>,
+    clock: Clock,
+    queue: String,
+    local: Arc<Local>,
+}
+
+impl QueueLoop {
+    async fn run(self, stopping: watch::Receiver<bool>) {
+        let mut settings: Option<(tokio::time::Instant, Arc<PushState>)> = None;
+        loop {
+            if *stopping.borrow() {
+                return;
+            }
+            let fresh = settings
+                .as_ref()
+                .is_some_and(|(read, _)| read.elapsed() < REFRESH);
+            if !fresh {
+                match self.qless.push_get(self.clock.now(), &self.queue).await {
+                    Ok(Some(state)) => {
+                        settings = Some((tokio::time::Instant::now(), Arc::new(state)))
+                    }
+                    Ok(None) => return,
+                    Err(err) => {
+                        tracing::warn!(queue = %self.queue, %err, "cannot read a pushed queue's settings");
+                        tokio::time::sleep(REFRESH).await;
+                        continue;
+                    }
+                }
+            }
+            let state = settings.as_ref().expect("read above").1.clone();
+            let Ok(url) = reqwest::Url::parse(&state.url) else {
+                tracing::warn!(queue = %self.queue, "a pushed queue's url does not parse; not delivering");
+                tokio::time::sleep(REFRESH).await;
+                continue;
+            };
+            // Room here: the queue's concurrency less what this qlessd has in flight
+            // (the script checks the whole of it, across every qlessd).
+            let local = self.local.in_flight.load(Ordering::Acquire);
+            let room = (state.concurrency as usize).saturating_sub(local);
+            if room == 0 {
+                let _ = tokio::time::timeout(REFRESH, self.local.ended.notified()).await;
+                continue;
+            }
+            let Ok(first) = self.deliverer.permits.clone().acquire_owned().await else {
+                return;
+            };
+            let mut permits = vec![first];
+            let want = room.min(MOST_PER_LEASE as usize);
+            while permits.len() < want {
+                match self.deliverer.permits.clone().try_acquire_owned() {
+                    Ok(permit) => permits.push(permit),
+                    Err(_) => break,
+                }
+            }
+            // A rate-limited queue has no announcement when its window frees: look
+            // again after one job's share of the window.
+            let wait = state.rate.map_or(crate::leasing::RECHECK, |rate| {
+                Duration::from_secs_f64(rate.seconds / rate.jobs.max(1) as f64)
+                    .clamp(Duration::from_millis(10), crate::leasing::RECHECK)
+            });
+            let jobs = self
+                .leasing
+                .push_pop(
+                    &self.queue,
+                    &self.deliverer.worker,
+                    permits.len() as u32,
+                    wait,
+                )
+                .await;
+            let jobs = match jobs {
+                Ok(jobs) => jobs,
+                Err(err) => {
+                    tracing::warn!(queue = %self.queue, %err, "cannot lease jobs for push delivery");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            for (job, permit) in jobs.into_iter().zip(permits) {
+                self.start(job, state.clone(), url.clone(), permit);
+            }
+        }
+    }
+
+    /// Starts the delivery of a leased job (it runs on even if this loop stops: a
+    /// leased job is always delivered or given back).
+    fn start(
+        &self,
+        job: crate::model::Job,
+        state: Arc<PushState>,
+        url: reqwest::Url,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let key = (self.qless.prefix().to_owned(), job.jid.clone());
+        self.local.in_flight.fetch_add(1, Ordering::AcqRel);
+        let delivery = delivery::Delivery {
+            client: self.deliverer.client.clone(),
+            policy: self.deliverer.policy,
+            qless: self.qless.clone(),
+            clock: self.clock.clone(),
+            worker: self.deliverer.worker.clone(),
+            max_result: self.deliverer.max_result,
+            state,
+            url,
+        };
+        let deliverer = self.deliverer.clone();
+        let local = self.local.clone();
+        deliverer.in_flight.lock().insert(
+            key.clone(),
+            InFlight {
+                qless: self.qless.clone(),
+                queue: self.queue.clone(),
+                task: None,
+            },
+        );
+        let task = tokio::spawn({
+            let deliverer = deliverer.clone();
+            let key = key.clone();
+            async move {
+                delivery.deliver(job).await;
+                deliverer.in_flight.lock().remove(&key);
+                local.in_flight.fetch_sub(1, Ordering::AcqRel);
+                local.ended.notify_one();
+                drop(permit);
+            }
+        });
+        if let Some(entry) = deliverer.in_flight.lock().get_mut(&key) {
+            entry.task = Some(task.abort_handle());
+        }
+    }
+}
