@@ -34,6 +34,8 @@ pub struct Limits {
     pub idempotency_ttl: f64,
     /// Probes and scrapes leave no access-log line (`--quiet-probes`).
     pub quiet_probes: bool,
+    /// The dashboard's cookie is sent over HTTPS only (`--secure-cookies`).
+    pub secure_cookies: bool,
 }
 
 impl Limits {
@@ -48,6 +50,7 @@ impl Limits {
             browser: BrowserPolicy::new(settings.listen.is_loopback(), &settings.cors_origins),
             idempotency_ttl: settings.idempotency_ttl as f64,
             quiet_probes: settings.quiet_probes,
+            secure_cookies: settings.secure_cookies,
         }
     }
 }
