@@ -449,7 +449,7 @@ pub(super) async fn job(
                         strong { (h.what) } " "
                         span.muted { (when(h.when)) }
                         @for (k, v) in &h.extra {
-                            " " span.muted { (k) "=" } (v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                            " " span.muted { (k) "=" } (name(&v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
                         }
                     }
                 }
