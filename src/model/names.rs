@@ -444,16 +444,23 @@ mod tests {
         use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
         let ranges = pattern_ranges();
         for c in '\0'..='\u{ffff}' {
-            let listed = c.is_whitespace() || ranges.iter().any(|(from, to)| (*from..=*to).contains(&c));
+            let listed =
+                c.is_whitespace() || ranges.iter().any(|(from, to)| (*from..=*to).contains(&c));
             // What the pattern refuses, the server refuses.
             if listed {
-                assert!(!accepted(&format!("a{c}b")), "{c:?} refused by the pattern only");
+                assert!(
+                    !accepted(&format!("a{c}b")),
+                    "{c:?} refused by the pattern only"
+                );
             }
             // Every control, format and private-use character, and every noncharacter,
             // of the plane is in the pattern.
             let noncharacter = ('\u{fdd0}'..='\u{fdef}').contains(&c) || c >= '\u{fffe}';
             let invisible = matches!(c.general_category(), G::Control | G::Format | G::PrivateUse);
-            assert!(listed || !(invisible || noncharacter), "{c:?} missing from the pattern");
+            assert!(
+                listed || !(invisible || noncharacter),
+                "{c:?} missing from the pattern"
+            );
         }
     }
 

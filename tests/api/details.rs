@@ -217,7 +217,9 @@ async fn invisible_and_direction_changing_characters_are_refused_in_every_name()
         (
             Method::POST,
             "/v1/queues/q/jobs/batch",
-            Some(json!({"jobs": [{"klass": "K", "jid": "ok"}, {"klass": "K", "throttles": ["t\u{e000}"]}]})),
+            Some(
+                json!({"jobs": [{"klass": "K", "jid": "ok"}, {"klass": "K", "throttles": ["t\u{e000}"]}]}),
+            ),
             r"'\u{e000}'",
         ),
         (
@@ -226,12 +228,7 @@ async fn invisible_and_direction_changing_characters_are_refused_in_every_name()
             Some(json!({"worker": "w\u{fffe}"})),
             r"'\u{fffe}'",
         ),
-        (
-            Method::GET,
-            "/v1/events?worker=w%CD%B8",
-            None,
-            r"'\u{378}'",
-        ),
+        (Method::GET, "/v1/events?worker=w%CD%B8", None, r"'\u{378}'"),
         (
             Method::GET,
             "/v1/failures/%CC%81group",
@@ -244,19 +241,17 @@ async fn invisible_and_direction_changing_characters_are_refused_in_every_name()
             Some(json!({"value": 1})),
             r"'\u{2066}'",
         ),
-        (
-            Method::GET,
-            "/v1/jobs/a%E2%80%A9b",
-            None,
-            r"'\u{2029}'",
-        ),
+        (Method::GET, "/v1/jobs/a%E2%80%A9b", None, r"'\u{2029}'"),
     ];
     for (method, uri, body, said) in cases {
         let response = app.request(method, uri, body).await;
         response.assert_problem(400, "bad_request");
         let detail = response.body["detail"].as_str().unwrap();
         assert!(detail.contains(said), "{uri}: {detail}");
-        assert!(!detail.contains('\u{202e}'), "the detail holds the raw character");
+        assert!(
+            !detail.contains('\u{202e}'),
+            "the detail holds the raw character"
+        );
     }
     // Nothing was written by any of them; names in scripts the user reads are fine.
     let queues = app.get("/v1/queues").await;

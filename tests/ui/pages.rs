@@ -608,7 +608,11 @@ async fn each_session_has_its_own_form_token_and_no_other_opens_its_actions() {
     let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
     put(&app, "emails", "j1").await;
     let anyone = token_in(&app.get("/ui/login").await.text);
-    let reader = token_in(&with_cookie(&app, Method::GET, "/ui", "reader", "").await.text);
+    let reader = token_in(
+        &with_cookie(&app, Method::GET, "/ui", "reader", "")
+            .await
+            .text,
+    );
     let ops = token_in(&with_cookie(&app, Method::GET, "/ui", "ops", "").await.text);
     assert!(
         anyone != reader && anyone != ops && reader != ops,
@@ -652,7 +656,12 @@ async fn login_keeps_only_a_token_the_server_knows() {
     let csrf = token_in(&app.get("/ui/login").await.text);
     for guess in ["secret-nobody", "anything", "secret-ops;x"] {
         let tried = post_form(&app, "/ui/login", &format!("csrf={csrf}&token={guess}")).await;
-        assert_eq!(tried.status, StatusCode::UNAUTHORIZED, "{guess}: {}", tried.text);
+        assert_eq!(
+            tried.status,
+            StatusCode::UNAUTHORIZED,
+            "{guess}: {}",
+            tried.text
+        );
         assert!(
             !tried.headers.contains_key(header::SET_COOKIE),
             "{guess} was kept"
@@ -680,7 +689,12 @@ async fn the_cookie_is_secure_when_the_dashboard_is_reached_over_https() {
     // Told so by the flag (a proxy ends TLS), on login and on logout.
     let flagged = with_auth(|settings| settings.secure_cookies = true).await;
     let csrf = token_in(&flagged.get("/ui/login").await.text);
-    let login = post_form(&flagged, "/ui/login", &format!("csrf={csrf}&token=secret-ops")).await;
+    let login = post_form(
+        &flagged,
+        "/ui/login",
+        &format!("csrf={csrf}&token=secret-ops"),
+    )
+    .await;
     assert_eq!(login.status, StatusCode::SEE_OTHER);
     let cookie = login.headers[header::SET_COOKIE].to_str().unwrap();
     assert!(cookie.ends_with("; Secure"), "{cookie}");
@@ -695,7 +709,10 @@ async fn the_cookie_is_secure_when_the_dashboard_is_reached_over_https() {
     .await;
     assert_eq!(logout.status, StatusCode::SEE_OTHER);
     let forget = logout.headers[header::SET_COOKIE].to_str().unwrap();
-    assert!(forget.contains("Max-Age=0") && forget.ends_with("; Secure"), "{forget}");
+    assert!(
+        forget.contains("Max-Age=0") && forget.ends_with("; Secure"),
+        "{forget}"
+    );
     // Told so by the proxy's header, without the flag.
     let app = with_auth(|_| {}).await;
     let csrf = token_in(&app.get("/ui/login").await.text);
@@ -726,7 +743,13 @@ async fn names_are_isolated_so_that_none_reorders_the_page_around_it() {
     put(&app, queue, "j2").await;
     let popped = app.qless.pop(app.clock.now(), queue, "w\u{202e}2", 1).await;
     assert_eq!(popped.unwrap().len(), 1);
-    for uri in ["/ui", "/ui/failures", "/ui/jobs/j1", "/ui/jobs/j2", "/ui/workers"] {
+    for uri in [
+        "/ui",
+        "/ui/failures",
+        "/ui/jobs/j1",
+        "/ui/jobs/j2",
+        "/ui/workers",
+    ] {
         let page = app.get(uri).await;
         assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.text);
         let mut shown = 0;
