@@ -494,17 +494,21 @@ impl Auth {
     ) -> Result<Option<Arc<str>>, ApiError> {
         let needed = matched.access;
         if needed == Some(Access::Open) {
+            // The login form keeps only a token this server knows.
+            if matched.route == "/ui/login" {
+                let check = LoginCheck(self.clone());
+                request.extensions_mut().insert(check);
+            }
             return Ok(None);
         }
         let tokens = self.0.tokens.load();
         // The dashboard's pages carry the token in its HttpOnly cookie instead.
-        let cookie;
         let secret = match bearer(request.headers()) {
             Ok(secret) => secret,
-            Err(err) => {
-                cookie = ui_cookie(request).ok_or(err)?;
-                cookie.as_bytes()
+            Err(err) if is_dashboard(request.uri().path()) => {
+                ui_cookie(request.headers()).ok_or(err)?.as_bytes()
             }
+            Err(err) => return Err(err),
         };
         let token = tokens.find(secret).ok_or_else(|| {
             ApiError::Unauthorized("the bearer token is not one this server knows".to_owned())
@@ -609,22 +613,38 @@ pub struct SeenNamespaces(pub Option<Vec<String>>);
 /// `/ui`), set by its login form.
 pub const UI_COOKIE: &str = "qlessd_token";
 
-/// The token in the dashboard's cookie, for requests to `/ui` only: the API takes
-/// bearer headers alone, so a browser's cookie can never call it.
-fn ui_cookie(request: &Request) -> Option<String> {
-    if !is_dashboard(request.uri().path()) {
-        return None;
-    }
-    request
-        .headers()
+/// The token in the dashboard's cookie. Read for requests to `/ui` only: the API
+/// takes bearer headers alone, so a browser's cookie can never call it.
+fn ui_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == UI_COOKIE)
-        .map(|(_, secret)| secret.to_owned())
+        .map(|(_, secret)| secret)
         .filter(|secret| !secret.is_empty())
+}
+
+/// The secret a dashboard request presents, as [`Auth::check`] reads it: its bearer
+/// header's, else its cookie's. The dashboard's session is tied to it.
+pub fn dashboard_secret(headers: &HeaderMap) -> Option<&[u8]> {
+    bearer(headers)
+        .ok()
+        .or_else(|| ui_cookie(headers).map(str::as_bytes))
+}
+
+/// Put by [`Auth::check`] on a request to the dashboard's login form (with
+/// `--auth-file`), so that the form keeps only a token this server knows.
+#[derive(Debug, Clone)]
+pub struct LoginCheck(Auth);
+
+impl LoginCheck {
+    /// Whether `secret` is one of the tokens in use.
+    pub fn knows(&self, secret: &str) -> bool {
+        self.0.0.tokens.load().find(secret.as_bytes()).is_some()
+    }
 }
 
 /// The secret of an `Authorization: Bearer <secret>` header.

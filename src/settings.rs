@@ -232,6 +232,13 @@ pub struct Settings {
           value_parser = parse_origin)]
     pub cors_origins: Vec<String>,
 
+    /// Mark the dashboard's login cookie `Secure` (sent over HTTPS only), for a proxy
+    /// that ends TLS in front of qlessd.
+    ///
+    /// Without it the cookie is `Secure` when the proxy says `X-Forwarded-Proto: https`.
+    #[arg(help_heading = "Auth", long, env = "QLESSD_SECURE_COOKIES")]
+    pub secure_cookies: bool,
+
     /// A connection must send each request's head (request line and headers) within
     /// this many seconds of its first byte (or of connecting), or it is closed.
     #[arg(help_heading = "HTTP", long, env = "QLESSD_HEADER_TIMEOUT", default_value_t = 10,

@@ -36,6 +36,8 @@ pub struct Limits {
     pub quiet_probes: bool,
     /// Which push endpoints may be subscribed (`--push-allow-private`).
     pub push: crate::push::endpoint::AddressPolicy,
+    /// The dashboard's cookie is sent over HTTPS only (`--secure-cookies`).
+    pub secure_cookies: bool,
 }
 
 impl Limits {
@@ -53,6 +55,7 @@ impl Limits {
             push: crate::push::endpoint::AddressPolicy {
                 allow_private: settings.push_allow_private,
             },
+            secure_cookies: settings.secure_cookies,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! The names requests carry: job ids, queues, workers, tags, failure groups, throttles,
 //! config options and idempotency keys. A name becomes part of Redis keys and channel
-//! names, so one rule bounds them all (non-empty, at most [`MAX_NAME_LEN`] characters,
-//! no blank character, no `{` or `}`): a blank would break the key layout, a brace
-//! would make a cluster hash tag.
+//! names, and is shown on the dashboard and in logs, so one rule bounds them all
+//! (non-empty, at most [`MAX_NAME_LEN`] characters, no `{` or `}`, and only characters
+//! that show as what they are): a blank would break the key layout, a brace would make
+//! a cluster hash tag, and an invisible or direction-changing character would make a
+//! name read as another (`pay\u{202e}cod.exe` shows as `payexe.doc`).
 //!
 //! Each kind of name is its own type, and the only way to get one is through the rule:
 //! they check themselves when deserialized, so a JSON body, a path segment or a query
@@ -10,8 +12,8 @@
 //! handler runs, and nothing is written. The rule, its OpenAPI schema ([`Name`]) and
 //! its messages are written here once.
 //!
-//! The rule is exactly the one qlessd has always applied, so every name it ever
-//! accepted stays reachable.
+//! Names qlessd accepted before the invisible characters were refused stay in Redis
+//! and are listed, but a request can no longer name one that holds such a character.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -27,14 +29,56 @@ pub const MAX_NAME_LEN: usize = 256;
 
 /// The rule as a JSON Schema pattern, for clients that check before sending. JSON
 /// Schema's `\s` includes the byte order mark, which Rust's `is_whitespace` does not;
-/// [`is_blank`] adds it, so the two agree.
-const PATTERN: &str = r"^[^\s{}\x00-\x1f\x7f-\x9f\ufeff]+$";
+/// [`is_blank`] adds it, so the two agree on blanks. The pattern also lists the
+/// invisible characters of the Basic Multilingual Plane (format, private-use and
+/// noncharacters); unassigned characters and a leading combining mark are beyond a
+/// portable pattern, so the server's rule refuses a little more than the pattern.
+const PATTERN: &str = concat!(
+    r"^[^\s{}\x00-\x1f\x7f-\x9f",
+    // Format characters: soft hyphen, Arabic and Syriac marks, Mongolian vowel
+    // separator, zero-width spaces and joiners, direction marks, embeddings,
+    // overrides and isolates, invisible operators, the byte order mark, annotations.
+    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f",
+    r"\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb",
+    // Private use, and the noncharacters.
+    r"\ue000-\uf8ff\ufdd0-\ufdef\ufffe\uffff",
+    r"]+$"
+);
 
 /// Whitespace, control characters and the byte order mark (an invisible character
 /// that JSON Schema's `\s` counts as whitespace). Free text must hold something else
 /// too (`routes::validate::text`).
 pub fn is_blank(c: char) -> bool {
     c.is_whitespace() || c.is_control() || c == '\u{feff}'
+}
+
+/// Characters that do not show as themselves, by general category: controls (`Cc`),
+/// format characters (`Cf`: zero-width spaces and joiners, direction overrides and
+/// isolates, the byte order mark), private-use (`Co`), surrogates (`Cs`) and
+/// unassigned code points (`Cn`, which include the noncharacters such as `U+FFFE`),
+/// and the line and paragraph separators (`Zl`, `Zp`).
+fn is_invisible(c: char) -> bool {
+    use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
+    matches!(
+        c.general_category(),
+        G::Control
+            | G::Format
+            | G::PrivateUse
+            | G::Surrogate
+            | G::Unassigned
+            | G::LineSeparator
+            | G::ParagraphSeparator
+    )
+}
+
+/// A combining mark (`Mn`, `Mc`, `Me`): it draws on the character before it, so a name
+/// cannot start with one (it would merge with whatever precedes the name on screen).
+fn is_mark(c: char) -> bool {
+    use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
+    matches!(
+        c.general_category(),
+        G::NonspacingMark | G::SpacingMark | G::EnclosingMark
+    )
 }
 
 /// Why a string is not a name of some kind; its text is the detail of the 400.
@@ -51,17 +95,25 @@ enum Rule {
     Empty,
     TooLong,
     Character(char),
+    LeadingMark(char),
 }
 
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = self.kind;
+        // `{:?}` escapes invisible characters (`'\u{202e}'`), so the message shows
+        // which one it was and is not itself reordered by it.
         match self.broken {
             Rule::Empty => write!(f, "{kind} must not be empty"),
             Rule::TooLong => write!(f, "{kind} is longer than {MAX_NAME_LEN} characters"),
             Rule::Character(bad) => write!(
                 f,
                 "{kind} contains the character {bad:?}, which is not allowed in names"
+            ),
+            Rule::LeadingMark(mark) => write!(
+                f,
+                "{kind} starts with the combining mark {mark:?}, which needs a character \
+                 before it"
             ),
         }
     }
@@ -75,9 +127,9 @@ fn check(kind: &'static str, value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return broken(Rule::Empty);
     }
-    // The usual name, short and ASCII, checked byte by byte: in ASCII the blanks are
-    // the bytes up to the space and DEL. Only a name that fails this is looked at by
-    // characters (every request carries several names).
+    // The usual name, short and ASCII, checked byte by byte: in ASCII the refused
+    // characters are the bytes up to the space, DEL and the braces. Only a name that
+    // fails this is looked at by characters (every request carries several names).
     if value.len() <= MAX_NAME_LEN
         && value
             .bytes()
@@ -88,9 +140,12 @@ fn check(kind: &'static str, value: &str) -> Result<(), NameError> {
     if value.chars().count() > MAX_NAME_LEN {
         return broken(Rule::TooLong);
     }
+    if let Some(first) = value.chars().next().filter(|&c| is_mark(c)) {
+        return broken(Rule::LeadingMark(first));
+    }
     match value
         .chars()
-        .find(|&c| is_blank(c) || matches!(c, '{' | '}'))
+        .find(|&c| is_blank(c) || is_invisible(c) || matches!(c, '{' | '}'))
     {
         Some(bad) => broken(Rule::Character(bad)),
         None => Ok(()),
@@ -107,8 +162,12 @@ impl PartialSchema for Name {
             .schema_type(Type::String)
             .description(Some(
                 "A name used in Redis keys (queue, worker, job id, tag, failure group, \
-                 option): 1 to 256 characters, none of them whitespace, a control \
-                 character, a byte order mark, `{` or `}`.",
+                 option): 1 to 256 characters, none of them whitespace, `{`, `}`, or a \
+                 character that does not show as itself (general categories Cc, Cf, \
+                 Co, Cs, Cn, Zl, Zp: controls, format characters such as zero-width \
+                 spaces, direction overrides and the byte order mark, private-use, \
+                 unassigned and noncharacters); the first character is not a \
+                 combining mark (Mn, Mc, Me).",
             ))
             .min_length(Some(1))
             .max_length(Some(MAX_NAME_LEN))
@@ -276,6 +335,11 @@ mod tests {
             "日本語のキュー",
             "emoji-📦",
             "~!@#$%^&*()[]<>?",
+            // Combining marks after a base character, as many scripts write.
+            "cafe\u{301}",
+            "क्षत्रिय",
+            "ไทย",
+            "emoji-\u{2764}\u{fe0f}",
             longest_ascii.as_str(),
             longest_wide.as_str(),
             longest_cyrillic.as_str(),
@@ -309,6 +373,24 @@ mod tests {
             "line\u{2028}separator",
             "ideographic\u{3000}space",
             "c1\u{9f}",
+            // Invisible and direction-changing characters: a name must read as itself.
+            "pay\u{202e}cod.exe",
+            "zero\u{200b}width",
+            "joiner\u{200d}",
+            "\u{2066}isolate\u{2069}",
+            "mark\u{200f}",
+            "soft\u{ad}hyphen",
+            "tag\u{e0041}",
+            "private\u{e000}",
+            "private\u{10fffd}",
+            "nonchar\u{fffe}",
+            "nonchar\u{fdd0}",
+            "unassigned\u{378}",
+            "unassigned\u{e0080}",
+            "para\u{2029}graph",
+            "\u{301}lone-mark",
+            "\u{20dd}enclosing",
+            "\u{903}spacing-mark",
             too_long_ascii.as_str(),
             too_long_wide.as_str(),
         ] {
@@ -325,6 +407,63 @@ mod tests {
         }
     }
 
+    /// The characters the pattern's class lists one by one or as ranges (`\s` aside).
+    fn pattern_ranges() -> Vec<(char, char)> {
+        let mut rest = PATTERN
+            .strip_prefix(r"^[^\s{}")
+            .and_then(|class| class.strip_suffix("]+$"))
+            .expect("the pattern is one negated class");
+        let escape = |rest: &mut &str| -> char {
+            let digits = if rest.starts_with(r"\x") {
+                2
+            } else {
+                assert!(rest.starts_with(r"\u"), "unexpected {rest}");
+                4
+            };
+            let code = u32::from_str_radix(&rest[2..2 + digits], 16).expect("hex");
+            *rest = &rest[2 + digits..];
+            char::from_u32(code).expect("a character")
+        };
+        let mut ranges = vec![('{', '{'), ('}', '}')];
+        while !rest.is_empty() {
+            let from = escape(&mut rest);
+            let to = match rest.strip_prefix('-') {
+                Some(after) => {
+                    rest = after;
+                    escape(&mut rest)
+                }
+                None => from,
+            };
+            ranges.push((from, to));
+        }
+        ranges
+    }
+
+    #[test]
+    fn the_pattern_lists_the_invisible_characters_of_the_basic_plane() {
+        use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
+        let ranges = pattern_ranges();
+        for c in '\0'..='\u{ffff}' {
+            let listed =
+                c.is_whitespace() || ranges.iter().any(|(from, to)| (*from..=*to).contains(&c));
+            // What the pattern refuses, the server refuses.
+            if listed {
+                assert!(
+                    !accepted(&format!("a{c}b")),
+                    "{c:?} refused by the pattern only"
+                );
+            }
+            // Every control, format and private-use character, and every noncharacter,
+            // of the plane is in the pattern.
+            let noncharacter = ('\u{fdd0}'..='\u{fdef}').contains(&c) || c >= '\u{fffe}';
+            let invisible = matches!(c.general_category(), G::Control | G::Format | G::PrivateUse);
+            assert!(
+                listed || !(invisible || noncharacter),
+                "{c:?} missing from the pattern"
+            );
+        }
+    }
+
     #[test]
     fn the_length_is_counted_in_characters_not_bytes() {
         // 256 three-byte characters are 768 bytes but a name of 256 characters; the
@@ -337,7 +476,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_kind_and_the_rule() {
-        let cases: [(Result<(), NameError>, &str); 5] = [
+        let cases: [(Result<(), NameError>, &str); 7] = [
             ("".parse::<Jid>().map(drop), "jid must not be empty"),
             (
                 "q".repeat(257).parse::<QueueName>().map(drop),
@@ -355,6 +494,15 @@ mod tests {
                 "k\u{feff}".parse::<IdempotencyKey>().map(drop),
                 "idempotency key contains the character '\\u{feff}', which is not \
                  allowed in names",
+            ),
+            (
+                "pay\u{202e}cod.exe".parse::<QueueName>().map(drop),
+                "queue contains the character '\\u{202e}', which is not allowed in names",
+            ),
+            (
+                "\u{301}e".parse::<WorkerName>().map(drop),
+                "worker starts with the combining mark '\\u{301}', which needs a \
+                 character before it",
             ),
         ];
         for (result, message) in cases {

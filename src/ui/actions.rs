@@ -1,16 +1,17 @@
-//! The dashboard's actions: POST forms carrying the CSRF token, each doing what its
+//! The dashboard's actions: POST forms carrying the form token, each doing what its
 //! API twin does (same `core` call, same validation), then redirecting back to a page.
 
 use std::str::FromStr;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use futures_util::future::try_join_all;
 
-use super::{Path, Ui, UiError, UiResult, csrf_token, refused, seg};
-use crate::auth::UI_COOKIE;
+use super::{Path, Ui, UiError, UiResult, pages, refused, seg, session};
+use crate::auth::LoginCheck;
 use crate::core::{PutArgs, RecurUpdate, RequeueKeep};
 use crate::model::{ConfigScalar, GroupName, Jid, NameError, OptionName, QueueName, Tag};
 use crate::routes::validate;
@@ -22,16 +23,16 @@ const ALL_LIMIT: usize = 10_000;
 /// Jobs read and moved per round of "all".
 const ROUND: u32 = 500;
 
-/// A form's fields, in order (a name may repeat), after the CSRF check.
+/// A form's fields, in order (a name may repeat), after the form token's check.
 struct Form(Vec<(String, String)>);
 
 impl Form {
-    /// Parses `application/x-www-form-urlencoded` and checks the CSRF token.
+    /// Parses `application/x-www-form-urlencoded` and checks the form token.
     fn parse(body: &Bytes) -> Result<Form, UiError> {
         let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
             .map_err(|_| refused(StatusCode::BAD_REQUEST, "malformed form"))?;
         let token = pairs.iter().find(|(k, _)| k == "csrf").map(|(_, v)| v);
-        if token.map(String::as_str) != Some(csrf_token()) {
+        if !token.is_some_and(|token| session::is_current(token)) {
             return Err(refused(
                 StatusCode::FORBIDDEN,
                 "missing or stale form token: reload the page and try again",
@@ -68,33 +69,49 @@ impl Form {
     }
 }
 
-/// `POST /ui/login`: keeps the token in an HttpOnly, SameSite=Strict cookie for `/ui`
-/// (checked by the auth layer on each request, like a bearer header).
-pub(super) async fn login(body: Bytes) -> UiResult<Response> {
+/// `POST /ui/login`: keeps a token this server knows in an HttpOnly, SameSite=Strict
+/// cookie for `/ui` (checked by the auth layer on each request, like a bearer header);
+/// any other token is answered with the form again and a 401. Without `--auth-file`
+/// there is nothing to log in to, and nothing is kept.
+pub(super) async fn login(
+    State(ui): State<Ui>,
+    check: Option<Extension<LoginCheck>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> UiResult<Response> {
     let form = Form::parse(&body)?;
     let token = form.require("token")?;
-    // A cookie value cannot hold separators; no real token has them.
+    let Some(Extension(check)) = check else {
+        return Ok(Redirect::to("/ui").into_response());
+    };
+    // A cookie value cannot hold separators; no token `qlessd token` makes has them.
     if !token
         .bytes()
         .all(|b| b.is_ascii_graphic() && !b";,\\\"".contains(&b))
+        || !check.knows(token)
     {
-        return Err(refused(StatusCode::BAD_REQUEST, "that is not a token"));
+        let page = pages::login_form(Some("That token is not one this server knows."));
+        return Ok((StatusCode::UNAUTHORIZED, page).into_response());
     }
-    let cookie = format!("{UI_COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict");
-    Ok(cookie_and_back(&cookie, "/ui"))
+    let cookie = session::cookie(Some(token), ui.app.limits.secure_cookies, &headers);
+    Ok(cookie_and_back(cookie, "/ui"))
 }
 
 /// `POST /ui/logout`: forgets the cookie.
-pub(super) async fn logout(body: Bytes) -> UiResult<Response> {
+pub(super) async fn logout(
+    State(ui): State<Ui>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> UiResult<Response> {
     Form::parse(&body)?;
-    let cookie = format!("{UI_COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
-    Ok(cookie_and_back(&cookie, "/ui/login"))
+    let cookie = session::cookie(None, ui.app.limits.secure_cookies, &headers);
+    Ok(cookie_and_back(cookie, "/ui/login"))
 }
 
-fn cookie_and_back(cookie: &str, to: &str) -> Response {
+fn cookie_and_back(cookie: Option<header::HeaderValue>, to: &str) -> Response {
     let mut response = Redirect::to(to).into_response();
-    if let Ok(value) = HeaderValue::from_str(cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
+    if let Some(cookie) = cookie {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
 }

@@ -2,7 +2,7 @@
 //! one vendored script (htmx, `assets/`), compiled into the binary so it works offline.
 //!
 //! Pages are GETs under `/ui`; every action is a POST form to a route under `/ui`
-//! carrying the CSRF token ([`csrf_token`]), answered with a redirect back to a page
+//! carrying the session's form token (`session`), answered with a redirect back to a page
 //! (post/redirect/get), so the dashboard works without scripts and the browser's back
 //! button never resends an action. Handlers call the same `core::Qless` methods as the
 //! API's handlers, with the server's clock: there is no second path into Redis.
@@ -14,8 +14,9 @@ mod actions;
 mod charts;
 mod live;
 mod pages;
+mod session;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::FromRequestParts;
@@ -86,6 +87,7 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/recurring/{jid}/{action}", post(actions::recurring))
         .route("/ui/throttles", get(pages::throttles))
         .route("/ui/config", get(pages::config).post(actions::config))
+        .layer(axum::middleware::from_fn(session::with_form_token))
         .with_state(ui)
 }
 
@@ -129,11 +131,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Can {
     }
 }
 
-/// The token every action form carries: random per process, so another site's page
-/// cannot forge a dashboard action (it cannot read our pages to learn it).
-fn csrf_token() -> &'static str {
-    static TOKEN: OnceLock<String> = OnceLock::new();
-    TOKEN.get_or_init(|| uuid::Uuid::new_v4().simple().to_string())
+/// The token every action form carries: the session's (see `session`), so another
+/// site's page cannot forge a dashboard action.
+fn csrf_token() -> String {
+    session::current()
 }
 
 /// An error shown as an HTML page with the API's status and (sanitized) detail.
@@ -206,7 +207,9 @@ fn layout(title: &str, content: Markup) -> Markup {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · qlessd" }
+                // A title holds no markup: the title, which may be a name, is isolated
+                // with the first-strong isolate and its closing mark instead.
+                title { "\u{2068}" (title) "\u{2069} · qlessd" }
                 link rel="stylesheet" href="/ui/assets/style.css";
                 script src="/ui/assets/htmx.min.js" defer {}
             }
@@ -317,6 +320,22 @@ fn civil(days: i64) -> (i64, i64, i64) {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// A name (queue, job, worker, tag, ...) isolated from the text around it (`<bdi>`):
+/// whatever direction its characters take, they cannot reorder the page around it.
+fn name(text: &str) -> Markup {
+    html! { bdi { (text) } }
+}
+
+/// Names separated by commas, each isolated ([`name`]).
+fn names(list: &[String]) -> Markup {
+    html! {
+        @for (i, text) in list.iter().enumerate() {
+            @if i > 0 { ", " }
+            (name(text))
+        }
+    }
 }
 
 /// Raw markup for trusted, server-made text (SVG built by `charts`).

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::charts;
 use super::{
-    Can, PAGE, Path, Ui, UiResult, action_button, csrf_field, layout, pager, refused, seg, trusted,
-    when,
+    Can, PAGE, Path, Ui, UiResult, action_button, csrf_field, layout, name, names, pager, refused,
+    seg, trusted, when,
 };
 use crate::core::Listing;
 use crate::model::{GroupName, Jid, Job, QueueCounts, QueueName, Tag, TimingStats, WorkerName};
@@ -108,7 +108,7 @@ async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
                 table #failure-groups {
                     tr { th { "Group" } th.n { "Jobs" } }
                     @for (group, count) in groups.iter().take(PAGE as usize) {
-                        tr { td { a href=(format!("/ui/failures/{}", seg(group))) { (group) } } td.n { (count) } }
+                        tr { td { a href=(format!("/ui/failures/{}", seg(group))) { (name(group)) } } td.n { (count) } }
                     }
                 }
                 @if groups.len() > PAGE as usize { p { a href="/ui/failures" { "All " (groups.len()) " groups" } } }
@@ -119,7 +119,7 @@ async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
                     tr { th { "Worker" } th.n { "Running" } th.n { "Stalled" } }
                     @for w in workers.iter().take(PAGE as usize) {
                         tr {
-                            td { a href=(format!("/ui/workers/{}", seg(&w.name))) { (w.name) } }
+                            td { a href=(format!("/ui/workers/{}", seg(&w.name))) { (name(&w.name)) } }
                             td.n { (w.running) } td.n { (w.stalled) }
                         }
                     }
@@ -140,7 +140,7 @@ fn queue_table(queues: &[QueueCounts]) -> Markup {
             }
             @for q in queues {
                 tr {
-                    td { a.queue href=(format!("/ui/queues/{}", seg(&q.name))) { (q.name) } }
+                    td { a.queue href=(format!("/ui/queues/{}", seg(&q.name))) { (name(&q.name)) } }
                     td.n { (q.waiting) } td.n { (q.running) } td.n { (q.scheduled) }
                     td.n { (q.stalled) } td.n { (q.depends) } td.n { (q.recurring) }
                     td.n.throttled { (q.throttled) }
@@ -239,11 +239,11 @@ pub(super) async fn queue(
                 tr { th { "Template" } th { "Class" } th.n { "Schedule" } th.n { "Priority" } th { "Tags" } th.n { "Spawned" } }
                 @for t in &templates {
                     tr {
-                        td { a href=(format!("/ui/recurring/{}", seg(&t.jid))) { (t.jid) } }
-                        td { (t.klass) }
+                        td { a href=(format!("/ui/recurring/{}", seg(&t.jid))) { (name(&t.jid)) } }
+                        td { (name(&t.klass)) }
                         td.n { @if let Some(cron) = &t.cron { code { (cron) } " " (t.timezone.as_deref().unwrap_or("UTC")) } @else { "every " (t.interval) " s" } }
                         td.n { (t.priority) }
-                        td { (t.tags.join(", ")) } td.n { (t.count) }
+                        td { (names(&t.tags)) } td.n { (t.count) }
                     }
                 }
             }
@@ -256,7 +256,7 @@ pub(super) async fn queue(
     Ok(layout(
         &queue,
         html! {
-            h1 { "Queue " span #queue-name { (queue) } " "
+            h1 { "Queue " bdi #queue-name { (queue) } " "
                 @if counts.paused { span.badge.paused #paused { "paused" } } }
             @if can.admin { div.actions {
                 @if counts.paused {
@@ -318,13 +318,13 @@ fn job_table(jobs: &[Job]) -> Markup {
             tr { th { "Job" } th { "Class" } th { "State" } th { "Queue" } th { "Worker" } th.n { "Priority" } th { "Tags" } }
             @for job in jobs {
                 tr {
-                    td { a.jid href=(format!("/ui/jobs/{}", seg(&job.jid))) { (job.jid) } }
-                    td { (job.klass) }
+                    td { a.jid href=(format!("/ui/jobs/{}", seg(&job.jid))) { (name(&job.jid)) } }
+                    td { (name(&job.klass)) }
                     td { span class=(format!("badge {}", job.state.as_str())) { (job.state.as_str()) } }
-                    td { @if !job.queue.is_empty() { a href=(format!("/ui/queues/{}", seg(&job.queue))) { (job.queue) } } }
-                    td { (job.worker) }
+                    td { @if !job.queue.is_empty() { a href=(format!("/ui/queues/{}", seg(&job.queue))) { (name(&job.queue)) } } }
+                    td { (name(&job.worker)) }
                     td.n { (job.priority) }
-                    td { (job.tags.join(", ")) }
+                    td { (names(&job.tags)) }
                 }
             }
         }
@@ -353,49 +353,49 @@ pub(super) async fn job(
     Ok(layout(
         &jid,
         html! {
-            h1 { "Job " span #jid { (job.jid) } }
+            h1 { "Job " bdi #jid { (job.jid) } }
             dl.facts {
                 dt { "State" } dd { span #state class=(format!("badge {}", job.state.as_str())) { (job.state.as_str()) } }
-                dt { "Class" } dd { (job.klass) }
-                dt { "Queue" } dd #queue { @if job.queue.is_empty() { "—" } @else { a href=(format!("/ui/queues/{}", seg(&job.queue))) { (job.queue) } } }
-                dt { "Worker" } dd { @if job.worker.is_empty() { "—" } @else { a href=(format!("/ui/workers/{}", seg(&job.worker))) { (job.worker) } } }
+                dt { "Class" } dd { (name(&job.klass)) }
+                dt { "Queue" } dd #queue { @if job.queue.is_empty() { "—" } @else { a href=(format!("/ui/queues/{}", seg(&job.queue))) { (name(&job.queue)) } } }
+                dt { "Worker" } dd { @if job.worker.is_empty() { "—" } @else { a href=(format!("/ui/workers/{}", seg(&job.worker))) { (name(&job.worker)) } } }
                 dt { "Priority" } dd #priority { (job.priority) }
                 dt { "Retries left" } dd { (job.remaining) " of " (job.retries) }
                 dt { "Lock expires" } dd { (when(job.expires)) }
                 dt { "Tracked" } dd #tracked { (if job.tracked { "yes" } else { "no" }) }
                 dt { "Tags" } dd #tags {
                     @for tag in &job.tags {
-                        span.badge { a href=(format!("/ui/tags?tag={}", seg(tag))) { (tag) } }
+                        span.badge { a href=(format!("/ui/tags?tag={}", seg(tag))) { (name(tag)) } }
                         @if can.admin { (action_button(&format!("{base}/untag"), "×", "", &[("tag", tag)])) }
                     }
                 }
                 @if let Some(throttles) = &job.throttles {
                     dt { "Throttles" } dd #throttles {
-                        @for t in throttles { span.badge { (t) } " " }
-                        @if let Some(t) = &job.throttled { span.badge.paused { "waiting on " (t) } }
+                        @for t in throttles { span.badge { (name(t)) } " " }
+                        @if let Some(t) = &job.throttled { span.badge.paused { "waiting on " (name(t)) } }
                     }
                 }
                 @if let Some(backoff) = &job.backoff {
                     dt { "Backoff" } dd #backoff { code { (backoff) } }
                 }
                 @if let Some(parent) = &job.spawned_from_jid {
-                    dt { "Spawned from" } dd { a href=(format!("/ui/recurring/{}", seg(parent))) { (parent) } }
+                    dt { "Spawned from" } dd { a href=(format!("/ui/recurring/{}", seg(parent))) { (name(parent)) } }
                 }
                 dt { "Depends on" } dd {
-                    @for d in &job.dependencies { a href=(format!("/ui/jobs/{}", seg(d))) { (d) } " " }
+                    @for d in &job.dependencies { a href=(format!("/ui/jobs/{}", seg(d))) { (name(d)) } " " }
                     @if job.dependencies.is_empty() { "—" }
                 }
                 dt { "Dependents" } dd {
-                    @for d in &job.dependents { a href=(format!("/ui/jobs/{}", seg(d))) { (d) } " " }
+                    @for d in &job.dependents { a href=(format!("/ui/jobs/{}", seg(d))) { (name(d)) } " " }
                     @if job.dependents.is_empty() { "—" }
                 }
             }
             @if let Some(f) = &job.failure {
                 h2 { "Failure" }
                 dl.facts #failure {
-                    dt { "Group" } dd { a href=(format!("/ui/failures/{}", seg(&f.group))) { (f.group) } }
+                    dt { "Group" } dd { a href=(format!("/ui/failures/{}", seg(&f.group))) { (name(&f.group)) } }
                     dt { "When" } dd { (when(f.when)) }
-                    dt { "Worker" } dd { (if f.worker.is_empty() { "—" } else { &f.worker }) }
+                    dt { "Worker" } dd { @if f.worker.is_empty() { "—" } @else { (name(&f.worker)) } }
                     dt { "Message" } dd { pre { (f.message) } }
                 }
             }
@@ -449,7 +449,7 @@ pub(super) async fn job(
                         strong { (h.what) } " "
                         span.muted { (when(h.when)) }
                         @for (k, v) in &h.extra {
-                            " " span.muted { (k) "=" } (v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                            " " span.muted { (k) "=" } (name(&v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
                         }
                     }
                 }
@@ -472,7 +472,7 @@ pub(super) async fn failures(State(ui): State<Ui>) -> UiResult {
                 table #failure-groups {
                     tr { th { "Group" } th.n { "Jobs" } }
                     @for (group, count) in &groups {
-                        tr { td { a href=(format!("/ui/failures/{}", seg(group))) { (group) } } td.n { (count) } }
+                        tr { td { a href=(format!("/ui/failures/{}", seg(group))) { (name(group)) } } td.n { (count) } }
                     }
                 }
             }
@@ -502,7 +502,7 @@ pub(super) async fn failure_group(
     Ok(layout(
         &group,
         html! {
-            h1 { "Failure group " (group) }
+            h1 { "Failure group " (name(&group)) }
             p { span #group-total { (page.total) } " jobs" }
             div.actions {
                 @if !jobs.is_empty() && can.admin {
@@ -516,11 +516,11 @@ pub(super) async fn failure_group(
                 tr { th { "Job" } th { "Class" } th { "Queue" } th { "Worker" } th { "When" } th { "Message" } th { "" } }
                 @for job in &jobs {
                     tr {
-                        td { a.jid href=(format!("/ui/jobs/{}", seg(&job.jid))) { (job.jid) } }
-                        td { (job.klass) }
-                        td { (job.queue) }
+                        td { a.jid href=(format!("/ui/jobs/{}", seg(&job.jid))) { (name(&job.jid)) } }
+                        td { (name(&job.klass)) }
+                        td { (name(&job.queue)) }
                         @if let Some(f) = &job.failure {
-                            td { (f.worker) } td { (when(f.when)) }
+                            td { (name(&f.worker)) } td { (when(f.when)) }
                             td { (f.message.chars().take(200).collect::<String>()) }
                         } @else { td {} td {} td {} }
                         td { @if can.admin {
@@ -548,7 +548,7 @@ pub(super) async fn workers(State(ui): State<Ui>, Query(p): Query<Paging>) -> Ui
                 tr { th { "Worker" } th.n { "Running" } th.n { "Stalled" } }
                 @for w in shown {
                     tr {
-                        td { a href=(format!("/ui/workers/{}", seg(&w.name))) { (w.name) } }
+                        td { a href=(format!("/ui/workers/{}", seg(&w.name))) { (name(&w.name)) } }
                         td.n { (w.running) } td.n { (w.stalled) }
                     }
                 }
@@ -572,7 +572,7 @@ pub(super) async fn worker(State(ui): State<Ui>, Path(worker): Path<WorkerName>)
     Ok(layout(
         &worker,
         html! {
-            h1 { "Worker " (worker) }
+            h1 { "Worker " (name(&worker)) }
             h2 { "Running (" (held.jids.len()) ")" }
             (job_table(&running_jobs))
             h2 { "Stalled (" (held.stalled.len()) ")" }
@@ -594,7 +594,7 @@ pub(super) async fn tags(State(ui): State<Ui>, Query(q): Query<TagQuery>) -> UiR
             Ok(layout(
                 tag,
                 html! {
-                    h1 { "Tag " (tag) }
+                    h1 { "Tag " (name(tag)) }
                     (job_table(&jobs))
                     (pager(&base, q.offset, jobs.len(), Some(page.total)))
                 },
@@ -610,7 +610,7 @@ pub(super) async fn tags(State(ui): State<Ui>, Query(q): Query<TagQuery>) -> UiR
                         input type="text" name="tag" placeholder="tag" aria-label="Tag";
                         button type="submit" { "Show jobs" }
                     }
-                    ul { @for t in &top { li { a href=(format!("/ui/tags?tag={}", seg(t))) { (t) } } } }
+                    ul { @for t in &top { li { a href=(format!("/ui/tags?tag={}", seg(t))) { (name(t)) } } } }
                     (pager("/ui/tags", q.offset, top.len(), None))
                 },
             ))
@@ -646,7 +646,7 @@ pub(super) async fn recurring_list(State(ui): State<Ui>, Query(p): Query<Paging>
                 tr { th { "Queue" } th.n { "Templates" } }
                 @for q in shown {
                     tr {
-                        td { a href=(format!("/ui/queues/{}?state=recurring", seg(&q.name))) { (q.name) } }
+                        td { a href=(format!("/ui/queues/{}?state=recurring", seg(&q.name))) { (name(&q.name)) } }
                         td.n { (q.recurring) }
                     }
                 }
@@ -669,10 +669,10 @@ pub(super) async fn recurring(State(ui): State<Ui>, can: Can, Path(jid): Path<Ji
     Ok(layout(
         &jid,
         html! {
-            h1 { "Recurring job " (t.jid) }
+            h1 { "Recurring job " (name(&t.jid)) }
             dl.facts {
-                dt { "Class" } dd { (t.klass) }
-                dt { "Queue" } dd { a href=(format!("/ui/queues/{}?state=recurring", seg(&t.queue))) { (t.queue) } }
+                dt { "Class" } dd { (name(&t.klass)) }
+                dt { "Queue" } dd { a href=(format!("/ui/queues/{}?state=recurring", seg(&t.queue))) { (name(&t.queue)) } }
                 dt { "Spawned" } dd { (t.count) }
                 dt { "Retries" } dd { (t.retries) }
                 dt { "Backlog" } dd { (t.backlog) }
@@ -721,12 +721,12 @@ pub(super) async fn throttles(State(ui): State<Ui>, Query(p): Query<Paging>) -> 
                 tr { th { "Throttle" } th.n { "Maximum" } th { "Rate" } th.n { "Running" } th.n { "Waiting" } th { "Waiting jobs" } }
                 @for t in &throttles {
                     tr {
-                        td { (t.name) }
+                        td { (name(&t.name)) }
                         td.n { @if let Some(m) = t.maximum { (m) } @else { "—" } }
                         td { @if let Some(r) = &t.rate { (r.jobs) " per " (r.seconds) " s (" (t.recent) " recent)" } @else { "—" } }
                         td.n { (t.running.len()) }
                         td.n { (t.waiting.len()) }
-                        td { @for jid in t.waiting.iter().take(5) { a href=(format!("/ui/jobs/{}", seg(jid))) { (jid) } " " } }
+                        td { @for jid in t.waiting.iter().take(5) { a href=(format!("/ui/jobs/{}", seg(jid))) { (name(jid)) } " " } }
                     }
                 }
             }
@@ -752,15 +752,15 @@ pub(super) async fn config(State(ui): State<Ui>, can: Can) -> UiResult {
             h1 { "Configuration" }
             table #config {
                 tr { th { "Option" } th { "Value" } }
-                @for (name, value) in &options {
+                @for (option, value) in &options {
                     tr {
-                        td { (name) }
+                        td { (name(option)) }
                         @let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
                         td { @if !can.admin { (text) } @else {
                             form.inline method="post" action="/ui/config" {
                                 (csrf_field())
-                                input type="hidden" name="option" value=(name);
-                                input type="text" name="value" aria-label=(name) value=(text);
+                                input type="hidden" name="option" value=(option);
+                                input type="text" name="value" aria-label=(option) value=(text);
                                 button type="submit" { "Set" }
                             }
                         } }
@@ -773,12 +773,18 @@ pub(super) async fn config(State(ui): State<Ui>, can: Can) -> UiResult {
 
 /// `GET /ui/login`: asks for a token once; it is kept in an HttpOnly cookie.
 pub(super) async fn login() -> Markup {
+    login_form(None)
+}
+
+/// The login form, with what was wrong with the last try.
+pub(super) fn login_form(error: Option<&str>) -> Markup {
     layout(
         "Log in",
         html! {
             h1 { "Log in" }
             p.muted { "This server needs a token (made with " code { "qlessd token" } "). \
                 A read token shows everything; an admin token can also act." }
+            @if let Some(error) = error { p.error #login-error { (error) } }
             form method="post" action="/ui/login" {
                 (csrf_field())
                 input type="password" name="token" placeholder="token" required

@@ -189,3 +189,78 @@ async fn a_bad_name_is_refused_with_a_detail_naming_the_field_and_the_rule() {
     let queues = app.get("/v1/queues").await;
     assert_eq!(queues.body, json!([]), "{}", queues.text);
 }
+
+#[tokio::test]
+async fn invisible_and_direction_changing_characters_are_refused_in_every_name() {
+    let app = TestApp::start().await;
+    // (method, uri, body, the character the detail names)
+    let cases = [
+        // A right-to-left override: `pay<RLO>cod.exe` shows as `payexe.doc`.
+        (
+            Method::POST,
+            "/v1/queues/pay%E2%80%AEcod.exe/jobs",
+            Some(json!({"klass": "K"})),
+            r"'\u{202e}'",
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/jobs",
+            Some(json!({"klass": "K", "tags": ["zero\u{200b}width"]})),
+            r"'\u{200b}'",
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/jobs",
+            Some(json!({"klass": "K", "jid": "\u{feff}j"})),
+            r"'\u{feff}'",
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/jobs/batch",
+            Some(
+                json!({"jobs": [{"klass": "K", "jid": "ok"}, {"klass": "K", "throttles": ["t\u{e000}"]}]}),
+            ),
+            r"'\u{e000}'",
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/pop",
+            Some(json!({"worker": "w\u{fffe}"})),
+            r"'\u{fffe}'",
+        ),
+        (Method::GET, "/v1/events?worker=w%CD%B8", None, r"'\u{378}'"),
+        (
+            Method::GET,
+            "/v1/failures/%CC%81group",
+            None,
+            r"starts with the combining mark '\u{301}'",
+        ),
+        (
+            Method::PUT,
+            "/v1/config/a%E2%81%A6b",
+            Some(json!({"value": 1})),
+            r"'\u{2066}'",
+        ),
+        (Method::GET, "/v1/jobs/a%E2%80%A9b", None, r"'\u{2029}'"),
+    ];
+    for (method, uri, body, said) in cases {
+        let response = app.request(method, uri, body).await;
+        response.assert_problem(400, "bad_request");
+        let detail = response.body["detail"].as_str().unwrap();
+        assert!(detail.contains(said), "{uri}: {detail}");
+        assert!(
+            !detail.contains('\u{202e}'),
+            "the detail holds the raw character"
+        );
+    }
+    // Nothing was written by any of them; names in scripts the user reads are fine.
+    let queues = app.get("/v1/queues").await;
+    assert_eq!(queues.body, json!([]), "{}", queues.text);
+    let put = app
+        .post(
+            "/v1/queues/%D7%AA%D7%95%D7%A8/jobs",
+            json!({"klass": "K", "jid": "cafe\u{301}", "tags": ["क्षत्रिय"]}),
+        )
+        .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+}

@@ -437,7 +437,7 @@ async fn with_tokens_the_dashboard_asks_for_one_and_a_read_token_gets_no_actions
         Method::POST,
         "/ui/queues/emails/pause",
         "ops",
-        &format!("csrf={token}"),
+        &format!("csrf={}", token_in(&admin.text)),
     )
     .await;
     assert_eq!(act.status, StatusCode::SEE_OTHER);
@@ -493,7 +493,7 @@ async fn job_queue_and_throttle_pages_show_the_gateway_features() {
     assert!(running.contains(r#"id="throttles""#) && running.contains("smtp"));
     assert!(running.contains(r#"id="backoff""#) && running.contains("&quot;factor&quot;:3"));
     let waiting = app.get("/ui/jobs/t2").await.text;
-    assert!(waiting.contains("waiting on smtp"), "{waiting}");
+    assert!(waiting.contains("waiting on <bdi>smtp</bdi>"), "{waiting}");
 
     let queue = app.get("/ui/queues/mail").await.text;
     assert!(queue.contains("Throttled: 1"), "{queue}");
@@ -511,7 +511,7 @@ async fn job_queue_and_throttle_pages_show_the_gateway_features() {
     );
     let row = throttles
         .text
-        .split("<td>smtp</td>")
+        .split("<td><bdi>smtp</bdi></td>")
         .nth(1)
         .expect("a row for smtp");
     assert!(
@@ -590,4 +590,189 @@ async fn a_cron_template_page_shows_its_schedule_in_its_zone_and_edits_it() {
         app.get("/v1/recurring/daily").await.body["cron"],
         "30 7 * * *"
     );
+}
+
+/// An app checking the tokens of [`auth_file`], its settings as `configure` makes them.
+async fn with_auth(configure: impl FnOnce(&mut qlessd::settings::Settings)) -> TestApp {
+    let mut app = TestApp::start_configured(Some("prod"), configure).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.toml");
+    std::fs::write(&file, auth_file()).unwrap();
+    let auth = qlessd::auth::Auth::load(&file, Some("prod")).unwrap();
+    app.router = qlessd::server::authenticated_router(app.state.clone(), &auth);
+    app
+}
+
+#[tokio::test]
+async fn each_session_has_its_own_form_token_and_no_other_opens_its_actions() {
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    put(&app, "emails", "j1").await;
+    let anyone = token_in(&app.get("/ui/login").await.text);
+    let reader = token_in(
+        &with_cookie(&app, Method::GET, "/ui", "reader", "")
+            .await
+            .text,
+    );
+    let ops = token_in(&with_cookie(&app, Method::GET, "/ui", "ops", "").await.text);
+    assert!(
+        anyone != reader && anyone != ops && reader != ops,
+        "one form token shared: {anyone} {reader} {ops}"
+    );
+    // The same session keeps its token from page to page.
+    let again = with_cookie(&app, Method::GET, "/ui/jobs/j1", "ops", "").await;
+    assert_eq!(token_in(&again.text), ops);
+    // The login page's token and another session's do not open the ops session's
+    // actions, although its cookie is sent along.
+    for other in [&anyone, &reader] {
+        let act = with_cookie(
+            &app,
+            Method::POST,
+            "/ui/queues/emails/pause",
+            "ops",
+            &format!("csrf={other}"),
+        )
+        .await;
+        assert_eq!(act.status, StatusCode::BAD_REQUEST, "{}", act.text);
+        assert!(act.text.contains("stale form token"), "{}", act.text);
+        let paused = app.qless.queue(app.clock.now(), "emails").await.unwrap();
+        assert!(!paused.paused);
+    }
+    let act = with_cookie(
+        &app,
+        Method::POST,
+        "/ui/queues/emails/pause",
+        "ops",
+        &format!("csrf={ops}"),
+    )
+    .await;
+    assert_eq!(act.status, StatusCode::SEE_OTHER, "{}", act.text);
+    // A session's token is no secret's text.
+    assert!(!ops.contains("secret"));
+}
+
+#[tokio::test]
+async fn login_keeps_only_a_token_the_server_knows() {
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    let csrf = token_in(&app.get("/ui/login").await.text);
+    for guess in ["secret-nobody", "anything", "secret-ops;x"] {
+        let tried = post_form(&app, "/ui/login", &format!("csrf={csrf}&token={guess}")).await;
+        assert_eq!(
+            tried.status,
+            StatusCode::UNAUTHORIZED,
+            "{guess}: {}",
+            tried.text
+        );
+        assert!(
+            !tried.headers.contains_key(header::SET_COOKIE),
+            "{guess} was kept"
+        );
+        assert!(tried.text.contains(r#"id="login-error""#), "{}", tried.text);
+        assert!(tried.text.contains(r#"action="/ui/login""#));
+    }
+    // Without the login page's form token, not even a good token is kept.
+    let forged = post_form(&app, "/ui/login", "csrf=guess&token=secret-ops").await;
+    assert_eq!(forged.status, StatusCode::BAD_REQUEST);
+    assert!(!forged.headers.contains_key(header::SET_COOKIE));
+    let done = post_form(&app, "/ui/login", &format!("csrf={csrf}&token=secret-ops")).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    let cookie = done.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cookie.starts_with("qlessd_token=secret-ops;"), "{cookie}");
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+}
+
+#[tokio::test]
+async fn the_cookie_is_secure_when_the_dashboard_is_reached_over_https() {
+    use clap::Parser as _;
+    use qlessd::settings::Settings;
+    assert!(Settings::parse_from(["qlessd", "--secure-cookies"]).secure_cookies);
+    assert!(!Settings::parse_from(["qlessd"]).secure_cookies);
+    // Told so by the flag (a proxy ends TLS), on login and on logout.
+    let flagged = with_auth(|settings| settings.secure_cookies = true).await;
+    let csrf = token_in(&flagged.get("/ui/login").await.text);
+    let login = post_form(
+        &flagged,
+        "/ui/login",
+        &format!("csrf={csrf}&token=secret-ops"),
+    )
+    .await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    let cookie = login.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
+    let page = with_cookie(&flagged, Method::GET, "/ui", "ops", "").await;
+    let logout = with_cookie(
+        &flagged,
+        Method::POST,
+        "/ui/logout",
+        "ops",
+        &format!("csrf={}", token_in(&page.text)),
+    )
+    .await;
+    assert_eq!(logout.status, StatusCode::SEE_OTHER);
+    let forget = logout.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        forget.contains("Max-Age=0") && forget.ends_with("; Secure"),
+        "{forget}"
+    );
+    // Told so by the proxy's header, without the flag.
+    let app = with_auth(|_| {}).await;
+    let csrf = token_in(&app.get("/ui/login").await.text);
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/ui/login")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header("x-forwarded-proto", "https")
+        .body(Body::from(format!("csrf={csrf}&token=secret-reader")))
+        .unwrap();
+    let login = app.send(request).await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    let cookie = login.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
+}
+
+#[tokio::test]
+async fn names_are_isolated_so_that_none_reorders_the_page_around_it() {
+    let app = TestApp::start().await;
+    // Stored as a stock qless client could, through the script: the gateway refuses
+    // such names, but Redis may hold them from before.
+    let queue = "pay\u{202e}cod.exe";
+    put_and_fail(&app, queue, "j1", "group\u{202e}x").await;
+    app.qless
+        .tag_add(app.clock.now(), "j1", &["tag\u{202e}y".to_owned()])
+        .await
+        .unwrap();
+    put(&app, queue, "j2").await;
+    let popped = app.qless.pop(app.clock.now(), queue, "w\u{202e}2", 1).await;
+    assert_eq!(popped.unwrap().len(), 1);
+    for uri in [
+        "/ui",
+        "/ui/failures",
+        "/ui/jobs/j1",
+        "/ui/jobs/j2",
+        "/ui/workers",
+    ] {
+        let page = app.get(uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.text);
+        let mut shown = 0;
+        for (at, _) in page.text.match_indices('\u{202e}') {
+            let before = &page.text[..at];
+            // An attribute's value (a form's hidden field) is not shown.
+            if before.rfind('<') > before.rfind('>') {
+                continue;
+            }
+            let opened = before.rfind("<bdi>").or_else(|| before.rfind("<bdi "));
+            let closed = before.rfind("</bdi>");
+            assert!(
+                opened.is_some() && opened > closed,
+                "{uri}: a name is not isolated: {}",
+                &page.text[at.saturating_sub(80)..at]
+            );
+            shown += 1;
+        }
+        assert!(shown > 0, "{uri} shows none of the names");
+    }
+    // Nor can the API or the dashboard be asked for such a name.
+    let refused = app.get("/v1/queues/pay%E2%80%AEcod.exe").await;
+    refused.assert_problem(400, "bad_request");
+    let page = app.get("/ui/queues/pay%E2%80%AEcod.exe").await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
 }
