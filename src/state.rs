@@ -12,7 +12,7 @@ use crate::browser::BrowserPolicy;
 use crate::clock::Clock;
 use crate::core::Qless;
 use crate::core::events::EventBus;
-use crate::leasing::Leasing;
+use crate::leasing::{Leasing, LongPolls};
 use crate::settings::Settings;
 
 /// Limits the handlers enforce, taken from [`Settings`].
@@ -34,6 +34,9 @@ pub struct Limits {
     pub idempotency_ttl: f64,
     /// Probes and scrapes leave no access-log line (`--quiet-probes`).
     pub quiet_probes: bool,
+    /// The cap on waiting long polls (`--max-long-polls`), one for the whole process:
+    /// every namespace's state shares it.
+    pub long_polls: Arc<LongPolls>,
 }
 
 impl Limits {
@@ -48,6 +51,7 @@ impl Limits {
             browser: BrowserPolicy::new(settings.listen.is_loopback(), &settings.cors_origins),
             idempotency_ttl: settings.idempotency_ttl as f64,
             quiet_probes: settings.quiet_probes,
+            long_polls: Arc::new(LongPolls::new(settings.max_long_polls())),
         }
     }
 }
@@ -92,7 +96,11 @@ impl AppState {
     /// Must be called inside a tokio runtime.
     pub fn new(qless: Qless, clock: Clock, limits: Limits) -> Self {
         let events = EventBus::start_at(qless.endpoint().clone(), qless.prefix());
-        let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
+        let leasing = Arc::new(Leasing::new(
+            qless.clone(),
+            clock.clone(),
+            limits.long_polls.clone(),
+        ));
         tokio::spawn(leasing.clone().listen(events.clone()));
         let (stopping, shutdown) = watch::channel(false);
         AppState(Arc::new(Shared {

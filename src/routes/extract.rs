@@ -8,6 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
+use crate::connections::BodyTimeout;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -25,7 +26,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                if BodyTimeout::caused(&rejection) {
+                    body_timeout()
+                } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::PayloadTooLarge("the request body is over the size limit".to_owned())
                 } else {
                     ApiError::BadRequest(rejection.body_text())
@@ -42,6 +45,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
             },
         }
     }
+}
+
+/// A body that did not arrive in time (`connections.rs` ends its reading).
+fn body_timeout() -> ApiError {
+    ApiError::RequestTimeout(BodyTimeout.to_string())
 }
 
 fn unsupported_media_type() -> ApiError {
@@ -108,7 +116,10 @@ impl<T: serde::de::DeserializeOwned> FromRequest<AppState> for BatchJson<T> {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let limit = state.limits.batch_body_limit;
         let (parts, body) = request.into_parts();
-        let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        let bytes = axum::body::to_bytes(body, limit).await.map_err(|err| {
+            if BodyTimeout::caused(&err) {
+                return body_timeout();
+            }
             ApiError::PayloadTooLarge(format!(
                 "the request body is over the batch limit of {limit} bytes"
             ))
