@@ -553,7 +553,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
 impl<S: AsyncWrite + Unpin> Watched<S> {
     /// Writes `bytes` from hyper, or the problem answer that replaces them when they
     /// are hyper's bodiless refusal of a head ([`problem_for_refusal`]).
-    fn poll_rewrite(&mut self, cx: &mut Context<'_>, bytes: &[u8]) -> Option<Poll<io::Result<usize>>> {
+    fn poll_rewrite(
+        &mut self,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Option<Poll<io::Result<usize>>> {
         if self.rewriting.is_none() {
             let replacement = problem_for_refusal(bytes)?;
             self.rewriting = Some((replacement, 0, bytes.len()));
@@ -583,9 +587,9 @@ fn problem_for_refusal(bytes: &[u8]) -> Option<Vec<u8>> {
     // Checked first, cheaply, on every write: the status line's start.
     let status = bytes.strip_prefix(b"HTTP/1.1 4")?;
     let error = match status.get(..3)? {
-        b"14 " => crate::error::ApiError::UriTooLong(
-            "the URI is longer than 65534 bytes".to_owned(),
-        ),
+        b"14 " => {
+            crate::error::ApiError::UriTooLong("the URI is longer than 65534 bytes".to_owned())
+        }
         b"31 " => crate::error::ApiError::HeadersTooLarge(
             "the request head has more than 100 headers or is over 400 KB".to_owned(),
         ),
@@ -714,7 +718,10 @@ impl Future for Answering {
             // API's extractors answer 408 themselves): the answer is still 408, with
             // the request's id.
             let mut late = body_timeout_answer();
-            if let Some(id) = response.headers_mut().remove(&crate::middleware::REQUEST_ID) {
+            if let Some(id) = response
+                .headers_mut()
+                .remove(&crate::middleware::REQUEST_ID)
+            {
                 late.headers_mut()
                     .insert(crate::middleware::REQUEST_ID.clone(), id);
             }

@@ -451,7 +451,12 @@ async fn oversized_heads_are_refused_with_problem_bodies() {
             431,
             "request_header_fields_too_large",
         ),
-        ("120 headers", get("/healthz", &many), 431, "request_header_fields_too_large"),
+        (
+            "120 headers",
+            get("/healthz", &many),
+            431,
+            "request_header_fields_too_large",
+        ),
         (
             "a 70 KB URI",
             get(&format!("/v1/jobs?jid={}", "j".repeat(70_000)), ""),
@@ -477,7 +482,10 @@ async fn oversized_heads_are_refused_with_problem_bodies() {
     // A header under the cap (a long token, say) is fine.
     let mut stream = TcpStream::connect(server.address).await.unwrap();
     stream
-        .write_all(&get("/healthz", &format!("x-fine: {}\r\n", "a".repeat(8_000))))
+        .write_all(&get(
+            "/healthz",
+            &format!("x-fine: {}\r\n", "a".repeat(8_000)),
+        ))
         .await
         .unwrap();
     let response = read_response(&mut stream).await;
