@@ -28,8 +28,8 @@
 //!
 //! A failing accept (out of file descriptors, say) is logged once, then counted, with
 //! a line per [`ACCEPT_ERROR_INTERVAL`] while it goes on and one when accepting works
-//! again; and [`check_descriptor_limit`] warns at start when the process may not open
-//! as many descriptors as `max_connections` needs.
+//! again; and [`check_descriptor_limit`] makes room at start for as many descriptors
+//! as `max_connections` needs, or warns that it could not.
 //!
 //! The listener is a TCP address or a Unix socket ([`Listener`]); a Unix socket's file
 //! is made at start (replacing one left by a process that is gone) and removed at the
@@ -260,7 +260,7 @@ async fn accept(
 }
 
 /// How often a failing accept is logged while it goes on.
-pub const ACCEPT_ERROR_INTERVAL: Duration = Duration::from_secs(10);
+const ACCEPT_ERROR_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Accepts that failed for want of something the whole process lacks (out of file
 /// descriptors, say): such a failure repeats every pause until it clears, so it is
@@ -849,5 +849,40 @@ impl HttpBody for Timed {
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.request_answered();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hypers_bodiless_refusals_of_a_head_are_given_a_problem_body() {
+        let refused = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\
+                        date: Sun, 29 Nov 2026 10:00:00 GMT\r\n\r\n";
+        let answer = String::from_utf8(problem_for_refusal(refused).unwrap()).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
+        assert!(head.contains("date: Sun"), "{head}");
+        assert!(
+            head.contains("content-type: application/problem+json"),
+            "{head}"
+        );
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let problem: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(problem["code"], "request_header_fields_too_large");
+        // The application's own answers pass untouched: they have bodies, or other
+        // statuses.
+        for answer in [
+            &b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 90\r\n\r\n"[..],
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n[]",
+            b"[1,2,3]",
+        ] {
+            assert!(problem_for_refusal(answer).is_none());
+        }
     }
 }
