@@ -12,10 +12,24 @@
 //!   the cap the loop stops accepting: new connections wait in the kernel's listen
 //!   backlog, unanswered, until a served one closes (and beyond the backlog the kernel
 //!   drops or refuses them). Nothing is read from them, so they cost no memory here.
+//! * **Body timeout.** A request's body must arrive whole within `body_timeout` of its
+//!   head; reading it fails after that ([`BodyTimeout`]) and the request is answered
+//!   408, its connection closed. A client dripping its body holds a connection that
+//!   long, not for the whole request timeout.
+//! * **Head size.** hyper refuses a head over its buffer (about 400 KB), with more
+//!   than 100 headers, or with a URI over 64 KB, answering 431 or 414 on its own with
+//!   an empty body; those answers are given a problem body here on their way out
+//!   ([`Watched`]). (A single header over its own cap is refused by the request layer,
+//!   `middleware.rs`.)
 //! * **Bounded shutdown.** When the shutdown signal resolves, accepting stops;
 //!   connections waiting for a request head are closed at once, and the others finish
 //!   their request in flight and close. Whatever is left after `shutdown_timeout` is
 //!   dropped, so the process exits whatever clients do.
+//!
+//! A failing accept (out of file descriptors, say) is logged once, then counted, with
+//! a line per [`ACCEPT_ERROR_INTERVAL`] while it goes on and one when accepting works
+//! again; and [`check_descriptor_limit`] makes room at start for as many descriptors
+//! as `max_connections` needs, or warns that it could not.
 //!
 //! The listener is a TCP address or a Unix socket ([`Listener`]); a Unix socket's file
 //! is made at start (replacing one left by a process that is gone) and removed at the
@@ -32,7 +46,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -70,6 +84,8 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// How long shutdown waits for requests in flight.
     pub shutdown_timeout: Duration,
+    /// Longest wait for a request's whole body, from its head.
+    pub body_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -79,6 +95,7 @@ impl Default for ConnectionLimits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             shutdown_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -91,6 +108,7 @@ impl ConnectionLimits {
             idle_timeout: Duration::from_secs(settings.idle_timeout),
             max_connections: settings.max_connections as usize,
             shutdown_timeout: Duration::from_secs(settings.shutdown_timeout),
+            body_timeout: Duration::from_secs(settings.body_timeout),
         }
     }
 }
@@ -168,6 +186,7 @@ pub async fn serve(
     let (closing, closed) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut shutdown = pin!(shutdown);
+    let mut failures = AcceptFailures::default();
     loop {
         tokio::select! {
             biased;
@@ -175,6 +194,7 @@ pub async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = accept(&listener, &permits) => match accepted {
                 Ok((accepted, permit)) => {
+                    failures.recovered();
                     let (app, closed) = (app.clone(), closed.clone());
                     match accepted {
                         Accepted::Tcp(stream) => connections
@@ -183,7 +203,7 @@ pub async fn serve(
                             .spawn(serve_connection(stream, app, limits, closed, permit)),
                     };
                 }
-                Err(err) => accept_failed(err).await,
+                Err(err) => failures.failed(err).await,
             },
         }
     }
@@ -239,20 +259,117 @@ async fn accept(
     Ok((Accepted::Tcp(stream), permit))
 }
 
-/// A failed accept: one connection's trouble (reset before it was accepted) is
-/// skipped; anything else (out of file descriptors, say) is logged and the loop pauses
-/// briefly rather than spinning.
-async fn accept_failed(err: io::Error) {
-    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
-    if matches!(
-        err.kind(),
-        ConnectionAborted | ConnectionRefused | ConnectionReset
-    ) {
-        tracing::debug!(%err, "a connection failed before it was accepted");
+/// How often a failing accept is logged while it goes on.
+const ACCEPT_ERROR_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Accepts that failed for want of something the whole process lacks (out of file
+/// descriptors, say): such a failure repeats every pause until it clears, so it is
+/// logged once, then as a count per [`ACCEPT_ERROR_INTERVAL`], and once more when
+/// accepting works again.
+#[derive(Debug, Default)]
+struct AcceptFailures {
+    /// Since when accepting fails (none: it works).
+    since: Option<tokio::time::Instant>,
+    /// When the failures were last logged.
+    logged: Option<tokio::time::Instant>,
+    /// Failures since they were last logged.
+    unlogged: u64,
+}
+
+impl AcceptFailures {
+    /// A failed accept: one connection's trouble (reset before it was accepted) is
+    /// skipped; anything else is logged as the type says, and the loop pauses briefly
+    /// rather than spinning.
+    async fn failed(&mut self, err: io::Error) {
+        use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+        if matches!(
+            err.kind(),
+            ConnectionAborted | ConnectionRefused | ConnectionReset
+        ) {
+            tracing::debug!(%err, "a connection failed before it was accepted");
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        match self.logged {
+            None => {
+                self.since = Some(now);
+                self.logged = Some(now);
+                tracing::error!(%err, "cannot accept connections");
+            }
+            Some(logged) if now.duration_since(logged) >= ACCEPT_ERROR_INTERVAL => {
+                self.logged = Some(now);
+                let failures = std::mem::take(&mut self.unlogged) + 1;
+                tracing::error!(
+                    %err,
+                    failures,
+                    over_s = now.duration_since(logged).as_secs(),
+                    "still cannot accept connections"
+                );
+            }
+            Some(_) => self.unlogged += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    /// A connection was accepted: failures before it, if any, are over.
+    fn recovered(&mut self) {
+        let Some(since) = self.since.take() else {
+            return;
+        };
+        self.logged = None;
+        let unlogged = std::mem::take(&mut self.unlogged);
+        tracing::warn!(
+            failures_since_last_logged = unlogged,
+            failing_for_s = since.elapsed().as_secs(),
+            "accepting connections again"
+        );
+    }
+}
+
+/// Descriptors the process keeps for itself beside connections: Redis connections,
+/// the listener, the runtime's own, logs, an embedded Redis's pipes.
+const OWN_DESCRIPTORS: u64 = 128;
+
+/// Makes room for `max_connections` connections in the process's file-descriptor
+/// limit: the soft limit is raised toward the hard one as far as they need, and a
+/// warning says so when even the hard limit is too low (accepting would then fail with
+/// "too many open files" before the cap is reached).
+pub fn check_descriptor_limit(max_connections: usize) {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let needed = max_connections as u64 + OWN_DESCRIPTORS;
+    let limit = getrlimit(Resource::Nofile);
+    let Some(soft) = limit.current else {
+        return;
+    };
+    if soft >= needed {
         return;
     }
-    tracing::error!(%err, "cannot accept connections");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let raised = limit.maximum.map_or(needed, |hard| hard.min(needed));
+    let soft = if raised > soft
+        && setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(raised),
+                maximum: limit.maximum,
+            },
+        )
+        .is_ok()
+    {
+        tracing::info!(from = soft, to = raised, "raised the file-descriptor limit");
+        raised
+    } else {
+        soft
+    };
+    if soft < needed {
+        tracing::warn!(
+            max_connections,
+            file_descriptors = soft,
+            "--max-connections exceeds the file-descriptor limit (ulimit -n, with about \
+             {OWN_DESCRIPTORS} for qlessd itself): past it, accepting fails with \
+             \"too many open files\" instead of new connections waiting in the backlog; \
+             raise the limit or lower --max-connections"
+        );
+    }
 }
 
 /// Serves one connection until it closes, a timeout closes it, or shutdown does.
@@ -267,10 +384,12 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let io = TokioIo::new(Watched {
         inner: stream,
         activity: activity.clone(),
+        rewriting: None,
     });
     let service = Tracked {
         app,
         activity: activity.clone(),
+        body_timeout: limits.body_timeout,
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     // Both timeouts are kept by `Activity` (see the module documentation).
@@ -323,6 +442,8 @@ struct Activity {
     head_since: AtomicU64,
     /// Requests whose answer has not been produced yet.
     busy: AtomicUsize,
+    /// The body of the request in progress did not arrive in time.
+    body_late: AtomicBool,
 }
 
 impl Activity {
@@ -332,6 +453,7 @@ impl Activity {
             last_io: AtomicU64::new(0),
             head_since: AtomicU64::new(1),
             busy: AtomicUsize::new(0),
+            body_late: AtomicBool::new(false),
         }
     }
 
@@ -359,6 +481,7 @@ impl Activity {
     fn request_started(&self) {
         self.busy.fetch_add(1, Ordering::Relaxed);
         self.head_since.store(0, Ordering::Relaxed);
+        self.body_late.store(false, Ordering::Relaxed);
     }
 
     fn request_answered(&self) {
@@ -402,10 +525,14 @@ impl Activity {
     }
 }
 
-/// The socket, reporting the bytes it moves to the connection's [`Activity`].
+/// The socket, reporting the bytes it moves to the connection's [`Activity`], and
+/// giving hyper's own answers to a head it cannot take a problem body.
 struct Watched<S> {
     inner: S,
     activity: Arc<Activity>,
+    /// An answer of hyper's being written in its place: the replacement, how much of
+    /// it is written, and how many of hyper's bytes it stands for.
+    rewriting: Option<(Vec<u8>, usize, usize)>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
@@ -423,12 +550,79 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> Watched<S> {
+    /// Writes `bytes` from hyper, or the problem answer that replaces them when they
+    /// are hyper's bodiless refusal of a head ([`problem_for_refusal`]).
+    fn poll_rewrite(
+        &mut self,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Option<Poll<io::Result<usize>>> {
+        if self.rewriting.is_none() {
+            let replacement = problem_for_refusal(bytes)?;
+            self.rewriting = Some((replacement, 0, bytes.len()));
+        }
+        let (replacement, written, stands_for) = self.rewriting.as_mut()?;
+        while *written < replacement.len() {
+            match Pin::new(&mut self.inner).poll_write(cx, &replacement[*written..]) {
+                Poll::Ready(Ok(0)) => return Some(Poll::Ready(Ok(0))),
+                Poll::Ready(Ok(n)) => {
+                    *written += n;
+                    self.activity.wrote(n);
+                }
+                other => return Some(other),
+            }
+        }
+        let stands_for = *stands_for;
+        self.rewriting = None;
+        Some(Poll::Ready(Ok(stands_for)))
+    }
+}
+
+/// hyper answers a head it refuses (a URI over 64 KB: 414; too many headers, or a
+/// head over its buffer: 431) by itself, with no body and before the application sees
+/// anything. Such an answer, seen on its way out, is replaced by the same status with
+/// a problem body (the application's own 414 and 431 have bodies, so never match).
+fn problem_for_refusal(bytes: &[u8]) -> Option<Vec<u8>> {
+    // Checked first, cheaply, on every write: the status line's start.
+    let status = bytes.strip_prefix(b"HTTP/1.1 4")?;
+    let error = match status.get(..3)? {
+        b"14 " => {
+            crate::error::ApiError::UriTooLong("the URI is longer than 65534 bytes".to_owned())
+        }
+        b"31 " => crate::error::ApiError::HeadersTooLarge(
+            "the request head has more than 100 headers or is over 400 KB".to_owned(),
+        ),
+        _ => return None,
+    };
+    let end = memchr::memmem::find(bytes, b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&bytes[..end]).ok()?;
+    if end + 4 != bytes.len() || !head.contains("\r\ncontent-length: 0") {
+        return None;
+    }
+    let body = serde_json::to_vec(&error.problem()).ok()?;
+    let head = head.replace(
+        "\r\ncontent-length: 0",
+        &format!(
+            "\r\ncontent-type: application/problem+json\r\ncontent-length: {}",
+            body.len()
+        ),
+    );
+    let mut answer = head.into_bytes();
+    answer.extend_from_slice(b"\r\n\r\n");
+    answer.extend_from_slice(&body);
+    Some(answer)
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if let Some(polled) = self.poll_rewrite(cx, buf) {
+            return polled;
+        }
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(written)) = polled {
             self.activity.wrote(written);
@@ -441,6 +635,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // (A head is always hyper's first buffer.)
+        if let Some(first) = bufs.iter().find(|buf| !buf.is_empty())
+            && let Some(polled) = self.poll_rewrite(cx, first)
+        {
+            return polled;
+        }
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(written)) = polled {
             self.activity.wrote(written);
@@ -466,6 +666,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 struct Tracked {
     app: App,
     activity: Arc<Activity>,
+    body_timeout: Duration,
 }
 
 type AppFuture = <App as Service<Request>>::Future;
@@ -477,9 +678,16 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         self.activity.request_started();
+        let request = if request.body().is_end_stream() {
+            request.map(Body::new)
+        } else {
+            let deadline = tokio::time::Instant::now() + self.body_timeout;
+            let activity = self.activity.clone();
+            request.map(|body| Body::new(Timed::new(body, deadline, activity)))
+        };
         Answering {
             // (The application is always ready: see [`App`].)
-            future: self.app.clone().call(request.map(Body::new)),
+            future: self.app.clone().call(request),
             busy: Some(Busy(self.activity.clone())),
         }
     }
@@ -501,7 +709,24 @@ impl Future for Answering {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let Ok(response) = std::task::ready!(this.future.poll(cx));
+        let Ok(mut response) = std::task::ready!(this.future.poll(cx));
+        if let Some(Busy(activity)) = this.busy.as_ref()
+            && activity.body_late.load(Ordering::Relaxed)
+            && response.status() != axum::http::StatusCode::REQUEST_TIMEOUT
+        {
+            // A reader of the body that took its failure for something else (the
+            // API's extractors answer 408 themselves): the answer is still 408, with
+            // the request's id.
+            let mut late = body_timeout_answer();
+            if let Some(id) = response
+                .headers_mut()
+                .remove(&crate::middleware::REQUEST_ID)
+            {
+                late.headers_mut()
+                    .insert(crate::middleware::REQUEST_ID.clone(), id);
+            }
+            response = late;
+        }
         if response.body().size_hint().exact().is_some() {
             return Poll::Ready(Ok(response));
         }
@@ -547,8 +772,117 @@ impl HttpBody for Streaming {
 
 struct Busy(Arc<Activity>);
 
+/// The failure of reading a body that did not arrive within the body timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within the body timeout")]
+pub struct BodyTimeout;
+
+impl BodyTimeout {
+    /// Whether `err`, or an error it wraps, is a [`BodyTimeout`].
+    pub fn caused(err: &(dyn std::error::Error + 'static)) -> bool {
+        let mut cause = Some(err);
+        while let Some(err) = cause {
+            if err.is::<BodyTimeout>() {
+                return true;
+            }
+            cause = err.source();
+        }
+        false
+    }
+}
+
+/// The answer to a request whose body came too late.
+fn body_timeout_answer() -> Response {
+    use axum::response::IntoResponse as _;
+    crate::error::ApiError::RequestTimeout(BodyTimeout.to_string()).into_response()
+}
+
+pin_project_lite::pin_project! {
+    /// A request body that fails with [`BodyTimeout`] when it has not all arrived by
+    /// its deadline (and marks its connection's request as late).
+    struct Timed {
+        #[pin]
+        body: Incoming,
+        #[pin]
+        deadline: tokio::time::Sleep,
+        activity: Arc<Activity>,
+    }
+}
+
+impl Timed {
+    fn new(body: Incoming, deadline: tokio::time::Instant, activity: Arc<Activity>) -> Self {
+        Timed {
+            body,
+            // (A timer is only registered if the body is polled while incomplete.)
+            deadline: tokio::time::sleep_until(deadline),
+            activity,
+        }
+    }
+}
+
+impl HttpBody for Timed {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::BoxError>>> {
+        let this = self.project();
+        if let Poll::Ready(frame) = this.body.poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        std::task::ready!(this.deadline.poll(cx));
+        this.activity.body_late.store(true, Ordering::Relaxed);
+        Poll::Ready(Some(Err(BodyTimeout.into())))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.request_answered();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hypers_bodiless_refusals_of_a_head_are_given_a_problem_body() {
+        let refused = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\
+                        date: Sun, 29 Nov 2026 10:00:00 GMT\r\n\r\n";
+        let answer = String::from_utf8(problem_for_refusal(refused).unwrap()).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
+        assert!(head.contains("date: Sun"), "{head}");
+        assert!(
+            head.contains("content-type: application/problem+json"),
+            "{head}"
+        );
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let problem: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(problem["code"], "request_header_fields_too_large");
+        // The application's own answers pass untouched: they have bodies, or other
+        // statuses.
+        for answer in [
+            &b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 90\r\n\r\n"[..],
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n[]",
+            b"[1,2,3]",
+        ] {
+            assert!(problem_for_refusal(answer).is_none());
+        }
     }
 }

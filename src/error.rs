@@ -56,6 +56,17 @@ pub enum ApiError {
     /// 415 `unsupported_media_type`: the body is not `application/json`.
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// 408 `request_timeout` (with `Connection: close`): the body did not arrive
+    /// within the body timeout (`--body-timeout`).
+    #[error("{0}")]
+    RequestTimeout(String),
+    /// 414 `uri_too_long`: the URI is over the HTTP server's limit.
+    #[error("{0}")]
+    UriTooLong(String),
+    /// 431 `request_header_fields_too_large`: a header, or the whole head, is over its
+    /// limit.
+    #[error("{0}")]
+    HeadersTooLarge(String),
     /// 503 `unavailable` (with `Retry-After`): Redis unreachable,
     /// Redis out of memory, or the request took too long.
     #[error("{0}")]
@@ -84,6 +95,9 @@ impl ApiError {
             ApiError::Conflict(_) | ApiError::LockLost(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -104,6 +118,9 @@ impl ApiError {
             ApiError::LockLost(_) => "lock_lost",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::RequestTimeout(_) => "request_timeout",
+            ApiError::UriTooLong(_) => "uri_too_long",
+            ApiError::HeadersTooLarge(_) => "request_header_fields_too_large",
             ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -152,6 +169,11 @@ impl IntoResponse for ApiError {
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"qlessd\""),
                 );
+            }
+            // The rest of the body may still be on its way: the connection cannot
+            // carry another request.
+            ApiError::RequestTimeout(_) => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

@@ -255,11 +255,51 @@ impl Drop for Registration<'_> {
     }
 }
 
+/// The process-wide cap on long polls waiting at once (`--max-long-polls`), shared by
+/// every namespace's [`Leasing`]: a waiting pop holds its connection, so without a cap
+/// waiters could hold every connection `--max-connections` allows and lock out the
+/// puts that would feed them.
+#[derive(Debug)]
+pub struct LongPolls {
+    waiting: AtomicUsize,
+    cap: usize,
+}
+
+impl LongPolls {
+    /// At most `cap` long polls wait at once.
+    pub fn new(cap: usize) -> Self {
+        LongPolls {
+            waiting: AtomicUsize::new(0),
+            cap,
+        }
+    }
+
+    /// A place for one more waiting pop, or `None` at the cap.
+    fn enter(&self) -> Option<LongPoll<'_>> {
+        self.waiting
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |waiting| {
+                (waiting < self.cap).then_some(waiting + 1)
+            })
+            .ok()
+            .map(|_| LongPoll(self))
+    }
+}
+
+/// One waiting pop's place under the cap, given back when dropped.
+struct LongPoll<'a>(&'a LongPolls);
+
+impl Drop for LongPoll<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Leasing service shared by the pop handlers.
 #[derive(Debug)]
 pub struct Leasing {
     qless: Qless,
     clock: Clock,
+    long_polls: Arc<LongPolls>,
     lines: Mutex<HashMap<String, Line>>,
     rng: Rng,
     cursor: AtomicUsize,
@@ -267,10 +307,12 @@ pub struct Leasing {
 }
 
 impl Leasing {
-    pub fn new(qless: Qless, clock: Clock) -> Self {
+    /// Leases from `qless`'s namespace; its long polls count against `long_polls`.
+    pub fn new(qless: Qless, clock: Clock, long_polls: Arc<LongPolls>) -> Self {
         Leasing {
             qless,
             clock,
+            long_polls,
             lines: Mutex::new(HashMap::new()),
             rng: Rng::from_time(),
             cursor: AtomicUsize::new(0),
@@ -469,7 +511,8 @@ impl Leasing {
 
     /// Runs `attempt` until it returns jobs or `wait` has passed. The request is in
     /// the lines before each attempt, so a job announced while an attempt is in flight
-    /// is never missed: the attempt is simply repeated.
+    /// is never missed: the attempt is simply repeated. Past `--max-long-polls`, the
+    /// attempt is made once and answered at once, whatever it found.
     async fn wait_for_jobs<F, Fut>(
         &self,
         queues: &[String],
@@ -484,6 +527,10 @@ impl Leasing {
         if wait.is_zero() {
             return attempt().await;
         }
+        let Some(_place) = self.long_polls.enter() else {
+            crate::metrics::METRICS.long_poll_cut_short();
+            return attempt().await;
+        };
         let deadline = tokio::time::Instant::now() + wait;
         let mut registration = self.register(queues, count);
         loop {

@@ -79,6 +79,7 @@ pub struct Metrics {
     sweep_seconds: Histogram,
     redis_restarts: Counter,
     spans_dropped: Counter,
+    long_polls_cut_short: Counter,
     /// Each queue's series, by namespace then queue.
     queues: parking_lot::RwLock<HashMap<String, QueuesOf, Hasher>>,
     /// Jobs popped through this gateway and not yet completed, for the run time at
@@ -255,6 +256,12 @@ impl Metrics {
             "Spans not exported because the export buffer was full (with --otlp-endpoint)",
             spans_dropped.clone(),
         );
+        let long_polls_cut_short = Counter::default();
+        registry.register(
+            "qless_longpoll_cut_short",
+            "Pops with a wait answered at once, without waiting, because --max-long-polls were waiting already",
+            long_polls_cut_short.clone(),
+        );
         Metrics {
             registry,
             jobs,
@@ -270,6 +277,7 @@ impl Metrics {
             sweep_seconds,
             redis_restarts,
             spans_dropped,
+            long_polls_cut_short,
             queues: Default::default(),
             leased: Default::default(),
         }
@@ -407,6 +415,11 @@ impl Metrics {
     /// Counts a span dropped because the export buffer was full.
     pub fn span_dropped(&self) {
         self.spans_dropped.inc();
+    }
+
+    /// Counts a long poll answered at once because the cap was reached.
+    pub fn long_poll_cut_short(&self) {
+        self.long_polls_cut_short.inc();
     }
 
     /// The registry, for the exposition.

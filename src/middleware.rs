@@ -3,8 +3,9 @@
 //! 503 problem, a panic in a handler answered with a 500 problem, a debug-level span
 //! with the method, path and id (and, with `--otlp-endpoint`, the request's
 //! OpenTelemetry span), the access log line and metrics of every request, a log line
-//! for every 5xx answer, the browser checks of `browser.rs` and the token check of
-//! `auth.rs` (both answered before the router sees the request).
+//! for every 5xx answer, a header over [`MAX_HEADER_BYTES`] refused (431), the browser
+//! checks of `browser.rs` and the token check of `auth.rs` (all answered before the
+//! router sees the request).
 //!
 //! The path is matched against `auth::ROUTES` once here, and the match serves the
 //! token check, the metrics, the access log and the span alike.
@@ -142,10 +143,12 @@ where
             token: None,
         };
         // The token first: a request without a valid one hears 401 whatever else is
-        // wrong with it, so that only an authenticated client learns more.
-        let authenticated = match &self.auth {
-            None => Ok(()),
-            Some(auth) => match auth.check(&mut request, matched) {
+        // wrong with it, so that only an authenticated client learns more. (Only an
+        // oversized header comes before: it is not even read.)
+        let authenticated = match (&self.auth, oversized_header(request.headers())) {
+            (_, Some(refused)) => Err(refused),
+            (None, None) => Ok(()),
+            (Some(auth), None) => match auth.check(&mut request, matched) {
                 Ok(token) => {
                     what.token = token;
                     Ok(())
@@ -202,6 +205,25 @@ where
             what,
         }
     }
+}
+
+/// The largest single header (name and value), in bytes. hyper bounds only the whole
+/// head (about 400 KB) and the number of headers (100); one header as large as that
+/// would be kept, logged or matched against by whatever reads it. Common servers cap
+/// a header at 8 KB; twice that leaves room for long cookies and tokens.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// A 431 problem when a header is over [`MAX_HEADER_BYTES`].
+fn oversized_header(headers: &axum::http::HeaderMap) -> Option<Response> {
+    let (name, value) = headers
+        .iter()
+        .find(|(name, value)| name.as_str().len() + value.len() > MAX_HEADER_BYTES)?;
+    let size = name.as_str().len() + value.len();
+    let refused = ApiError::HeadersTooLarge(format!(
+        "the header {} is {size} bytes, over the limit of {MAX_HEADER_BYTES} bytes",
+        crate::error::echo(name.as_str())
+    ));
+    Some(refused.into_response())
 }
 
 /// What a failure log line says about the request.

@@ -238,6 +238,16 @@ async fn serve_with(
             settings.request_timeout, settings.max_wait
         ));
     }
+    if let Some(long_polls) = settings.max_long_polls
+        && long_polls >= settings.max_connections
+    {
+        return Err(format!(
+            "--max-long-polls ({long_polls}) must be below --max-connections ({}), or \
+             waiting pops could hold every connection and lock the puts out",
+            settings.max_connections
+        ));
+    }
+    connections::check_descriptor_limit(settings.max_connections as usize);
     // The default namespace, then every other one named by `--namespaces` or granted
     // by a token: each with its own state (connections, events, waiters, sweeper).
     let mut others: Vec<String> = Vec::new();

@@ -261,6 +261,22 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
+    /// Most long polls (pops with a `wait`) waiting at once, over every namespace;
+    /// default: half of `--max-connections`.
+    ///
+    /// A long poll holds its connection while it waits, so the rest of
+    /// `--max-connections` stays for short requests (puts, completions). A pop past the
+    /// cap does not wait: it answers at once with what there is (maybe `[]`).
+    #[arg(help_heading = "HTTP", long, env = "QLESSD_MAX_LONG_POLLS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_long_polls: Option<u32>,
+
+    /// A request's body must arrive whole within this many seconds of its head, or the
+    /// request is answered 408 and its connection closed.
+    #[arg(help_heading = "HTTP", long, env = "QLESSD_BODY_TIMEOUT", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout: u64,
+
     /// After SIGTERM/SIGINT, requests in flight get this many seconds to finish; then
     /// the remaining connections are dropped and the process exits.
     #[arg(
@@ -434,6 +450,13 @@ impl Settings {
     /// The per-request deadline.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout)
+    }
+
+    /// How many long polls may wait at once (`--max-long-polls`, else half of
+    /// `--max-connections`).
+    pub fn max_long_polls(&self) -> usize {
+        let cap = self.max_long_polls.unwrap_or(self.max_connections / 2);
+        cap.max(1) as usize
     }
 
     /// Settings for tests and embedding: defaults, with an explicit Redis URL.

@@ -12,7 +12,7 @@ use crate::browser::BrowserPolicy;
 use crate::clock::Clock;
 use crate::core::Qless;
 use crate::core::events::EventBus;
-use crate::leasing::Leasing;
+use crate::leasing::{Leasing, LongPolls};
 use crate::settings::Settings;
 
 /// Limits the handlers enforce, taken from [`Settings`].
@@ -38,6 +38,9 @@ pub struct Limits {
     pub push: crate::push::endpoint::AddressPolicy,
     /// The dashboard's cookie is sent over HTTPS only (`--secure-cookies`).
     pub secure_cookies: bool,
+    /// The cap on waiting long polls (`--max-long-polls`), one for the whole process:
+    /// every namespace's state shares it.
+    pub long_polls: Arc<LongPolls>,
 }
 
 impl Limits {
@@ -56,6 +59,7 @@ impl Limits {
                 allow_private: settings.push_allow_private,
             },
             secure_cookies: settings.secure_cookies,
+            long_polls: Arc::new(LongPolls::new(settings.max_long_polls())),
         }
     }
 }
@@ -100,7 +104,11 @@ impl AppState {
     /// Must be called inside a tokio runtime.
     pub fn new(qless: Qless, clock: Clock, limits: Limits) -> Self {
         let events = EventBus::start_at(qless.endpoint().clone(), qless.prefix());
-        let leasing = Arc::new(Leasing::new(qless.clone(), clock.clone()));
+        let leasing = Arc::new(Leasing::new(
+            qless.clone(),
+            clock.clone(),
+            limits.long_polls.clone(),
+        ));
         tokio::spawn(leasing.clone().listen(events.clone()));
         let (stopping, shutdown) = watch::channel(false);
         AppState(Arc::new(Shared {

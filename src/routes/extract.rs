@@ -8,6 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
+use crate::connections::BodyTimeout;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -22,15 +23,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         if !is_json(request.headers()) {
             return Err(unsupported_media_type());
         }
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::PayloadTooLarge("the request body is over the size limit".to_owned())
-                } else {
-                    ApiError::BadRequest(rejection.body_text())
-                }
-            })?;
+        let bytes = body_bytes(request, state).await?;
         // A valid body is decoded directly. Only a refused one is decoded again by
         // axum, whose path-tracking decoder names the offending field in the message;
         // tracking the path of every body would cost each request for the rare error.
@@ -55,15 +48,34 @@ impl<T: DeserializeOwned, S: Send + Sync> axum::extract::OptionalFromRequest<S> 
                 .await
                 .map(Some);
         }
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+        let bytes = body_bytes(request, state).await?;
         if bytes.is_empty() {
             Ok(None)
         } else {
             Err(unsupported_media_type())
         }
     }
+}
+
+/// The whole body of a single-item request, bounded by the body limit and the body
+/// timeout.
+async fn body_bytes<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if BodyTimeout::caused(&rejection) {
+                body_timeout()
+            } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge("the request body is over the size limit".to_owned())
+            } else {
+                ApiError::BadRequest(rejection.body_text())
+            }
+        })
+}
+
+/// A body that did not arrive in time (`connections.rs` ends its reading).
+fn body_timeout() -> ApiError {
+    ApiError::RequestTimeout(BodyTimeout.to_string())
 }
 
 fn unsupported_media_type() -> ApiError {
@@ -130,7 +142,10 @@ impl<T: serde::de::DeserializeOwned> FromRequest<AppState> for BatchJson<T> {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
         let limit = state.limits.batch_body_limit;
         let (parts, body) = request.into_parts();
-        let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        let bytes = axum::body::to_bytes(body, limit).await.map_err(|err| {
+            if BodyTimeout::caused(&err) {
+                return body_timeout();
+            }
             ApiError::PayloadTooLarge(format!(
                 "the request body is over the batch limit of {limit} bytes"
             ))

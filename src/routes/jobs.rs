@@ -98,8 +98,9 @@ async fn get_job(
         (status = 400, description = "No jid, more than 1000, a jid that is not a valid \
          name, or a query parameter other than `jid`", body = Problem,
          content_type = "application/problem+json"),
-        (status = 414, description = "The request line is longer than the HTTP server \
-         reads (many long jids): ask in several requests"),
+        (status = 414, description = "The URI is longer than the HTTP server reads \
+         (64 KB: many long jids): ask in several requests", body = Problem,
+         content_type = "application/problem+json"),
         (status = 503, response = Unavailable),
     ))]
 async fn get_jobs(

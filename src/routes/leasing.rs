@@ -29,7 +29,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// proportional to its `weight`, skipping queues found empty and drawing again among
 /// the rest, so higher weights win more often and lower ones are never starved.
 /// Queues found empty cost nothing extra. With `wait`, the request waits until any of
-/// the queues has a job (or `[]` after `wait` seconds), like the single-queue pop.
+/// the queues has a job (or `[]` after `wait` seconds), like the single-queue pop
+/// (and like it, answers at once while `--max-long-polls` requests are waiting).
 /// Each job's `queue` field tells which queue it came from.
 #[utoipa::path(post, path = "/v1/pop", tag = "queues", operation_id = "pop_jobs_from_queues",
     request_body = MultiPopRequest,

@@ -255,7 +255,9 @@ async fn put_jobs(
 /// recurring spawn, a stalled job's grace period ending, a completion releasing a
 /// dependent, a retry or unfail), or `[]` after `wait`
 /// seconds. Waiting requests are served oldest first, one job goes to one waiter, and
-/// a client that disconnects stops waiting at once.
+/// a client that disconnects stops waiting at once. While `--max-long-polls` requests
+/// are waiting already, a pop with `wait` does not wait: it answers at once with what
+/// there is (maybe `[]`).
 #[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "queues",
     operation_id = "pop_jobs",
     params(("queue" = crate::model::QueueName, Path, description = "Queue name")),

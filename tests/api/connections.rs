@@ -61,7 +61,16 @@ fn limits() -> ConnectionLimits {
         idle_timeout: Duration::from_secs(60),
         max_connections: 100,
         shutdown_timeout: Duration::from_secs(30),
+        body_timeout: Duration::from_secs(60),
     }
+}
+
+/// A response's status, its head (lowercase) and its body as JSON (`null` if none).
+fn parts(response: &str) -> (u16, String, serde_json::Value) {
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head[9..12].parse().unwrap();
+    let body = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+    (status, head.to_ascii_lowercase(), body)
 }
 
 /// Reads one response head and its `content-length` body.
@@ -355,5 +364,131 @@ async fn a_quiet_event_stream_is_not_closed_as_idle() {
         "{:?}",
         String::from_utf8_lossy(&chunk[..n])
     );
+    server.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_is_answered_408_with_a_problem_at_the_body_timeout() {
+    let app = TestApp::start().await;
+    let body_timeout = Duration::from_secs(1);
+    let server = Server::start(
+        &app,
+        ConnectionLimits {
+            body_timeout,
+            ..limits()
+        },
+    )
+    .await;
+    // A single put and a batch (read by another extractor): a whole head, then part of
+    // the body, then nothing.
+    for (path, part) in [
+        ("/v1/queues/q/jobs", r#"{"klass":"#),
+        ("/v1/queues/q/jobs/batch", r#"{"jobs":["#),
+    ] {
+        let mut stream = TcpStream::connect(server.address).await.unwrap();
+        let started = Instant::now();
+        stream
+            .write_all(
+                format!(
+                    "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+                     content-length: 100\r\n\r\n{part}"
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(10), read_response(&mut stream))
+            .await
+            .expect("no answer to a stalled body");
+        let took = started.elapsed();
+        let (status, head, problem) = parts(&response);
+        assert_eq!(status, 408, "{path}: {response}");
+        assert!(
+            head.contains("content-type: application/problem+json"),
+            "{path}: {head}"
+        );
+        assert!(head.contains("connection: close"), "{path}: {head}");
+        assert_eq!(problem["code"], "request_timeout", "{path}: {problem}");
+        assert_eq!(problem["status"], 408, "{path}: {problem}");
+        assert!(
+            took >= body_timeout - Duration::from_millis(50),
+            "{path}: answered after {took:?}"
+        );
+        assert!(took < body_timeout * 3, "{path}: answered after {took:?}");
+        closed_within(&mut stream, Duration::from_secs(2)).await;
+    }
+    // A body that comes whole in time is served as always.
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let body = r#"{"klass":"K"}"#;
+    stream
+        .write_all(
+            format!(
+                "POST /v1/queues/q/jobs HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let response = read_response(&mut stream).await;
+    assert_eq!(parts(&response).0, 201, "{response}");
+    server.shut_down(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn oversized_heads_are_refused_with_problem_bodies() {
+    let app = TestApp::start().await;
+    let server = Server::start(&app, limits()).await;
+    let get = |target: &str, headers: &str| {
+        format!("GET {target} HTTP/1.1\r\nhost: localhost\r\n{headers}\r\n").into_bytes()
+    };
+    let many: String = (0..120).map(|i| format!("x-header-{i}: 1\r\n")).collect();
+    let cases = [
+        (
+            "one 100 KB header",
+            get("/healthz", &format!("x-big: {}\r\n", "a".repeat(100_000))),
+            431,
+            "request_header_fields_too_large",
+        ),
+        (
+            "120 headers",
+            get("/healthz", &many),
+            431,
+            "request_header_fields_too_large",
+        ),
+        (
+            "a 70 KB URI",
+            get(&format!("/v1/jobs?jid={}", "j".repeat(70_000)), ""),
+            414,
+            "uri_too_long",
+        ),
+    ];
+    for (what, request, expected, code) in cases {
+        let mut stream = TcpStream::connect(server.address).await.unwrap();
+        stream.write_all(&request).await.unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(5), read_response(&mut stream))
+            .await
+            .expect("no answer");
+        let (status, head, problem) = parts(&response);
+        assert_eq!(status, expected, "{what}: {head}");
+        assert!(
+            head.contains("content-type: application/problem+json"),
+            "{what}: {head}"
+        );
+        assert_eq!(problem["code"], code, "{what}: {response}");
+        assert_eq!(problem["status"], expected, "{what}: {problem}");
+    }
+    // A header under the cap (a long token, say) is fine.
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    stream
+        .write_all(&get(
+            "/healthz",
+            &format!("x-fine: {}\r\n", "a".repeat(8_000)),
+        ))
+        .await
+        .unwrap();
+    let response = read_response(&mut stream).await;
+    assert_eq!(parts(&response).0, 200, "{response}");
     server.shut_down(Duration::from_secs(5)).await;
 }

@@ -155,6 +155,8 @@ fn help_documents_the_network_settings_with_their_environment_variables() {
         "QLESSD_HEADER_TIMEOUT",
         "QLESSD_IDLE_TIMEOUT",
         "QLESSD_MAX_CONNECTIONS",
+        "QLESSD_MAX_LONG_POLLS",
+        "QLESSD_BODY_TIMEOUT",
         "QLESSD_SHUTDOWN_TIMEOUT",
         "QLESSD_REDIS_CA_FILE",
     ] {

@@ -5,6 +5,7 @@
 mod auth;
 mod binary;
 mod clients;
+mod connection_limits;
 mod embedded;
 mod examples;
 mod gateways;
