@@ -593,6 +593,13 @@ fn problem_for_refusal(bytes: &[u8]) -> Option<Vec<u8>> {
         b"31 " => crate::error::ApiError::HeadersTooLarge(
             "the request head has more than 100 headers or is over 400 KB".to_owned(),
         ),
+        // hyper's refusal of a head it cannot parse: a byte that is not UTF-8 (or not
+        // allowed) in the path, say, refused like its percent-encoded form.
+        b"00 " => crate::error::ApiError::BadRequest(
+            "the request line or a header is malformed (a byte that is not allowed there \
+             must be percent-encoded)"
+                .to_owned(),
+        ),
         _ => return None,
     };
     let end = memchr::memmem::find(bytes, b"\r\n\r\n")?;

@@ -464,6 +464,22 @@ async fn oversized_heads_are_refused_with_problem_bodies() {
             "uri_too_long",
         ),
     ];
+    let mut raw_byte = b"GET /v1/queues/a".to_vec();
+    raw_byte.extend_from_slice(b"\xffb HTTP/1.1\r\nhost: localhost\r\n\r\n");
+    let cases = cases.into_iter().chain([
+        (
+            "a raw byte that is not UTF-8 in the path",
+            raw_byte,
+            400,
+            "bad_request",
+        ),
+        (
+            "the same byte percent-encoded",
+            get("/v1/queues/a%FFb", ""),
+            400,
+            "bad_request",
+        ),
+    ]);
     for (what, request, expected, code) in cases {
         let mut stream = TcpStream::connect(server.address).await.unwrap();
         stream.write_all(&request).await.unwrap();
