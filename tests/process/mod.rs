@@ -10,6 +10,7 @@ mod embedded;
 mod examples;
 mod gateways;
 mod hardening;
+mod push;
 mod readme;
 pub(crate) mod running;
 mod topology;

@@ -1,0 +1,611 @@
+//! Push delivery as users run it: real `qlessd` binaries on a real Redis, calling a
+//! real HTTP receiver on loopback that checks every signature independently (HMAC
+//! computed here, as the Standard Webhooks specification defines it).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use tokio::sync::Notify;
+
+use super::binary::{BINARY, free_port, wait_for_status};
+use crate::support::redis::RedisServer;
+
+/// A qlessd on an external Redis, allowed to push to loopback; killed on drop.
+struct Gateway {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    async fn start(redis: &RedisServer) -> Gateway {
+        Gateway::start_with(redis, &[]).await
+    }
+
+    async fn start_with(redis: &RedisServer, env: &[(&str, &str)]) -> Gateway {
+        let port = free_port();
+        let mut command = Command::new(BINARY);
+        command
+            .env("QLESSD_REDIS_URL", redis.url())
+            .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+            .env("QLESSD_PUSH_ALLOW_PRIVATE", "1")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let child = command.spawn().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+        Gateway {
+            child,
+            base,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// Sends a request and returns its status and JSON body (null when none).
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let reply = request.send().await.unwrap();
+        let status = reply.status().as_u16();
+        let text = reply.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Subscribes `queue` to `receiver` with `settings` added; returns the secret.
+    async fn push(&self, queue: &str, receiver: &Receiver, settings: Value) -> String {
+        let mut body = json!({"url": receiver.url()});
+        for (key, value) in settings.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        let (status, answer) = self
+            .call(reqwest::Method::PUT, &format!("/v1/queues/{queue}/push"), Some(body))
+            .await;
+        assert_eq!(status, 201, "{answer}");
+        answer["secret"].as_str().unwrap().to_owned()
+    }
+
+    async fn put(&self, queue: &str, jid: &str, extra: Value) {
+        let mut body = json!({"jid": jid, "klass": "Greet", "data": {"name": jid}});
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        let (status, answer) = self
+            .call(reqwest::Method::POST, &format!("/v1/queues/{queue}/jobs"), Some(body))
+            .await;
+        assert_eq!(status, 201, "{answer}");
+    }
+
+    async fn job(&self, jid: &str) -> Value {
+        let (status, job) = self
+            .call(reqwest::Method::GET, &format!("/v1/jobs/{jid}"), None)
+            .await;
+        assert_eq!(status, 200, "{job}");
+        job
+    }
+
+    /// Polls the job until `done` holds of it (within 30 s).
+    async fn job_until(&self, jid: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let job = self.job(jid).await;
+            if done(&job) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "{what}: {job}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What the receiver does with a delivery.
+#[derive(Clone)]
+enum Behaviour {
+    /// Answers at once with this status, these headers and this body.
+    Answer(u16, Vec<(&'static str, String)>, String),
+    /// Answers 200 `{}` after this long.
+    Slow(Duration),
+    /// Never answers (until the receiver is dropped).
+    Hang,
+}
+
+/// One delivery as it arrived.
+#[derive(Debug, Clone)]
+struct Delivery {
+    headers: HeaderMap,
+    body: Vec<u8>,
+    at: Instant,
+}
+
+impl Delivery {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    fn jid(&self) -> String {
+        serde_json::from_slice::<Value>(&self.body).unwrap()["jid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Which of `secrets` have a signature in `webhook-signature` that verifies (the
+    /// specification's check: HMAC-SHA256 of `<id>.<timestamp>.<body>` under the
+    /// base64-decoded secret).
+    fn verified_by(&self, secrets: &[&str]) -> Vec<usize> {
+        let signed = [
+            self.header("webhook-id").as_bytes(),
+            b".",
+            self.header("webhook-timestamp").as_bytes(),
+            b".",
+            &self.body,
+        ]
+        .concat();
+        let given: Vec<&str> = self
+            .header("webhook-signature")
+            .split(' ')
+            .filter_map(|entry| entry.strip_prefix("v1,"))
+            .collect();
+        let mut verified = Vec::new();
+        for (i, secret) in secrets.iter().enumerate() {
+            let key = STANDARD
+                .decode(secret.strip_prefix("whsec_").unwrap())
+                .unwrap();
+            let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+            mac.update(&signed);
+            let expected = STANDARD.encode(mac.finalize().into_bytes());
+            if given.contains(&expected.as_str()) {
+                verified.push(i);
+            }
+        }
+        verified
+    }
+}
+
+/// What the receiver saw.
+#[derive(Default)]
+struct Seen {
+    deliveries: parking_lot::Mutex<Vec<Delivery>>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    arrived: Notify,
+}
+
+/// An HTTP receiver on loopback, answering each delivery as `behave` says (by the
+/// delivery's jid and how many of that jid came before).
+struct Receiver {
+    address: SocketAddr,
+    seen: Arc<Seen>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+type Behave = Arc<dyn Fn(&str, usize) -> Behaviour + Send + Sync>;
+
+impl Receiver {
+    async fn start(behave: impl Fn(&str, usize) -> Behaviour + Send + Sync + 'static) -> Receiver {
+        let seen = Arc::new(Seen::default());
+        let behave: Behave = Arc::new(behave);
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post({
+                let seen = seen.clone();
+                move |headers: HeaderMap, body: Bytes| receive(seen.clone(), behave.clone(), headers, body)
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver {
+            address,
+            seen,
+            server,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.address)
+    }
+
+    fn deliveries(&self) -> Vec<Delivery> {
+        self.seen.deliveries.lock().clone()
+    }
+
+    /// Waits until `count` deliveries arrived (within 30 s).
+    async fn wait_for(&self, count: usize) -> Vec<Delivery> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let arrived = self.seen.arrived.notified();
+            let deliveries = self.deliveries();
+            if deliveries.len() >= count {
+                return deliveries;
+            }
+            assert!(
+                tokio::time::timeout_at(deadline, arrived).await.is_ok(),
+                "{} deliveries arrived, waiting for {count}",
+                deliveries.len()
+            );
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn receive(seen: Arc<Seen>, behave: Behave, headers: HeaderMap, body: Bytes) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let delivery = Delivery {
+        headers,
+        body: body.to_vec(),
+        at: Instant::now(),
+    };
+    let jid = delivery.jid();
+    let before = {
+        let mut deliveries = seen.deliveries.lock();
+        let before = deliveries.iter().filter(|d| d.jid() == jid).count();
+        deliveries.push(delivery);
+        before
+    };
+    let now = seen.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+    seen.most_in_flight.fetch_max(now, Ordering::AcqRel);
+    seen.arrived.notify_waiters();
+    let answer = match behave(&jid, before) {
+        Behaviour::Answer(status, headers, body) => {
+            let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
+            for (name, value) in headers {
+                response.headers_mut().insert(name, value.parse().unwrap());
+            }
+            response
+        }
+        Behaviour::Slow(delay) => {
+            tokio::time::sleep(delay).await;
+            (StatusCode::OK, "{}").into_response()
+        }
+        Behaviour::Hang => std::future::pending().await,
+    };
+    seen.in_flight.fetch_sub(1, Ordering::AcqRel);
+    answer
+}
+
+fn ok(body: &str) -> Behaviour {
+    Behaviour::Answer(200, vec![], body.to_owned())
+}
+
+#[tokio::test]
+async fn a_pushed_job_is_delivered_signed_and_completed_with_the_answer_as_its_result() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let receiver = Receiver::start(|_, _| ok(r#"{"greeted":true}"#)).await;
+    let secret = gateway
+        .push("emails", &receiver, json!({"headers": {"x-team": "billing"}}))
+        .await;
+    assert!(secret.starts_with("whsec_"));
+    gateway
+        .put("emails", "hello-ada", json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}))
+        .await;
+    let delivery = receiver.wait_for(1).await.remove(0);
+    assert_eq!(delivery.verified_by(&[&secret]), [0]);
+    assert_eq!(delivery.header("webhook-id"), "hello-ada");
+    assert_eq!(delivery.header("qlessd-attempt"), "1");
+    assert_eq!(delivery.header("content-type"), "application/json");
+    assert_eq!(delivery.header("x-team"), "billing");
+    assert!(delivery.header("user-agent").starts_with("qlessd/"));
+    assert_eq!(
+        delivery.header("traceparent"),
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    );
+    let age = delivery.header("webhook-timestamp").parse::<u64>().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(now.abs_diff(age) < 60, "timestamp {age} against {now}");
+    let body: Value = serde_json::from_slice(&delivery.body).unwrap();
+    assert_eq!(body["jid"], "hello-ada");
+    assert_eq!(body["data"], json!({"name": "hello-ada"}));
+    assert_eq!(body["state"], "running");
+    assert!(body["worker"].as_str().unwrap().starts_with("qlessd-push:"));
+    let job = gateway
+        .job_until("hello-ada", "completed", |job| job["state"] == "complete")
+        .await;
+    assert_eq!(job["result"], json!({"greeted": true}));
+    let (_, settings) = gateway
+        .call(reqwest::Method::GET, "/v1/queues/emails/push", None)
+        .await;
+    assert_eq!(settings["delivered"], 1);
+    assert_eq!(settings["in_flight"], 0);
+    assert!(!settings.to_string().contains(&secret), "GET never shows the secret");
+}
+
+#[tokio::test]
+async fn each_answer_decides_the_fate_of_its_job() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let receiver = Receiver::start(|jid, before| match (jid, before) {
+        ("flaky", 0) => Behaviour::Answer(500, vec![], "upstream down".into()),
+        ("flaky", _) => ok("{}"),
+        ("broken", _) => Behaviour::Answer(502, vec![], String::new()),
+        ("refused", _) => Behaviour::Answer(422, vec![], "missing field \"email\"".into()),
+        ("busy", 0) => Behaviour::Answer(429, vec![("retry-after", "1".into())], String::new()),
+        ("busy", _) => ok("{}"),
+        ("slow", _) => Behaviour::Slow(Duration::from_secs(5)),
+        _ => ok("{}"),
+    })
+    .await;
+    gateway
+        .push("work", &receiver, json!({"timeout": 1}))
+        .await;
+    gateway.put("work", "flaky", json!({})).await;
+    gateway.put("work", "broken", json!({"retries": 1})).await;
+    gateway.put("work", "refused", json!({})).await;
+    gateway.put("work", "busy", json!({})).await;
+    gateway.put("work", "slow", json!({"retries": 0})).await;
+
+    let flaky = gateway
+        .job_until("flaky", "delivered again", |job| job["state"] == "complete")
+        .await;
+    assert_eq!(flaky["remaining"], 4, "one retry used");
+    let broken = gateway
+        .job_until("broken", "failed", |job| job["state"] == "failed")
+        .await;
+    assert_eq!(broken["failure"]["group"], "push-http-502");
+    let refused = gateway
+        .job_until("refused", "failed", |job| job["state"] == "failed")
+        .await;
+    assert_eq!(refused["failure"]["group"], "push-http-422");
+    assert!(
+        refused["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("missing field"),
+        "{refused}"
+    );
+    assert_eq!(refused["remaining"], 5, "a 4xx fails at once, using no retry");
+    gateway
+        .job_until("busy", "delivered after Retry-After", |job| job["state"] == "complete")
+        .await;
+    let slow = gateway
+        .job_until("slow", "timed out", |job| job["state"] == "failed")
+        .await;
+    assert_eq!(slow["failure"]["group"], "push-timeout");
+
+    let deliveries = receiver.deliveries();
+    let of = |jid: &str| -> Vec<&Delivery> {
+        deliveries.iter().filter(|d| d.jid() == jid).collect()
+    };
+    assert_eq!(of("refused").len(), 1);
+    assert_eq!(of("broken").len(), 2, "the first try and one retry");
+    let busy = of("busy");
+    assert!(
+        busy[1].at - busy[0].at >= Duration::from_millis(900),
+        "the retry waited for Retry-After"
+    );
+    let flaky = of("flaky");
+    assert_eq!(flaky[0].header("webhook-id"), flaky[1].header("webhook-id"));
+    assert_eq!(
+        (flaky[0].header("qlessd-attempt"), flaky[1].header("qlessd-attempt")),
+        ("1", "2")
+    );
+    let (_, settings) = gateway
+        .call(reqwest::Method::GET, "/v1/queues/work/push", None)
+        .await;
+    assert_eq!(settings["delivered"], 2, "{settings}");
+    assert_eq!(settings["failed"], 3, "{settings}");
+
+    // Unfail is the dead-letter queue's way back: the job is delivered again.
+    let (status, _) = gateway
+        .call(reqwest::Method::POST, "/v1/failures/push-http-422/unfail", Some(json!({})))
+        .await;
+    assert!(status < 300, "unfail answered {status}");
+    receiver.wait_for(deliveries.len() + 1).await;
+}
+
+#[tokio::test]
+async fn during_a_rotation_both_secrets_sign_and_after_it_only_the_new_one() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let receiver = Receiver::start(|_, _| ok("{}")).await;
+    let old = gateway.push("q", &receiver, json!({})).await;
+    let (status, rotated) = gateway
+        .call(reqwest::Method::POST, "/v1/queues/q/push/rotate", Some(json!({"grace": 2})))
+        .await;
+    assert_eq!(status, 200, "{rotated}");
+    let new = rotated["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    assert_eq!(rotated["secrets"].as_array().unwrap().len(), 2);
+    gateway.put("q", "during", json!({})).await;
+    let during = receiver.wait_for(1).await.remove(0);
+    assert_eq!(during.verified_by(&[&new, &old]), [0, 1]);
+    // After the grace (Redis's clock decides), only the new secret signs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, settings) = gateway
+            .call(reqwest::Method::GET, "/v1/queues/q/push", None)
+            .await;
+        if settings["secrets"].as_array().unwrap().len() == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{settings}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The delivery loop reads the settings again within two seconds.
+    let mut jid = 0;
+    loop {
+        jid += 1;
+        gateway.put("q", &format!("after-{jid}"), json!({})).await;
+        let last = receiver.wait_for(1 + jid).await.pop().unwrap();
+        if last.verified_by(&[&new, &old]) == [0] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the old secret still signs");
+    }
+}
+
+#[tokio::test]
+async fn concurrency_holds_across_two_qlessd_and_both_deliver() {
+    let redis = RedisServer::start();
+    let one = Gateway::start(&redis).await;
+    let two = Gateway::start(&redis).await;
+    let receiver = Receiver::start(|_, _| Behaviour::Slow(Duration::from_millis(100))).await;
+    one.push("q", &receiver, json!({"concurrency": 3})).await;
+    for i in 0..24 {
+        one.put("q", &format!("j{i}"), json!({})).await;
+    }
+    let deliveries = receiver.wait_for(24).await;
+    assert!(
+        receiver.seen.most_in_flight.load(Ordering::Acquire) <= 3,
+        "at most 3 in flight"
+    );
+    assert_eq!(receiver.seen.most_in_flight.load(Ordering::Acquire), 3);
+    let workers: std::collections::BTreeSet<String> = deliveries
+        .iter()
+        .map(|d| {
+            serde_json::from_slice::<Value>(&d.body).unwrap()["worker"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(workers.len(), 2, "both qlessd delivered: {workers:?}");
+    two.job_until("j23", "completed", |job| job["state"] == "complete")
+        .await;
+}
+
+#[tokio::test]
+async fn the_rate_holds() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let receiver = Receiver::start(|_, _| ok("{}")).await;
+    gateway
+        .push("q", &receiver, json!({"concurrency": 50, "rate": {"jobs": 4, "seconds": 1}}))
+        .await;
+    for i in 0..12 {
+        gateway.put("q", &format!("j{i}"), json!({})).await;
+    }
+    let deliveries = receiver.wait_for(12).await;
+    let starts: Vec<Instant> = deliveries.iter().map(|d| d.at).collect();
+    for (i, start) in starts.iter().enumerate() {
+        let within = starts[i..]
+            .iter()
+            .filter(|at| at.duration_since(*start) < Duration::from_millis(900))
+            .count();
+        assert!(within <= 4, "{within} deliveries within 0.9 s of delivery {i}");
+    }
+    assert!(
+        starts[11].duration_since(starts[0]) >= Duration::from_secs(2),
+        "12 jobs at 4 a second take more than two seconds"
+    );
+}
+
+#[tokio::test]
+async fn a_qlessd_killed_mid_delivery_leaves_the_job_to_be_delivered_again() {
+    let redis = RedisServer::start();
+    let mut one = Gateway::start(&redis).await;
+    let receiver = Receiver::start(|_, before| match before {
+        0 => Behaviour::Hang,
+        _ => ok("{}"),
+    })
+    .await;
+    let (status, _) = one
+        .call(reqwest::Method::PUT, "/v1/config/heartbeat", Some(json!({"value": 2})))
+        .await;
+    assert_eq!(status, 204);
+    one.push("q", &receiver, json!({"timeout": 60})).await;
+    one.put("q", "survivor", json!({})).await;
+    let first = receiver.wait_for(1).await.remove(0);
+    one.kill();
+    let two = Gateway::start(&redis).await;
+    let job = two
+        .job_until("survivor", "delivered again", |job| job["state"] == "complete")
+        .await;
+    let second = receiver.deliveries().remove(1);
+    assert_eq!(second.header("webhook-id"), first.header("webhook-id"));
+    assert_eq!(second.header("qlessd-attempt"), "2");
+    assert_eq!(job["jid"], "survivor");
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_delivery_in_flight_finish() {
+    let redis = RedisServer::start();
+    let mut gateway = Gateway::start_with(&redis, &[("QLESSD_SHUTDOWN_TIMEOUT", "20")]).await;
+    let receiver = Receiver::start(|_, _| Behaviour::Slow(Duration::from_secs(1))).await;
+    gateway.push("q", &receiver, json!({})).await;
+    gateway.put("q", "in-flight", json!({})).await;
+    receiver.wait_for(1).await;
+    let pid = gateway.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = gateway.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let after = Gateway::start(&redis).await;
+    let job = after.job("in-flight").await;
+    assert_eq!(job["state"], "complete", "{job}");
+    gateway.kill();
+}
+
+#[tokio::test]
+async fn endpoints_are_refused_in_every_unsafe_form() {
+    let redis = RedisServer::start();
+    // Without --push-allow-private: only public addresses.
+    let strict = Gateway::start_with(&redis, &[("QLESSD_PUSH_ALLOW_PRIVATE", "false")]).await;
+    let mut refusals: HashMap<&str, &str> = HashMap::new();
+    refusals.insert("http://127.0.0.1:9/hook", "--push-allow-private");
+    refusals.insert("http://localhost:9/hook", "--push-allow-private");
+    refusals.insert("http://[::1]:9/hook", "--push-allow-private");
+    refusals.insert("http://10.1.2.3/hook", "--push-allow-private");
+    refusals.insert("http://169.254.169.254/latest", "--push-allow-private");
+    refusals.insert("ftp://example.com/hook", "http or https");
+    refusals.insert("https://user:pw@example.com/hook", "user name");
+    refusals.insert("not a url", "not a URL");
+    for (url, needle) in refusals {
+        let (status, problem) = strict
+            .call(
+                reqwest::Method::PUT,
+                "/v1/queues/q/push",
+                Some(json!({"url": url})),
+            )
+            .await;
+        assert_eq!(status, 400, "{url}: {problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains(needle),
+            "{url}: {problem}"
+        );
+    }
+    let (status, _) = strict
+        .call(reqwest::Method::GET, "/v1/queues/q/push", None)
+        .await;
+    assert_eq!(status, 404, "nothing was subscribed");
+}
