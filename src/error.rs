@@ -56,10 +56,17 @@ pub enum ApiError {
     /// 415 `unsupported_media_type`: the body is not `application/json`.
     #[error("{0}")]
     UnsupportedMediaType(String),
-    /// 503 `unavailable` (with `Retry-After`): Redis unreachable,
-    /// Redis out of memory, or the request took too long.
+    /// 503 `unavailable` (with `Retry-After`): Redis unreachable, or the request took
+    /// too long.
     #[error("{0}")]
     Unavailable(String),
+    /// 503 `out_of_memory` (with `Retry-After`): Redis is over its `maxmemory` and
+    /// refused the write before it started. Calls that only delete still run.
+    #[error(
+        "Redis is out of memory and refuses writes; nothing was changed (canceling jobs, \
+         forgetting queues, deleting recurring jobs and workers still work)"
+    )]
+    OutOfMemory,
     /// 503 `unavailable` (with `Retry-After`), detail "Redis is unavailable", followed
     /// by the reason word when Redis said "not here" or "not now" (`(READONLY)`,
     /// `(MOVED)`, ...): Redis could not answer or refused the write. The cause is
@@ -84,7 +91,7 @@ impl ApiError {
             ApiError::Conflict(_) | ApiError::LockLost(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) | ApiError::OutOfMemory => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -105,6 +112,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => "unavailable",
+            ApiError::OutOfMemory => "out_of_memory",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -134,6 +142,7 @@ impl IntoResponse for ApiError {
             ApiError::RedisUnavailable(cause) => {
                 tracing::warn!(error = %cause, "Redis is unavailable")
             }
+            ApiError::OutOfMemory => tracing::warn!("Redis is out of memory: a write was refused"),
             _ => {}
         }
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
@@ -144,7 +153,7 @@ impl IntoResponse for ApiError {
             HeaderValue::from_static("application/problem+json"),
         );
         match self {
-            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) | ApiError::OutOfMemory => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::Unauthorized(_) => {
@@ -180,6 +189,8 @@ impl From<core::Error> for ApiError {
                     ApiError::Internal(format!("{code} {message}"))
                 }
             },
+            err if err.is_out_of_memory() => ApiError::OutOfMemory,
+            core::Error::Redis(why) if why.starts_with("OOM ") => ApiError::OutOfMemory,
             err @ core::Error::Unavailable(_) => ApiError::RedisUnavailable(err),
             core::Error::Redis(why) if is_capacity_error(&why) => {
                 ApiError::RedisUnavailable(core::Error::Redis(why))
@@ -232,10 +243,10 @@ fn bounded(detail: &str) -> String {
     cut(&out, DETAIL_LIMIT)
 }
 
-/// Redis refusing writes (out of memory, read-only replica, busy script) is a
-/// temporary condition for the client, not a bug.
+/// Redis refusing writes (read-only replica, busy script) is a temporary condition
+/// for the client, not a bug.
 fn is_capacity_error(message: &str) -> bool {
-    ["OOM", "READONLY", "BUSY", "MISCONF", "NOREPLICAS"]
+    ["READONLY", "BUSY", "MISCONF", "NOREPLICAS"]
         .iter()
         .any(|code| message.contains(code))
 }
@@ -291,7 +302,7 @@ mod tests {
     fn redis_failures_give_a_stable_word_and_no_redis_message() {
         for err in [
             core::Error::Unavailable("Connection refused (os error 111)".into()),
-            core::Error::Redis("OOM command not allowed when used memory > 'maxmemory'".into()),
+            core::Error::Redis("BUSY Redis is busy running a script".into()),
         ] {
             let api = ApiError::from(err);
             let problem = api.problem();
@@ -300,6 +311,29 @@ mod tests {
                 (503, "unavailable")
             );
             assert_eq!(problem.detail, "Redis is unavailable");
+        }
+        // Out of memory has a word of its own, and says what still works.
+        let reply = redis::parse_redis_value(
+            b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+        )
+        .unwrap();
+        let redis::Value::ServerError(reply) = reply else {
+            panic!("an error value");
+        };
+        for err in [
+            core::Error::from(redis::RedisError::from(reply)),
+            core::Error::Redis("OOM command not allowed when used memory > 'maxmemory'".into()),
+        ] {
+            let problem = ApiError::from(err).problem();
+            assert_eq!(
+                (problem.status, problem.code.as_str()),
+                (503, "out_of_memory")
+            );
+            assert!(
+                problem.detail.contains("canceling jobs"),
+                "{}",
+                problem.detail
+            );
         }
         let problem =
             ApiError::from(core::Error::Redis("ERR user_script:12: boom".into())).problem();

@@ -196,11 +196,12 @@ impl Leased {
             self.remove(&namespace, &jid);
         }
         let namespace = series.namespace.clone();
-        if self.remove(&namespace, jid).is_none() && self.len() >= self.capacity {
-            if let Some((_, (namespace, oldest))) = self.order.pop_first() {
-                self.take(&namespace, &oldest);
-                self.evicted.inc();
-            }
+        if self.remove(&namespace, jid).is_none()
+            && self.len() >= self.capacity
+            && let Some((_, (namespace, oldest))) = self.order.pop_first()
+        {
+            self.take(&namespace, &oldest);
+            self.evicted.inc();
         }
         let seq = self.next_seq;
         self.next_seq += 1;
