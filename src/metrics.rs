@@ -140,8 +140,10 @@ struct Leased {
 }
 
 /// One namespace's leases, and the gauge of those not announced ended.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct LeasesOf {
+    /// The namespace's name, shared by its entries in [`Leased::order`].
+    name: Arc<str>,
     jobs: HashMap<Arc<str>, Lease, Hasher>,
     /// How many of `jobs` are announced ended.
     ended: usize,
@@ -195,8 +197,7 @@ impl Leased {
             let (namespace, jid) = (namespace.clone(), jid.clone());
             self.remove(&namespace, &jid);
         }
-        let namespace = series.namespace.clone();
-        if self.remove(&namespace, jid).is_none()
+        if self.remove(&series.namespace, jid).is_none()
             && self.len() >= self.capacity
             && let Some((_, (namespace, oldest))) = self.order.pop_first()
         {
@@ -206,27 +207,27 @@ impl Leased {
         let seq = self.next_seq;
         self.next_seq += 1;
         let jid: Arc<str> = Arc::from(jid);
-        let leases = match self.by_namespace.get_mut(&namespace) {
+        let leases = match self.by_namespace.get_mut(&series.namespace) {
             Some(leases) => leases,
             None => self
                 .by_namespace
-                .entry(namespace.clone())
+                .entry(series.namespace.clone())
                 .or_insert_with(|| LeasesOf {
+                    name: Arc::from(series.namespace.as_str()),
+                    jobs: HashMap::default(),
+                    ended: 0,
                     live: gauge(),
-                    ..LeasesOf::default()
                 }),
         };
-        leases.jobs.insert(
-            jid.clone(),
-            Lease {
-                series,
-                at,
-                seq,
-                ended: None,
-            },
-        );
+        self.order.insert(seq, (leases.name.clone(), jid.clone()));
+        let lease = Lease {
+            series,
+            at,
+            seq,
+            ended: None,
+        };
+        leases.jobs.insert(jid, lease);
         leases.update_gauge();
-        self.order.insert(seq, (Arc::from(namespace), jid));
     }
 
     /// Forgets the job `jid` of `namespace`, returning its lease.
