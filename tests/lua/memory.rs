@@ -1,7 +1,7 @@
 //! Out of memory: with `maxmemory` reached under `noeviction`, Redis refuses every
 //! script call whole before it starts (the script's `#!lua` shebang asks for that
 //! check), so no call half-applies: a pop leases nothing, a grouped call changes
-//! nothing, and the gateway reports a stable "unavailable". Reads still answer.
+//! nothing, and the gateway reports a stable "out of memory". Reads still answer.
 
 use qlessd::core::{Error, Qless};
 use redis::Value;
