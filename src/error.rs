@@ -67,10 +67,17 @@ pub enum ApiError {
     /// limit.
     #[error("{0}")]
     HeadersTooLarge(String),
-    /// 503 `unavailable` (with `Retry-After`): Redis unreachable,
-    /// Redis out of memory, or the request took too long.
+    /// 503 `unavailable` (with `Retry-After`): Redis unreachable, or the request took
+    /// too long.
     #[error("{0}")]
     Unavailable(String),
+    /// 503 `out_of_memory` (with `Retry-After`): Redis is over its `maxmemory` and
+    /// refused the write before it started. Calls that only delete still run.
+    #[error(
+        "Redis is out of memory and refuses writes; nothing was changed (canceling jobs, \
+         forgetting queues, deleting recurring jobs and workers still work)"
+    )]
+    OutOfMemory,
     /// 503 `unavailable` (with `Retry-After`), detail "Redis is unavailable", followed
     /// by the reason word when Redis said "not here" or "not now" (`(READONLY)`,
     /// `(MOVED)`, ...): Redis could not answer or refused the write. The cause is
@@ -98,7 +105,7 @@ impl ApiError {
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             ApiError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) | ApiError::OutOfMemory => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -122,6 +129,7 @@ impl ApiError {
             ApiError::UriTooLong(_) => "uri_too_long",
             ApiError::HeadersTooLarge(_) => "request_header_fields_too_large",
             ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => "unavailable",
+            ApiError::OutOfMemory => "out_of_memory",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -151,6 +159,7 @@ impl IntoResponse for ApiError {
             ApiError::RedisUnavailable(cause) => {
                 tracing::warn!(error = %cause, "Redis is unavailable")
             }
+            ApiError::OutOfMemory => tracing::warn!("Redis is out of memory: a write was refused"),
             _ => {}
         }
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
@@ -161,7 +170,7 @@ impl IntoResponse for ApiError {
             HeaderValue::from_static("application/problem+json"),
         );
         match self {
-            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::RedisUnavailable(_) | ApiError::OutOfMemory => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::Unauthorized(_) => {
@@ -202,6 +211,8 @@ impl From<core::Error> for ApiError {
                     ApiError::Internal(format!("{code} {message}"))
                 }
             },
+            err if err.is_out_of_memory() => ApiError::OutOfMemory,
+            core::Error::Redis(why) if why.starts_with("OOM ") => ApiError::OutOfMemory,
             err @ core::Error::Unavailable(_) => ApiError::RedisUnavailable(err),
             core::Error::Redis(why) if is_capacity_error(&why) => {
                 ApiError::RedisUnavailable(core::Error::Redis(why))
@@ -254,10 +265,10 @@ fn bounded(detail: &str) -> String {
     cut(&out, DETAIL_LIMIT)
 }
 
-/// Redis refusing writes (out of memory, read-only replica, busy script) is a
-/// temporary condition for the client, not a bug.
+/// Redis refusing writes (read-only replica, busy script) is a temporary condition
+/// for the client, not a bug.
 fn is_capacity_error(message: &str) -> bool {
-    ["OOM", "READONLY", "BUSY", "MISCONF", "NOREPLICAS"]
+    ["READONLY", "BUSY", "MISCONF", "NOREPLICAS"]
         .iter()
         .any(|code| message.contains(code))
 }
@@ -313,7 +324,7 @@ mod tests {
     fn redis_failures_give_a_stable_word_and_no_redis_message() {
         for err in [
             core::Error::Unavailable("Connection refused (os error 111)".into()),
-            core::Error::Redis("OOM command not allowed when used memory > 'maxmemory'".into()),
+            core::Error::Redis("BUSY Redis is busy running a script".into()),
         ] {
             let api = ApiError::from(err);
             let problem = api.problem();
@@ -322,6 +333,29 @@ mod tests {
                 (503, "unavailable")
             );
             assert_eq!(problem.detail, "Redis is unavailable");
+        }
+        // Out of memory has a word of its own, and says what still works.
+        let reply = redis::parse_redis_value(
+            b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+        )
+        .unwrap();
+        let redis::Value::ServerError(reply) = reply else {
+            panic!("an error value");
+        };
+        for err in [
+            core::Error::from(redis::RedisError::from(reply)),
+            core::Error::Redis("OOM command not allowed when used memory > 'maxmemory'".into()),
+        ] {
+            let problem = ApiError::from(err).problem();
+            assert_eq!(
+                (problem.status, problem.code.as_str()),
+                (503, "out_of_memory")
+            );
+            assert!(
+                problem.detail.contains("canceling jobs"),
+                "{}",
+                problem.detail
+            );
         }
         let problem =
             ApiError::from(core::Error::Redis("ERR user_script:12: boom".into())).problem();

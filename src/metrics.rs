@@ -9,9 +9,9 @@
 //!   queue's series, found in [`QueueSeries`] by the names given, so a lookup
 //!   allocates nothing once a series exists.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -33,6 +33,11 @@ struct QueueEvent {
 struct QueueLabel {
     namespace: String,
     queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabel {
+    namespace: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -82,9 +87,11 @@ pub struct Metrics {
     long_polls_cut_short: Counter,
     /// Each queue's series, by namespace then queue.
     queues: parking_lot::RwLock<HashMap<String, QueuesOf, Hasher>>,
-    /// Jobs popped through this gateway and not yet completed, for the run time at
-    /// completion. Bounded: when full, new pops are not timed.
+    /// Jobs popped through this gateway and not yet ended, for the run time at
+    /// completion. Bounded: when full, the oldest is given up.
     leased: parking_lot::Mutex<Leased>,
+    /// Per namespace, how many of them are not announced ended.
+    leased_jobs: Family<NamespaceLabel, Gauge>,
 }
 
 /// The hasher of the maps keyed by names clients choose (queues, jids): seeded per
@@ -95,41 +102,186 @@ type Hasher = foldhash::quality::RandomState;
 /// One namespace's queues' series, by queue.
 type QueuesOf = HashMap<String, Arc<QueueSeries>, Hasher>;
 
-/// A leased job's queue series and pop time.
-type LeasedJob = (Arc<QueueSeries>, f64);
+/// A job leased through this gateway: its queue's series, when it was popped (the
+/// script's time, seconds) and its place in [`Leased::order`].
+#[derive(Debug)]
+struct Lease {
+    series: Arc<QueueSeries>,
+    at: f64,
+    seq: u64,
+    /// When the script announced that the job ended (another gateway or client ended
+    /// it, or this one did and its own answer is still on its way): the lease is kept
+    /// [`ENDED_GRACE`] longer, for that answer.
+    ended: Option<Instant>,
+}
 
-/// The jobs leased through this gateway, by namespace then jid (two namespaces may
-/// hold jobs of the same jid): each job's queue series and pop time.
-#[derive(Debug, Default)]
+/// The jobs leased through this gateway and not yet known to have ended, by
+/// namespace then jid (two namespaces may hold jobs of the same jid), for the run time
+/// at completion. A lease leaves when this gateway ends the job, when the script
+/// announces that the job ended anywhere (`completed`, `advanced`, `failed`,
+/// `canceled` on the `log` channel, which every gateway hears), or when it is older
+/// than [`LEASED_MAX_AGE`]; when `capacity` leases are held, a new one takes the place
+/// of the oldest (counted in `qless_leased_jobs_evicted_total`). So the map never
+/// fills up for good: every pop is timed.
+#[derive(Debug)]
 struct Leased {
-    by_namespace: HashMap<String, HashMap<String, LeasedJob, Hasher>, Hasher>,
-    /// How many jobs all namespaces hold together.
-    count: usize,
+    by_namespace: HashMap<String, LeasesOf, Hasher>,
+    /// Every lease by age (the order of the pops): sequence number to its namespace
+    /// and jid, so the oldest is found without a scan.
+    order: BTreeMap<u64, (Arc<str>, Arc<str>)>,
+    /// Leases announced ended, oldest first, with their sequence numbers: each
+    /// leaves once [`ENDED_GRACE`] has passed, unless it left or was leased anew
+    /// before.
+    ending: VecDeque<(Instant, u64)>,
+    next_seq: u64,
+    /// Most leases held at once.
+    capacity: usize,
+    /// Leases given up because `capacity` were held.
+    evicted: Counter,
+}
+
+/// One namespace's leases, and the gauge of those not announced ended.
+#[derive(Debug)]
+struct LeasesOf {
+    /// The namespace's name, shared by its entries in [`Leased::order`].
+    name: Arc<str>,
+    jobs: HashMap<Arc<str>, Lease, Hasher>,
+    /// How many of `jobs` are announced ended.
+    ended: usize,
+    live: Gauge,
+}
+
+impl LeasesOf {
+    fn update_gauge(&self) {
+        self.live.set((self.jobs.len() - self.ended) as i64);
+    }
 }
 
 impl Leased {
-    /// Remembers a leased job, unless [`LEASED_LIMIT`] jobs are remembered already.
-    fn insert(&mut self, jid: &str, series: Arc<QueueSeries>, at: f64) {
-        if self.count >= LEASED_LIMIT {
-            return;
-        }
-        let jobs = match self.by_namespace.get_mut(&series.namespace) {
-            Some(jobs) => jobs,
-            None => self
-                .by_namespace
-                .entry(series.namespace.clone())
-                .or_default(),
-        };
-        if jobs.insert(jid.to_owned(), (series, at)).is_none() {
-            self.count += 1;
+    fn new(capacity: usize, evicted: Counter) -> Self {
+        Leased {
+            by_namespace: HashMap::default(),
+            order: BTreeMap::new(),
+            ending: VecDeque::new(),
+            next_seq: 0,
+            capacity: capacity.max(1),
+            evicted,
         }
     }
 
-    /// Forgets the job `jid` of `namespace`, returning what was remembered.
-    fn remove(&mut self, namespace: &str, jid: &str) -> Option<LeasedJob> {
-        let found = self.by_namespace.get_mut(namespace)?.remove(jid)?;
-        self.count -= 1;
-        Some(found)
+    /// How many leases are held, ended or not.
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Remembers a job leased at `at` (its pop's time), in place of an older lease of
+    /// the same job; first drops the leases past their age or their grace, and the
+    /// oldest one when the map is full.
+    fn insert(
+        &mut self,
+        jid: &str,
+        series: Arc<QueueSeries>,
+        at: f64,
+        gauge: impl FnOnce() -> Gauge,
+    ) {
+        let now = Instant::now();
+        self.drop_ended(now);
+        while let Some((_, (namespace, jid))) = self.order.first_key_value() {
+            let expired = self
+                .by_namespace
+                .get(&**namespace)
+                .and_then(|leases| leases.jobs.get(&**jid))
+                .is_some_and(|lease| lease.at < at - LEASED_MAX_AGE);
+            if !expired {
+                break;
+            }
+            let (namespace, jid) = (namespace.clone(), jid.clone());
+            self.remove(&namespace, &jid);
+        }
+        if self.remove(&series.namespace, jid).is_none()
+            && self.len() >= self.capacity
+            && let Some((_, (namespace, oldest))) = self.order.pop_first()
+        {
+            self.take(&namespace, &oldest);
+            self.evicted.inc();
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let jid: Arc<str> = Arc::from(jid);
+        let leases = match self.by_namespace.get_mut(&series.namespace) {
+            Some(leases) => leases,
+            None => self
+                .by_namespace
+                .entry(series.namespace.clone())
+                .or_insert_with(|| LeasesOf {
+                    name: Arc::from(series.namespace.as_str()),
+                    jobs: HashMap::default(),
+                    ended: 0,
+                    live: gauge(),
+                }),
+        };
+        self.order.insert(seq, (leases.name.clone(), jid.clone()));
+        let lease = Lease {
+            series,
+            at,
+            seq,
+            ended: None,
+        };
+        leases.jobs.insert(jid, lease);
+        leases.update_gauge();
+    }
+
+    /// Forgets the job `jid` of `namespace`, returning its lease.
+    fn remove(&mut self, namespace: &str, jid: &str) -> Option<Lease> {
+        let lease = self.take(namespace, jid)?;
+        self.order.remove(&lease.seq);
+        Some(lease)
+    }
+
+    /// Takes the lease out of its namespace's map (not out of `order`).
+    fn take(&mut self, namespace: &str, jid: &str) -> Option<Lease> {
+        let leases = self.by_namespace.get_mut(namespace)?;
+        let lease = leases.jobs.remove(jid)?;
+        if lease.ended.is_some() {
+            leases.ended -= 1;
+        }
+        leases.update_gauge();
+        Some(lease)
+    }
+
+    /// The script announced that the job `jid` of `namespace` ended: its lease leaves
+    /// after [`ENDED_GRACE`] (if this gateway ended it, its own answer, arriving on
+    /// another connection, may come after the announcement and still finds it).
+    fn ended(&mut self, namespace: &str, jid: &str) {
+        let now = Instant::now();
+        self.drop_ended(now);
+        let Some(leases) = self.by_namespace.get_mut(namespace) else {
+            return;
+        };
+        let Some(lease) = leases.jobs.get_mut(jid) else {
+            return;
+        };
+        if lease.ended.is_none() {
+            lease.ended = Some(now);
+            let seq = lease.seq;
+            leases.ended += 1;
+            leases.update_gauge();
+            self.ending.push_back((now, seq));
+        }
+    }
+
+    /// Drops the leases announced ended more than [`ENDED_GRACE`] before `now`.
+    fn drop_ended(&mut self, now: Instant) {
+        while let Some(&(when, seq)) = self.ending.front() {
+            if now.duration_since(when) < ENDED_GRACE {
+                break;
+            }
+            self.ending.pop_front();
+            // (Gone already, or leased anew since: another sequence number.)
+            if let Some((namespace, jid)) = self.order.remove(&seq) {
+                self.take(&namespace, &jid);
+            }
+        }
     }
 }
 
@@ -166,8 +318,18 @@ impl QueueSeries {
     }
 }
 
-/// Most jobs [`Metrics`] remembers the pop time of.
-const LEASED_LIMIT: usize = 100_000;
+/// Most jobs [`Metrics`] remembers the pop time of: past it, the oldest is given up.
+const LEASED_CAPACITY: usize = 100_000;
+
+/// A lease older than this is given up (its job's end was not heard: the
+/// subscription was down, say). Its run time, if it ends later, is not recorded; a run
+/// that long is past the histogram's last bucket anyway.
+const LEASED_MAX_AGE: f64 = 86_400.0;
+
+/// How long a lease announced ended stays, for this gateway's own answer to the call
+/// that ended it: the announcement and the answer come on two connections, in either
+/// order.
+const ENDED_GRACE: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -180,6 +342,11 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
 impl Metrics {
     fn new() -> Self {
+        Self::with_leased_capacity(LEASED_CAPACITY)
+    }
+
+    /// The metrics, remembering the pop times of at most `capacity` jobs.
+    fn with_leased_capacity(capacity: usize) -> Self {
         let mut registry = Registry::default();
         let jobs = Family::<QueueEvent, Counter>::default();
         registry.register(
@@ -198,6 +365,18 @@ impl Metrics {
             "qless_job_run_seconds",
             "Time from a job's pop to its completion",
             run.clone(),
+        );
+        let leased_jobs = Family::<NamespaceLabel, Gauge>::default();
+        registry.register(
+            "qless_leased_jobs",
+            "Jobs leased through this gateway whose end it has not heard of yet, remembered for qless_job_run_seconds",
+            leased_jobs.clone(),
+        );
+        let evicted = Counter::default();
+        registry.register(
+            "qless_leased_jobs_evicted",
+            "Leased jobs given up unended because the gateway remembered as many as it can (their run time is not recorded)",
+            evicted.clone(),
         );
         let http: HistogramFamily<HttpLabels> = Family::new_with_constructor(seconds_buckets);
         registry.register(
@@ -279,7 +458,8 @@ impl Metrics {
             spans_dropped,
             long_polls_cut_short,
             queues: Default::default(),
-            leased: Default::default(),
+            leased: parking_lot::Mutex::new(Leased::new(capacity, evicted)),
+            leased_jobs,
         }
     }
 
@@ -343,7 +523,16 @@ impl Metrics {
                         .get_or_init(|| self.wait.get_or_create(&series.label()).clone());
                     wait.observe(waited);
                 }
-                self.leased.lock().insert(&job.jid, series, popped.when);
+                let gauge = || {
+                    self.leased_jobs
+                        .get_or_create(&NamespaceLabel {
+                            namespace: namespace.to_owned(),
+                        })
+                        .clone()
+                };
+                self.leased
+                    .lock()
+                    .insert(&job.jid, series, popped.when, gauge);
             }
         }
     }
@@ -356,12 +545,12 @@ impl Metrics {
         let popped = self.leased.lock().remove(namespace, jid);
         let series = match &popped {
             // Usually the job's own queue, known from its pop.
-            Some((leased, _)) if queue.is_empty() || leased.queue == queue => leased.clone(),
+            Some(lease) if queue.is_empty() || lease.series.queue == queue => lease.series.clone(),
             _ => self.series(namespace, queue),
         };
         self.count(&series, event);
-        if let (Some((_, at)), "completed") = (&popped, event) {
-            let seconds = now - at;
+        if let (Some(lease), "completed") = (&popped, event) {
+            let seconds = now - lease.at;
             if seconds.is_finite() && seconds >= 0.0 {
                 let run = series
                     .run
@@ -369,6 +558,13 @@ impl Metrics {
                 run.observe(seconds);
             }
         }
+    }
+
+    /// The script announced that the job `jid` of `namespace` ended (completed, moved
+    /// on, failed or canceled, by any gateway or client): its lease, if this gateway
+    /// holds one, is let go.
+    pub fn job_ended(&self, namespace: &str, jid: &str) {
+        self.leased.lock().ended(namespace, jid);
     }
 
     /// Records one HTTP request.
@@ -546,7 +742,7 @@ mod tests {
             Some(5.0),
             "{text}"
         );
-        assert_eq!(metrics.leased.lock().count, 0);
+        assert_eq!(metrics.leased.lock().len(), 0);
     }
 
     #[test]
@@ -570,6 +766,99 @@ mod tests {
             ),
             Some(1.0),
             "{text}"
+        );
+    }
+    /// A lease whose job ended elsewhere, as the script announced, leaves (after
+    /// its grace, in which this gateway's own completion still finds it).
+    #[test]
+    fn a_job_announced_ended_leaves_the_map_after_its_grace() {
+        let metrics = Metrics::new();
+        metrics.popped("ends", &[leased("mine", "q"), leased("theirs", "q")]);
+        let live = |metrics: &Metrics| {
+            sample(
+                &exposition(metrics),
+                "qless_leased_jobs{namespace=\"ends\"}",
+            )
+        };
+        assert_eq!(live(&metrics), Some(2.0));
+        // The announcement of this gateway's own completion came first: the answer,
+        // just after, still times the run.
+        metrics.job_ended("ends", "mine");
+        metrics.job_ended("ends", "theirs");
+        metrics.job_ended("elsewhere", "theirs");
+        assert_eq!(live(&metrics), Some(0.0));
+        metrics.finished("ends", "q", "completed", "mine", 110.0);
+        let text = exposition(&metrics);
+        assert_eq!(
+            sample(
+                &text,
+                "qless_job_run_seconds_sum{namespace=\"ends\",queue=\"q\"}"
+            ),
+            Some(7.0),
+            "{text}"
+        );
+        assert_eq!(metrics.leased.lock().len(), 1);
+        // Past the grace, the next pop finds the other one gone.
+        let mut leased_map = metrics.leased.lock();
+        for (when, _) in leased_map.ending.iter_mut() {
+            *when -= ENDED_GRACE;
+        }
+        drop(leased_map);
+        metrics.popped("ends", &[leased("next", "q")]);
+        let leases = metrics.leased.lock();
+        assert_eq!(leases.len(), 1);
+        assert!(leases.by_namespace["ends"].jobs.contains_key("next"));
+    }
+
+    /// A full map gives up its oldest lease for the new one, counts that, and goes on
+    /// timing runs; a lease past its age leaves too.
+    #[test]
+    fn a_full_map_evicts_the_oldest_and_keeps_recording() {
+        let metrics = Metrics::with_leased_capacity(2);
+        metrics.popped("full", &[leased("a", "q"), leased("b", "q")]);
+        metrics.popped("full", &[leased("c", "q")]);
+        let text = exposition(&metrics);
+        assert_eq!(
+            sample(&text, "qless_leased_jobs_evicted_total"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(metrics.leased.lock().len(), 2);
+        // `a` was given up: not timed; `c`, popped when the map was full, is.
+        metrics.finished("full", "q", "completed", "a", 110.0);
+        metrics.finished("full", "q", "completed", "c", 113.0);
+        let text = exposition(&metrics);
+        let run = |part: &str| {
+            sample(
+                &text,
+                &format!("qless_job_run_seconds_{part}{{namespace=\"full\",queue=\"q\"}}"),
+            )
+        };
+        assert_eq!(
+            (run("count"), run("sum")),
+            (Some(1.0), Some(10.0)),
+            "{text}"
+        );
+        // The same job leased again replaces its lease: nothing evicted.
+        metrics.popped("full", &[leased("b", "q")]);
+        metrics.popped("full", &[leased("b", "q")]);
+        assert_eq!(
+            sample(&exposition(&metrics), "qless_leased_jobs_evicted_total"),
+            Some(1.0)
+        );
+        // A pop a day and more after `b`'s: `b` is too old to keep (not an eviction).
+        let mut late = leased("d", "q");
+        for entry in &mut late.history {
+            entry.when += LEASED_MAX_AGE + 10.0;
+        }
+        metrics.popped("full", &[late]);
+        let leases = metrics.leased.lock();
+        assert_eq!(leases.len(), 1);
+        assert!(leases.by_namespace["full"].jobs.contains_key("d"));
+        drop(leases);
+        assert_eq!(
+            sample(&exposition(&metrics), "qless_leased_jobs_evicted_total"),
+            Some(1.0)
         );
     }
 }

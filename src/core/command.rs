@@ -1,7 +1,8 @@
 //! What a script call is, in one place per command: the [`Command`] trait that each
 //! command type implements (its name, how it encodes its arguments, whether it
-//! writes, its weight in a group, what it is about, what it counts, and how its
-//! reply decodes), and [`Args`], the arguments in the form Redis reads them.
+//! writes or only deletes, its weight in a group, what it is about, what it counts,
+//! and how its reply decodes), and [`Args`], the arguments in the form Redis reads
+//! them.
 //!
 //! A command's argument layout is known only to its type: past [`Command::encode`]
 //! the arguments are bytes on their way to Redis, which nothing reads back. Adding
@@ -277,6 +278,14 @@ pub trait Command {
     /// script when Redis is out of memory, and are never waited on by replicas.
     fn writes(&self) -> bool {
         true
+    }
+
+    /// Whether it only deletes (its writes free more memory than they take). Those
+    /// that do are sent again as the `allow-oom` copy of the script when Redis is out
+    /// of memory, so memory can be freed through the API; that copy runs only the
+    /// commands of `script::ONLY_DELETING`.
+    fn only_deletes(&self) -> bool {
+        false
     }
 
     /// How much Redis time it takes, counted in jobs, for the bound on a group of

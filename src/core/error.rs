@@ -134,8 +134,9 @@ pub(crate) fn not_here(code: Option<&str>) -> Option<&'static str> {
     NOT_HERE.iter().copied().find(|word| *word == code)
 }
 
-/// What the client is told when Redis is over `maxmemory`: Redis's own text names the
-/// script's SHA and changes between versions, this does not.
+/// What a refusal for lack of memory says (HTTP clients get `ApiError::OutOfMemory`):
+/// Redis's own text names the script's SHA and changes between versions, this does
+/// not.
 pub(crate) const OUT_OF_MEMORY: &str =
     "Redis is out of memory and refuses writes; nothing was changed";
 

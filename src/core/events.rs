@@ -44,21 +44,25 @@ pub struct EventBus {
     stop: Arc<watch::Sender<bool>>,
 }
 
-/// What the relay feeds: the stream of every event, the `available` stream, and the
-/// counts of jobs ended.
+/// What the relay feeds: the stream of every event, the `available` stream, the
+/// counts of jobs ended, and the process's record of the jobs it leased (which lets
+/// go of a job that ended, whoever ended it).
 #[derive(Debug, Clone)]
 struct Streams {
     every: broadcast::Sender<Arc<Event>>,
     available: broadcast::Sender<Arc<Event>>,
     outcomes: Arc<Outcomes>,
+    /// The namespace's name, as the metrics label it (`""`: the plain `ql:` prefix).
+    namespace: Arc<str>,
 }
 
 impl Streams {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, namespace: &str) -> Self {
         Streams {
             every: broadcast::channel(capacity).0,
             available: broadcast::channel(capacity).0,
             outcomes: Arc::default(),
+            namespace: Arc::from(namespace),
         }
     }
 
@@ -69,7 +73,11 @@ impl Streams {
         let own = match channel {
             b"available" => Some(&self.available),
             b"log" => {
-                self.outcomes.count(&payload);
+                if self.outcomes.count(&payload)
+                    && let Some(jid) = jid_of(&payload)
+                {
+                    crate::metrics::METRICS.job_ended(&self.namespace, &jid);
+                }
                 None
             }
             _ => None,
@@ -110,20 +118,35 @@ struct Outcomes {
 }
 
 impl Outcomes {
-    /// Counts the `log` event `payload` if it ends a job.
-    fn count(&self, payload: &[u8]) {
+    /// Counts the `log` event `payload` if it ends a job; true when it ends one's
+    /// lease (a completion, a failure, or a cancel, which is not counted).
+    fn count(&self, payload: &[u8]) -> bool {
         const KEY: &[u8] = br#""event":""#;
         // (A JSON string cannot hold an unescaped quote: the key is found only as a key.)
         let Some(at) = memchr::memmem::find(payload, KEY) else {
-            return;
+            return false;
         };
         let kind = &payload[at + KEY.len()..];
         if kind.starts_with(br#"completed""#) || kind.starts_with(br#"advanced""#) {
             self.completed.fetch_add(1, Ordering::Relaxed);
         } else if kind.starts_with(br#"failed""#) {
             self.failed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            return kind.starts_with(br#"canceled""#);
         }
+        true
     }
+}
+
+/// The `jid` of a `log` event's JSON payload.
+fn jid_of(payload: &[u8]) -> Option<String> {
+    const KEY: &[u8] = br#""jid":"#;
+    // (Found only as a key, as the event's kind is.)
+    let at = memchr::memmem::find(payload, KEY)? + KEY.len();
+    serde_json::Deserializer::from_slice(&payload[at..])
+        .into_iter::<String>()
+        .next()?
+        .ok()
 }
 
 /// How many events a slow listener may fall behind before it misses some.
@@ -143,7 +166,7 @@ impl EventBus {
 
     /// Starts bridging the channels under `prefix` from the Redis at `endpoint`.
     pub fn start_at(endpoint: Endpoint, prefix: String) -> Self {
-        let streams = Streams::new(BUFFER);
+        let streams = Streams::new(BUFFER, namespace_of(&prefix));
         let (subscribed_tx, subscribed) = watch::channel(false);
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(bridge(
@@ -255,6 +278,15 @@ pub const CHANNELS: &[&str] = &[
     "untrack",
     "available",
 ];
+
+/// The namespace's name in `prefix` (`ql:{ns}:`), as the metrics label it; `""` for
+/// the plain `ql:` prefix.
+fn namespace_of(prefix: &str) -> &str {
+    prefix
+        .strip_prefix("ql:{")
+        .and_then(|rest| rest.strip_suffix("}:"))
+        .unwrap_or("")
+}
 
 /// qlessd's own prefix beside `prefix`: `qlessd:` beside the plain `ql:`, a
 /// namespace's own prefix otherwise (`Qless::own_prefix`).
@@ -399,7 +431,7 @@ mod tests {
     #[tokio::test]
     async fn a_quiet_subscription_is_pinged_and_kept_while_redis_answers() {
         let (subscription, mut server) = subscribed().await;
-        let streams = Streams::new(16);
+        let streams = Streams::new(16, "");
         let mut events = streams.every.subscribe();
         let quiet = Duration::from_millis(50);
         let relaying =
@@ -421,7 +453,7 @@ mod tests {
     #[tokio::test]
     async fn a_subscription_that_does_not_answer_a_ping_is_given_up() {
         let (subscription, mut server) = subscribed().await;
-        let streams = Streams::new(16);
+        let streams = Streams::new(16, "");
         let _events = streams.every.subscribe();
         let quiet = Duration::from_millis(50);
         let started = std::time::Instant::now();
@@ -451,7 +483,7 @@ mod tests {
     #[tokio::test]
     async fn qlessd_own_channels_are_relayed_beside_the_protocol_ones() {
         let (subscription, mut server) = subscribed().await;
-        let streams = Streams::new(16);
+        let streams = Streams::new(16, "");
         let mut every = streams.every.subscribe();
         let mut available = streams.available.subscribe();
         let quiet = Duration::from_secs(60);
@@ -488,7 +520,7 @@ mod tests {
 
     #[test]
     fn each_listener_gets_the_channels_it_asked_for_in_order() {
-        let streams = Streams::new(16);
+        let streams = Streams::new(16, "");
         let mut every = streams.every.subscribe();
         let mut available = streams.available.subscribe();
         for (channel, payload) in [
@@ -523,7 +555,7 @@ mod tests {
 
     #[test]
     fn late_listeners_see_only_what_follows_and_the_last_one_gone_abandons_the_bus() {
-        let streams = Streams::new(16);
+        let streams = Streams::new(16, "");
         let mut available = streams.available.subscribe();
         streams.relay(b"log", b"{}".to_vec());
         streams.relay(b"available", b"{}".to_vec());
@@ -539,7 +571,7 @@ mod tests {
 
     #[test]
     fn jobs_ended_are_counted_from_the_log_whether_tracked_or_not() {
-        let streams = Streams::new(16);
+        let streams = Streams::new(16, "");
         let bus_counts = |streams: &Streams| {
             (
                 streams.outcomes.completed.load(Ordering::Relaxed),
@@ -569,5 +601,34 @@ mod tests {
             streams.relay(channel.as_bytes(), payload.as_bytes().to_vec());
         }
         assert_eq!(bus_counts(&streams), (2, 1));
+    }
+
+    #[test]
+    fn the_ends_of_leases_are_read_with_their_jids() {
+        let outcomes = Outcomes::default();
+        let ends = |payload: &str| {
+            let payload = payload.as_bytes();
+            outcomes.count(payload).then(|| jid_of(payload)).flatten()
+        };
+        assert_eq!(
+            ends(r#"{"jid":"a","event":"completed","queue":"q"}"#).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            ends(r#"{"message":"\"jid\":\"x\"","jid":"b\/c","group":"g","event":"failed","worker":"w"}"#)
+                .as_deref(),
+            Some("b/c")
+        );
+        assert_eq!(
+            ends(r#"{"jid":"d","queue":"q","event":"canceled","worker":false}"#).as_deref(),
+            Some("d")
+        );
+        assert_eq!(
+            ends(r#"{"jid":"e","event":"lock_lost","worker":"w"}"#),
+            None
+        );
+        assert_eq!(ends(r#"{"jid":"f","event":"put","queue":"q"}"#), None);
+        assert_eq!(namespace_of("ql:{t1}:"), "t1");
+        assert_eq!(namespace_of("ql:"), "");
     }
 }

@@ -646,6 +646,10 @@ impl Command for Cancel<'_> {
         reply::strings(reply)
     }
 
+    fn only_deletes(&self) -> bool {
+        true
+    }
+
     fn subject(&self) -> Subject<'_> {
         match self.jids {
             [jid] => Subject::jid(jid),

@@ -126,6 +126,10 @@ struct Inner {
     script: Script,
     /// The same script declared `no-writes`, for reads while Redis is out of memory.
     read_only: Script,
+    /// The connection for the `allow-oom` copy of the script, which runs only the
+    /// commands that only delete: they free memory while Redis refuses the script
+    /// (opened the first time Redis is out of memory).
+    deleting: group::Grouper,
     /// `KEYS[1]` of every call when namespaced (`ql:{ns}`); none for the legacy prefix.
     namespace_key: Option<String>,
     endpoint: Endpoint,
@@ -150,7 +154,7 @@ impl Qless {
         let namespace_key = options.namespace.as_ref().map(|ns| format!("ql:{{{ns}}}"));
         let endpoint = Endpoint::new(&options.url, ca_file, namespace_key.as_deref())?;
         let script = Script::qless();
-        let target = || group::Target {
+        let target_of = |script: &Script| group::Target {
             endpoint: endpoint.clone(),
             script: script.clone(),
             namespace_key: namespace_key.clone(),
@@ -161,10 +165,11 @@ impl Qless {
         };
         let qless = Qless {
             inner: std::sync::Arc::new(Inner {
-                calls: group::Grouper::start(target(), options.group_calls),
-                commands: group::Grouper::start(target(), 1),
+                calls: group::Grouper::start(target_of(&script), options.group_calls),
+                commands: group::Grouper::start(target_of(&script), 1),
                 script,
                 read_only: Script::qless_read_only(),
+                deleting: group::Grouper::start(target_of(&Script::qless_allow_oom()), 1),
                 namespace_key,
                 endpoint,
                 replicas: options.replicas,
@@ -488,6 +493,15 @@ impl Qless {
             weight: command.weight().max(1),
             writes: command.writes(),
         };
+        if command.only_deletes() {
+            debug_assert!(script::ONLY_DELETING.contains(&name), "{name}");
+            // Refused whole for lack of memory, it goes again as the `allow-oom` copy,
+            // which Redis runs then: deleting is how memory is freed.
+            return match self.inner.calls.call(call(args.clone())).await {
+                Err(err) if err.is_out_of_memory() => self.inner.deleting.call(call(args)).await,
+                other => other,
+            };
+        }
         if command.writes() {
             return self.inner.calls.call(call(args)).await;
         }

@@ -258,6 +258,10 @@ impl Command for QueuesChange<'_> {
         reply::nothing(reply)
     }
 
+    fn only_deletes(&self) -> bool {
+        matches!(self.change, Change::Forget)
+    }
+
     fn subject(&self) -> Subject<'_> {
         match self.queues {
             [queue] => Subject::queue(queue),

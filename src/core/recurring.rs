@@ -300,6 +300,10 @@ impl Command for Unrecur<'_> {
         reply::nothing(reply)
     }
 
+    fn only_deletes(&self) -> bool {
+        true
+    }
+
     fn subject(&self) -> Subject<'_> {
         Subject::jid(self.jid)
     }

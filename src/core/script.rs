@@ -1,10 +1,10 @@
 //! The qless Lua script: the class files of `lua/` joined in their fixed load order at
 //! compile time, plus its SHA1 for EVALSHA.
 
-/// The class files, in load order, after a shebang line. `api.lua` comes last because
-/// it dispatches to everything defined before it.
+/// The class files, in load order, after a shebang line (and what a copy puts before
+/// them). `api.lua` comes last because it dispatches to everything defined before it.
 macro_rules! lua_files {
-    ($shebang:literal) => {
+    ($shebang:expr) => {
         concat!(
             $shebang,
             "\n",
@@ -54,6 +54,20 @@ pub const SOURCE: &str = lua_files!("#!lua");
 /// above was refused for lack of memory, so reads keep working then.
 pub const READ_ONLY_SOURCE: &str = lua_files!("#!lua flags=no-writes");
 
+/// The same program declared `allow-oom`, headed by `lua/oom.lua`, which refuses
+/// every command but those of [`ONLY_DELETING`]: Redis runs it even when out of
+/// memory, and lets it write. The gateway sends one of those commands to it when the
+/// script above was refused for lack of memory, so memory can be freed through the API
+/// then; nothing else can write through it (a `put` sent to it by hand is refused).
+pub const ALLOW_OOM_SOURCE: &str = lua_files!(concat!(
+    "#!lua flags=allow-oom\n",
+    include_str!("../../lua/oom.lua")
+));
+
+/// The commands the `allow-oom` copy runs: those that only delete (their writes free
+/// more memory than they take). Each one's type says so (`Command::only_deletes`).
+pub const ONLY_DELETING: &[&str] = &["cancel", "queue.forget", "unrecur", "worker.deregister"];
+
 /// The script with its SHA1, as Redis names it in `SCRIPT LOAD` / `EVALSHA`.
 #[derive(Debug, Clone)]
 pub struct Script {
@@ -72,6 +86,12 @@ impl Script {
         Script::new(READ_ONLY_SOURCE)
     }
 
+    /// The compiled-in qless script, declared `allow-oom`, running only the commands
+    /// that only delete.
+    pub fn qless_allow_oom() -> Self {
+        Script::new(ALLOW_OOM_SOURCE)
+    }
+
     fn new(source: &'static str) -> Self {
         Script {
             source,
@@ -87,5 +107,29 @@ impl Script {
     /// The SHA1 Redis uses to name the script.
     pub fn sha(&self) -> &str {
         &self.sha
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `allow-oom` copy's head lets through exactly the commands listed here, and
+    /// is in that copy alone.
+    #[test]
+    fn the_allow_oom_copy_lets_only_the_deleting_commands_through() {
+        let head = include_str!("../../lua/oom.lua");
+        let allowed: Vec<&str> = head
+            .split("name ~= '")
+            .skip(1)
+            .filter_map(|rest| rest.split('\'').next())
+            .collect();
+        assert_eq!(allowed, ONLY_DELETING);
+        assert!(ALLOW_OOM_SOURCE.starts_with(&format!("#!lua flags=allow-oom\n{head}")));
+        assert!(!SOURCE.contains(head) && !READ_ONLY_SOURCE.contains(head));
+        assert_eq!(
+            &ALLOW_OOM_SOURCE[ALLOW_OOM_SOURCE.len() - SOURCE.len() + "#!lua".len()..],
+            &SOURCE["#!lua".len()..]
+        );
     }
 }

@@ -72,6 +72,10 @@ impl Command for Deregister<'_> {
     fn decode(&self, reply: Value) -> Result<(), Error> {
         reply::nothing(reply)
     }
+
+    fn only_deletes(&self) -> bool {
+        true
+    }
 }
 
 impl Qless {

@@ -22,7 +22,8 @@ pub struct Problem {
     /// What went wrong, for humans.
     pub detail: String,
     /// A stable machine word: `bad_request`, `not_found`, `conflict`, `lock_lost`,
-    /// `payload_too_large`, `unsupported_media_type`, `unavailable`, `internal`, ...
+    /// `payload_too_large`, `unsupported_media_type`, `unavailable`, `out_of_memory`,
+    /// `internal`, ...
     pub code: String,
 }
 
@@ -104,8 +105,9 @@ impl<'r> utoipa::ToResponse<'r> for UnsupportedMediaType {
     }
 }
 
-/// 503: Redis is unreachable, out of memory, or no connection was free in time; the
-/// `Retry-After` header says when to try again.
+/// 503: Redis is unreachable or no connection was free in time (`unavailable`), or
+/// Redis is out of memory and refused a write (`out_of_memory`); the `Retry-After`
+/// header says when to try again.
 pub struct Unavailable;
 
 impl<'r> utoipa::ToResponse<'r> for Unavailable {
@@ -126,8 +128,10 @@ impl<'r> utoipa::ToResponse<'r> for Unavailable {
             .description(Some("Seconds to wait before retrying"))
             .build();
         let response = shared_problem(
-            "Redis is unreachable, out of memory, or every connection is busy; \
-             retry after `Retry-After` seconds",
+            "Redis is unreachable or every connection is busy (`unavailable`), or Redis \
+             is out of memory and refused a write (`out_of_memory`: nothing was written; \
+             reads and the calls that only delete still work); retry after \
+             `Retry-After` seconds",
             example,
         )
         .header("Retry-After", retry_after);

@@ -552,6 +552,66 @@ async fn a_tenants_job_counters_and_waits_carry_its_namespace() {
     );
 }
 
+/// A job leased through this gateway and then ended by another client of the same
+/// Redis (another qlessd, a stock qless client) leaves the gateway's record of its
+/// leases: the script announces every job's end to every gateway. (Before, such a
+/// lease stayed until a restart, and once 100,000 had piled up no run was timed.)
+#[tokio::test]
+async fn a_job_ended_through_another_client_leaves_the_gateways_leases() {
+    let namespace = "leased-ends";
+    let app = TestApp::start_with(Some(namespace)).await;
+    assert!(
+        app.state
+            .events
+            .wait_subscribed(std::time::Duration::from_secs(10))
+            .await
+    );
+    let queue = "leased-ends-q";
+    put(&app, queue, "ended-1").await;
+    put(&app, queue, "ended-2").await;
+    let gauge = format!("qless_leased_jobs{{namespace=\"{namespace}\"}}");
+    let leases = async || sample(&app.get("/metrics").await.text, &gauge);
+    // Another client's call: the script by its SHA on a connection of its own.
+    let elsewhere = |command: &str, args: &[&str]| {
+        let mut conn = app.redis.client().get_connection().unwrap();
+        redis::cmd("EVALSHA")
+            .arg(app.qless.script().sha())
+            .arg(1)
+            .arg(format!("ql:{{{namespace}}}"))
+            .arg(command)
+            .arg(crate::support::app::START + 10.0)
+            .arg(args)
+            .query::<redis::Value>(&mut conn)
+            .unwrap();
+    };
+    for end in ["cancel", "complete"] {
+        let popped = app
+            .post(
+                &format!("/v1/queues/{queue}/pop"),
+                json!({"worker": "w", "count": 1}),
+            )
+            .await;
+        let jid = popped.body[0]["jid"]
+            .as_str()
+            .expect(&popped.text)
+            .to_owned();
+        let jid = jid.as_str();
+        assert_eq!(leases().await, Some(1.0), "{jid}");
+        match end {
+            "cancel" => elsewhere("cancel", &[jid]),
+            _ => elsewhere("complete", &[jid, "w", queue, "{}"]),
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while leases().await != Some(0.0) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{jid} is still held as leased after its {end} elsewhere"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// A scrape asking for OpenMetrics, as Prometheus does.
 async fn openmetrics_scrape(app: &TestApp) -> crate::support::TestResponse {
     let request = axum::http::Request::get("/metrics")

@@ -12,6 +12,7 @@ mod features;
 mod jobs;
 mod leasing;
 mod limits;
+mod memory;
 mod metrics;
 mod operations;
 mod queues;

@@ -1,7 +1,7 @@
 //! Out of memory: with `maxmemory` reached under `noeviction`, Redis refuses every
 //! script call whole before it starts (the script's `#!lua` shebang asks for that
 //! check), so no call half-applies: a pop leases nothing, a grouped call changes
-//! nothing, and the gateway reports a stable "unavailable". Reads still answer.
+//! nothing, and the gateway reports a stable "out of memory". Reads still answer.
 
 use qlessd::core::{Error, Qless};
 use redis::Value;
@@ -150,4 +150,67 @@ async fn out_of_memory_a_pop_leases_nothing_and_a_grouped_call_changes_nothing()
         .unwrap();
     assert_eq!(pop(&qless, 3.0, "q", "w2", 1).await, ["a"]);
     assert_eq!(state(&qless, "a").await, "running");
+}
+
+/// The `allow-oom` copy of the script, which Redis runs over `maxmemory` and lets
+/// write, runs the commands that only delete and refuses every other one (a put, a
+/// `batch` that could hold a pop) before anything runs: loaded by hand, it is no way
+/// around the memory limit.
+#[tokio::test]
+async fn out_of_memory_the_allow_oom_copy_deletes_and_refuses_anything_else() {
+    let redis = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let qless = connect(&redis, None).await;
+    put(&qless, 0.0, "q", "a").await;
+    put(&qless, 0.0, "q", "b").await;
+    let copy = qlessd::core::Script::qless_allow_oom();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(copy.source())
+        .query(&mut raw(&redis))
+        .unwrap();
+    assert_eq!(sha, copy.sha());
+    let limit = memory(&redis, "used_memory") + (1 << 20);
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(limit)
+        .query::<()>(&mut raw(&redis))
+        .unwrap();
+    assert!(is_out_of_memory(&fill(&qless).await));
+
+    let run = |args: &[&str]| {
+        redis::cmd("EVALSHA")
+            .arg(&sha)
+            .arg(0)
+            .arg(args)
+            .query::<Value>(&mut raw(&redis))
+    };
+    for refused in [
+        &["put", "1", "w", "q", "c", "K", "{}", "0"][..],
+        &["batch", "1", "cancel", "1", "a", "pop", "3", "q", "w", "1"],
+        &["pop", "1", "q", "w", "1"],
+    ] {
+        let err = run(refused).unwrap_err();
+        assert_eq!(err.code(), Some("QL_COMMAND"), "{refused:?}: {err}");
+    }
+    assert_eq!(state(&qless, "a").await, "waiting");
+    let c: bool = redis::cmd("EXISTS")
+        .arg("ql:j:c")
+        .query(&mut raw(&redis))
+        .unwrap();
+    assert!(!c, "the refused put wrote");
+
+    // The deleting commands run, though Redis refuses the main script.
+    assert!(is_out_of_memory(
+        &qless.call("cancel", 1.0, strs(&["a"])).await.unwrap_err()
+    ));
+    run(&["cancel", "1", "a"]).unwrap();
+    run(&["queue.forget", "1", "q"]).unwrap();
+    let a: bool = redis::cmd("EXISTS")
+        .arg("ql:j:a")
+        .query(&mut raw(&redis))
+        .unwrap();
+    assert!(!a, "a was not canceled");
+    // Through the gateway's typed call, the fallback to the copy is automatic.
+    assert_eq!(qless.cancel(1.0, &strs(&["b"])).await.unwrap(), ["b"]);
 }

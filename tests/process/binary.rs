@@ -310,7 +310,7 @@ async fn the_root_leads_to_the_dashboard() {
 }
 
 #[tokio::test]
-async fn a_full_embedded_redis_refuses_new_jobs_with_503_and_keeps_the_old_ones() {
+async fn a_full_embedded_redis_refuses_new_jobs_with_503_keeps_the_old_ones_and_lets_them_go() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut child = Command::new(BINARY)
@@ -346,8 +346,15 @@ async fn a_full_embedded_redis_refuses_new_jobs_with_503_and_keeps_the_old_ones(
     };
     assert_eq!(refused.status().as_u16(), 503);
     let problem: serde_json::Value = refused.json().await.unwrap();
-    assert_eq!(problem["code"], "unavailable", "{problem}");
+    assert_eq!(problem["code"], "out_of_memory", "{problem}");
     assert!(!stored.is_empty(), "not one job fitted");
+    // Canceling still works while Redis is full: memory can be freed through the API.
+    let freed = stored.pop().unwrap();
+    let freed = format!("{base}/v1/jobs/{}", freed.as_str().unwrap());
+    let canceled = client.delete(&freed).send().await.unwrap();
+    assert_eq!(canceled.status().as_u16(), 204);
+    let gone = client.get(&freed).send().await.unwrap();
+    assert_eq!(gone.status().as_u16(), 404);
     for jid in &stored {
         let job = client
             .get(format!("{base}/v1/jobs/{}", jid.as_str().unwrap()))

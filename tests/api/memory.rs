@@ -1,0 +1,114 @@
+//! Redis out of memory, through the API: a write is answered with a problem whose
+//! code says so, and the calls that only delete (cancel, forgetting a queue) still
+//! run, so memory can be freed without going around the gateway.
+
+use serde_json::json;
+
+use crate::support::RedisServer;
+use crate::support::app::TestApp;
+
+fn memory(redis: &RedisServer, field: &str) -> u64 {
+    let mut conn = redis.client().get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in INFO memory"))
+}
+
+fn exists(redis: &RedisServer, key: &str) -> bool {
+    let mut conn = redis.client().get_connection().unwrap();
+    redis::cmd("EXISTS").arg(key).query(&mut conn).unwrap()
+}
+
+#[tokio::test]
+async fn out_of_memory_a_put_says_so_and_cancel_and_forget_still_free_memory() {
+    let app = TestApp::start().await;
+    // A megabyte of room from here (the test Redis's policy is `noeviction`, Redis's
+    // default), then jobs until Redis refuses one.
+    let limit = memory(&app.redis, "used_memory") + (1 << 20);
+    let mut conn = app.redis.client().get_connection().unwrap();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(limit)
+        .query::<()>(&mut conn)
+        .unwrap();
+    let data = format!("\"{}\"", "x".repeat(200));
+    let mut filled = Vec::new();
+    for i in 0..100_000 {
+        let jid = format!("fill-{i}");
+        let args = ["w", "fill", &jid, "K", &data, "0"].map(str::to_owned);
+        match app.qless.call("put", 0.0, args).await {
+            Ok(_) => filled.push(jid),
+            Err(err) if err.is_out_of_memory() => break,
+            Err(err) => panic!("{err}"),
+        }
+    }
+    assert!(
+        filled.len() > 100,
+        "{} jobs filled a megabyte",
+        filled.len()
+    );
+    assert!(memory(&app.redis, "used_memory") > memory(&app.redis, "maxmemory"));
+
+    // A write: 503 with its own word (not the bare "Redis is unavailable"), nothing
+    // written.
+    let put = app
+        .post(
+            "/v1/queues/more/jobs",
+            json!({"jid": "late", "klass": "K", "data": {}}),
+        )
+        .await;
+    put.assert_problem(503, "out_of_memory");
+    assert_eq!(put.headers["retry-after"], "1");
+    assert!(
+        put.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("out of memory"),
+        "{}",
+        put.text
+    );
+    assert!(!exists(&app.redis, "ql:j:late"));
+
+    // Deleting still works: one job, then all the others in one call.
+    let used = memory(&app.redis, "used_memory");
+    let one = app
+        .request(axum::http::Method::DELETE, "/v1/jobs/fill-0", None)
+        .await;
+    assert_eq!(one.status.as_u16(), 204, "{}", one.text);
+    assert!(!exists(&app.redis, "ql:j:fill-0"));
+    for chunk in filled[1..].chunks(1000) {
+        let canceled = app.post("/v1/jobs/cancel", json!({ "jids": chunk })).await;
+        assert_eq!(canceled.status.as_u16(), 200, "{}", canceled.text);
+        assert_eq!(
+            canceled.body["canceled"].as_array().unwrap().len(),
+            chunk.len()
+        );
+    }
+    assert!(!exists(
+        &app.redis,
+        &format!("ql:j:{}", filled[filled.len() - 1])
+    ));
+    let forgotten = app
+        .request(axum::http::Method::DELETE, "/v1/queues/fill", None)
+        .await;
+    assert_eq!(forgotten.status.as_u16(), 204, "{}", forgotten.text);
+    let listed: Option<f64> = redis::cmd("ZSCORE")
+        .arg("ql:queues")
+        .arg("fill")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(listed, None, "the queue is still listed");
+    assert!(memory(&app.redis, "used_memory") < used);
+
+    // With the memory freed, writes are taken again.
+    let put = app
+        .post(
+            "/v1/queues/more/jobs",
+            json!({"jid": "late", "klass": "K", "data": {}}),
+        )
+        .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+}
