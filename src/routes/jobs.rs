@@ -470,6 +470,7 @@ async fn fail_job(
     Path(jid): Path<Jid>,
     Json(body): Json<FailJobRequest>,
 ) -> Result<Json<FailJobResponse>, ApiError> {
+    validate::job_text("message", &body.message, state.limits.max_job_size)?;
     let data = job_data(body.data.as_ref(), &state)?;
     let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
     let now = state.clock.now();
@@ -543,6 +544,9 @@ async fn retry_job(
         .transpose()?;
     if body.group.is_some() != body.message.is_some() {
         return Err(bad("group and message must be given together"));
+    }
+    if let Some(message) = &body.message {
+        validate::job_text("message", message, state.limits.max_job_size)?;
     }
     let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
     let args = RetryArgs {
@@ -1008,6 +1012,7 @@ async fn log_job_event(
     Json(body): Json<LogJobEventRequest>,
 ) -> Result<StatusCode, ApiError> {
     validate::text("message", &body.message)?;
+    validate::job_text("message", &body.message, state.limits.max_job_size)?;
     // The history entry's declared fields keep their declared type (`HistoryEntry`).
     if let Some(data) = &body.data
         && let Some(field) = ["q", "worker", "group"]
@@ -1020,8 +1025,9 @@ async fn log_job_event(
     }
     let data = body
         .data
-        .as_ref()
-        .map(|map| Value::Object(map.clone()).to_string());
+        .map(|map| JobData::encode(&Value::Object(map), state.limits.max_job_size))
+        .transpose()?
+        .map(JobData::into_text);
     state
         .qless
         .log(
