@@ -170,7 +170,8 @@ local function command(name)
     -- the arguments of every call whose command checks them apart ("Checked before
     -- run" above `command`). Such a call's pair holds its run, and its args the checked
     -- values under `v`; the first malformed call refuses the whole list, with its own
-    -- code and message after `Call <k> is malformed, no call ran: `.
+    -- code and message after `Call <k> is malformed, no call ran: ` (a list of one
+    -- call: its own error as it is).
     local function batch_calls(A, i, who)
       -- (Room for one call: `pop.after` usually carries one.)
       local n, calls, handlers, checks, runs = #A, { nil, nil }, {}, {}, {}
@@ -204,7 +205,11 @@ local function command(name)
         if check then
           local checked = Qless.pack(pcall(check, args))
           if not checked[1] then
+            -- The only call of the list is refused as it would be alone.
+            -- (Caught, a raised error is its text: raised again as a table, it gets no
+            -- position in front.)
             local text = error_text(checked[2])
+            if k == 1 and i + 2 + argc > n then error({ err = text }) end
             local code, rest = string.match(text, '^(%S+) user_script:1: (.*)$')
             if not code then code, rest = string.match(text, '^(%S+) (.*)$') end
             error({ err = code .. ' user_script:1: ' .. who .. '(): Call ' .. k ..

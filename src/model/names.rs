@@ -51,6 +51,8 @@ enum Rule {
     Empty,
     TooLong,
     Character(char),
+    /// A jid ending in a suffix the key layout gives a job's side keys.
+    Reserved(&'static str),
 }
 
 impl fmt::Display for NameError {
@@ -62,6 +64,11 @@ impl fmt::Display for NameError {
             Rule::Character(bad) => write!(
                 f,
                 "{kind} contains the character {bad:?}, which is not allowed in names"
+            ),
+            Rule::Reserved(suffix) => write!(
+                f,
+                "{kind} ends in {suffix:?}, which is reserved: a job's history, \
+                 dependencies and dependents are kept under its jid with these suffixes"
             ),
         }
     }
@@ -97,6 +104,23 @@ fn check(kind: &'static str, value: &str) -> Result<(), NameError> {
     }
 }
 
+/// A jid's own rule on top of the names' one, as the script applies it: job J's side
+/// keys are `j:J-history`, `j:J-dependencies` and `j:J-dependents`, so a jid ending so
+/// would share its key with another job's (the script refuses it; refusing it here
+/// keeps a batch from being stopped by the script part-way).
+fn jid_free(value: &str) -> Result<(), NameError> {
+    match ["-history", "-dependencies", "-dependents"]
+        .into_iter()
+        .find(|suffix| value.ends_with(suffix))
+    {
+        Some(suffix) => Err(NameError {
+            kind: "jid",
+            broken: Rule::Reserved(suffix),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The OpenAPI schema of every name: one component, `Name`, which all the name types
 /// refer to, since they follow the same rule.
 pub struct Name;
@@ -122,7 +146,7 @@ impl ToSchema for Name {}
 
 /// Defines a name type: a `String` that passed [`check`] for its kind.
 macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+    ($(#[$doc:meta])* $name:ident, $kind:literal $(, also $extra:path)?) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
         #[serde(try_from = "String")]
@@ -145,6 +169,7 @@ macro_rules! name_type {
 
             fn try_from(value: String) -> Result<Self, NameError> {
                 check($kind, &value)?;
+                $($extra(&value)?;)?
                 Ok($name(value))
             }
         }
@@ -154,6 +179,7 @@ macro_rules! name_type {
 
             fn from_str(value: &str) -> Result<Self, NameError> {
                 check($kind, value)?;
+                $($extra(value)?;)?
                 Ok($name(value.to_owned()))
             }
         }
@@ -205,8 +231,10 @@ macro_rules! name_type {
 
 name_type!(
     /// A job id, or a recurring job template's id (its children are `<jid>-1`, ...).
+    /// Also refused: a jid ending in `-history`, `-dependencies` or `-dependents`.
     Jid,
-    "jid"
+    "jid",
+    also jid_free
 );
 
 name_type!(
@@ -401,5 +429,19 @@ mod tests {
         assert_eq!(schema, serde_json::to_value(Name::schema()).unwrap());
         assert_eq!(schema["maxLength"], MAX_NAME_LEN);
         assert_eq!(schema["pattern"], PATTERN);
+    }
+    #[test]
+    fn jids_ending_in_a_side_key_suffix_are_refused_as_the_script_refuses_them() {
+        for bad in ["j-history", "j-dependencies", "j-dependents", "-history"] {
+            let err = bad.parse::<Jid>().unwrap_err().to_string();
+            assert!(err.contains("reserved"), "{bad}: {err}");
+            assert!(Jid::try_from(bad.to_owned()).is_err(), "{bad}");
+        }
+        // Case matters, and only the end: the script's rule exactly.
+        for good in ["j-History", "j-history-1", "history", "j-dependency"] {
+            assert!(good.parse::<Jid>().is_ok(), "{good}");
+        }
+        // Other kinds of name keep the plain rule.
+        assert!("q-history".parse::<QueueName>().is_ok());
     }
 }
