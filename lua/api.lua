@@ -136,6 +136,8 @@ local function command(name)
           if not depends then
             Qless.raise('QL_ARG', 'Complete', 'Arg "depends" not JSON: ' .. opts.depends)
           end
+          -- (Checked again when linked; here too, so that a batch checks them first.)
+          Qless.jids_free(depends, 'Complete')
         end
         if nextq == nil then
           if opts.delay ~= nil then
@@ -407,6 +409,8 @@ local function command(name)
           if not depends then
             Qless.raise('QL_ARG', 'Put', 'Arg "depends" not JSON: ' .. opts.depends)
           end
+          -- (Checked again when linked; here too, so that a batch checks them first.)
+          Qless.jids_free(depends, 'Put')
         end
         if opts.throttles ~= nil then
           throttles = Qless.json_strings(opts.throttles)

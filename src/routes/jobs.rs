@@ -991,8 +991,10 @@ async fn list_tracked_jobs(
 /// The entry's `what` is `message` and its `when` is now; the keys of `data` (an
 /// object) are merged into it, except `when` and `what`; `q`, `worker` and `group`, which
 /// name a queue, a worker and a failure group in the entries the server writes, must be
-/// strings here too. The history is capped by the `max-job-history` option (the first
-/// entry is always kept).
+/// strings here too. `message` and `data` are each at most `--max-job-size` bytes. The
+/// history is capped by the `max-job-history` option (entries) and by
+/// `max-job-history-bytes` (bytes of JSON, 1 MiB by default): the oldest entries go,
+/// but the first and the newest are always kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/log", tag = "jobs", operation_id = "log_job_event",
     params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = LogJobEventRequest,

@@ -77,13 +77,13 @@ async fn a_batch_put_whose_last_item_the_script_would_refuse_is_a_400_and_puts_n
         items.push(bad);
         let body = format!(r#"{{"jobs":[{}]}}"#, items.join(","));
         let response = post_text(&app, "/v1/queues/q/jobs/batch", body).await;
+        assert_eq!(snapshot(&app.redis), before, "{expected}: jobs were put");
         response.assert_problem(400, "bad_request");
         let detail = response.body["detail"].as_str().unwrap();
         assert!(
             detail.contains("jobs[999]") && detail.contains(expected),
             "{detail}"
         );
-        assert_eq!(snapshot(&app.redis), before, "{expected}: jobs were put");
     }
 }
 
@@ -159,10 +159,10 @@ async fn a_batch_complete_heartbeat_or_cancel_with_one_bad_item_is_a_400_and_wri
         let app = running().await;
         let before = snapshot(&app.redis);
         let response = post_text(&app, uri, body).await;
+        assert_eq!(snapshot(&app.redis), before, "{uri}: {expected}");
         response.assert_problem(400, "bad_request");
         let detail = response.body["detail"].as_str().unwrap();
         assert!(detail.contains(expected), "{uri}: {detail}");
-        assert_eq!(snapshot(&app.redis), before, "{uri}: {expected}");
     }
 }
 

@@ -248,6 +248,16 @@ async fn a_malformed_call_anywhere_in_a_batch_refuses_it_whole_and_writes_nothin
             vec![
                 good_put.clone(),
                 (
+                    "put",
+                    strs(&["", "q", "n", "K", "{}", "0", "depends", r#"["z-history"]"#]),
+                ),
+            ],
+            "Put(): Jid z-history is reserved",
+        ),
+        (
+            vec![
+                good_put.clone(),
+                (
                     "put.ifabsent",
                     strs(&["", "q", "n", "K", "{}", "0", "priority", "x"]),
                 ),
