@@ -142,12 +142,15 @@ fn too_deep() -> String {
     format!("{}1{}", "[".repeat(1001), "]".repeat(1001))
 }
 
+/// A call of a batch: its command and arguments.
+type Call<'a> = (&'a str, Vec<String>);
+
 /// Runs `command` (`batch` or `pop.after`) with `calls` and returns its error reply.
 async fn refusal(
     qless: &Qless,
     command: &'static str,
     head: &[&str],
-    calls: &[(&str, Vec<String>)],
+    calls: &[Call<'_>],
 ) -> String {
     let mut args = strs(head);
     for (name, call_args) in calls {
@@ -168,7 +171,7 @@ async fn a_malformed_call_anywhere_in_a_batch_refuses_it_whole_and_writes_nothin
     let before = snapshot(&redis);
     let deep = too_deep();
     // 99 good puts, then one whose data the script's decoder refuses.
-    let mut puts: Vec<(&str, Vec<String>)> = (0..99)
+    let mut puts: Vec<Call> = (0..99)
         .map(|i| ("put", strs(&["", "q", &format!("new-{i}"), "K", "{}", "0"])))
         .collect();
     puts.push(("put", strs(&["", "q", "new-99", "K", &deep, "0"])));
@@ -186,7 +189,7 @@ async fn a_malformed_call_anywhere_in_a_batch_refuses_it_whole_and_writes_nothin
     let good_complete = ("complete", strs(&["b", "w", "q", "{}"]));
     let good_cancel = ("cancel", strs(&["a", "e"]));
     let good_put = ("put", strs(&["", "q", "n", "K", "{}", "0"]));
-    let cases: Vec<(Vec<(&str, Vec<String>)>, &str)> = vec![
+    let cases: Vec<(Vec<Call>, &str)> = vec![
         (
             vec![good_put.clone(), ("heartbeat", strs(&["b", "w", &deep]))],
             "Call 2 is malformed, no call ran: Heartbeat(): Arg \"data\" not JSON",
