@@ -19,6 +19,15 @@ end
 
 -- The function of command `name`, or nil if there is no such command. Signatures in
 -- the comments leave out `now`; lua/README.md has the full command table.
+--
+-- Checked before run: the commands a batch carries for the gateway's batch routes
+-- (put and its forms, complete, heartbeat, fail, retry, log, cancel) also return
+-- their argument checks and their run apart, as `handler, check, run`:
+-- check(A) raises on a malformed argument, reads and writes nothing, and returns the
+-- checked values; run(now, A, <those values>) does the rest (state checks, then the
+-- writes), and handler(now, A) is run(now, A, check(A)). `batch` and `pop.after`
+-- check every call before running any, so a malformed call anywhere in them writes
+-- nothing at all (a state error still stops its own call only).
 local function command(name)
   -- (The worker's commands come first: the dispatcher finds a command by walking
   -- this chain of comparisons.)
@@ -28,7 +37,8 @@ local function command(name)
     -- beside the job's data; `progress` itself is not JSON, so it cannot be mistaken
     -- for data. `exact` (last) answers the expiry as stored, fraction and all, as a
     -- string (Redis would truncate a Lua number); neither word is JSON.
-    return function(now, A)
+    -- (Checks and run apart: see "Checked before run" above `command`.)
+    local function check(A)
       local jid, worker, data = A[3], A[4], A[5]
       local last = #A
       local exact = last > 4 and A[last] == 'exact'
@@ -55,11 +65,15 @@ local function command(name)
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Heartbeat', 'Arg "data" not JSON: ' .. data)
       end
+      return jid, worker, data, progress, exact
+    end
+    local function run(now, A, jid, worker, data, progress, exact)
       local expires, stored = Qless.Job.heartbeat(now, jid, worker, data)
       if progress then redis.call('hset', Qless.P .. 'j:' .. jid, 'progress', progress) end
       if exact then return stored end
       return expires
     end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'pop' then
     -- pop(queue, worker, count, [fields]) -> JSON array of the leased jobs. Extension: a
@@ -85,7 +99,7 @@ local function command(name)
     -- complete(jid, worker, queue, data, [next|delay|depends v]...) -> the new state.
     -- Extension: the option `keep-data 1` leaves the stored data as it is (`data` must
     -- still be JSON); other clients never send it, and unknown options are ignored.
-    return function(now, A)
+    local function check(A)
       local jid, worker, queue, data = A[3], A[4], A[5], A[6]
       -- Qless.jid_arg, inline (building the method costs more than its body).
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Job', 'no jid provided') end
@@ -122,6 +136,8 @@ local function command(name)
           if not depends then
             Qless.raise('QL_ARG', 'Complete', 'Arg "depends" not JSON: ' .. opts.depends)
           end
+          -- (Checked again when linked; here too, so that a batch checks them first.)
+          Qless.jids_free(depends, 'Complete')
         end
         if nextq == nil then
           if opts.delay ~= nil then
@@ -133,6 +149,9 @@ local function command(name)
           Qless.queue_arg(nextq)
         end
       end
+      return jid, worker, queue, data, nextq, delay, depends, result
+    end
+    local function run(now, A, jid, worker, queue, data, nextq, delay, depends, result)
       local state = Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
       -- (A completion may purge the job at once: no result is written then.)
       if result and redis.call('exists', Qless.P .. 'j:' .. jid) == 1 then
@@ -140,32 +159,39 @@ local function command(name)
       end
       return state
     end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'batch' or name == 'pop.after' then
     -- The two commands that run calls of other commands share these helpers, which
     -- are made only for them: a function the chunk made at its top level would cost
     -- every invocation.
 
-    -- The calls of a `batch` (or `pop.after`) from A[i] on: (handler, args) pairs, each
-    -- args shaped like ARGV ({ command, now, arguments... }). The whole list is checked
-    -- before anything runs, so a malformed list writes nothing.
+    -- The calls of a `batch` (or `pop.after`) from A[i] on: (function, args) pairs,
+    -- each args shaped like ARGV ({ command, now, arguments... }). The whole list is
+    -- checked before anything runs, so a malformed list writes nothing: its shape, and
+    -- the arguments of every call whose command checks them apart ("Checked before
+    -- run" above `command`). Such a call's pair holds its run, and its args the checked
+    -- values under `v`; the first malformed call refuses the whole list, with its own
+    -- code and message after `Call <k> is malformed, no call ran: ` (a list of one
+    -- call: its own error as it is).
     local function batch_calls(A, i, who)
       -- (Room for one call: `pop.after` usually carries one.)
-      local n, calls, handlers = #A, { nil, nil }, {}
+      local n, calls, handlers, checks, runs = #A, { nil, nil }, {}, {}, {}
       if n < i then Qless.raise('QL_ARG', who, 'At least one call is required') end
       while i <= n do
         local sub, argc = A[i], tonumber(A[i + 1])
         local handler = handlers[sub]
         if handler == nil and sub ~= 'batch' then
-          handler = command(sub)
-          handlers[sub] = handler
+          local check, run
+          handler, check, run = command(sub)
+          handlers[sub], checks[sub], runs[sub] = handler, check or false, run
         end
+        local k = #calls / 2 + 1
         if not handler then
-          Qless.raise('QL_ARG', who, 'Unknown command in call ' .. (#calls / 2 + 1) .. ': ' ..
-            tostring(sub))
+          Qless.raise('QL_ARG', who, 'Unknown command in call ' .. k .. ': ' .. tostring(sub))
         end
         if argc == nil or argc < 0 or argc % 1 ~= 0 or i + 1 + argc > n then
-          Qless.raise('QL_ARG', who, 'Arg "argc" of call ' .. (#calls / 2 + 1) ..
+          Qless.raise('QL_ARG', who, 'Arg "argc" of call ' .. k ..
             ' is not the number of arguments that follow: ' .. tostring(A[i + 1]))
         end
         -- Built in one constructor, the table is sized once rather than grown key by
@@ -175,7 +201,24 @@ local function command(name)
           args = { sub, A[2], unpack(A, i + 2, i + 1 + argc) }
         else
           args = { sub, A[2] }
-          for k = 1, argc do args[k + 2] = A[i + 1 + k] end
+          for j = 1, argc do args[j + 2] = A[i + 1 + j] end
+        end
+        local check = checks[sub]
+        if check then
+          local checked = Qless.pack(pcall(check, args))
+          if not checked[1] then
+            -- The only call of the list is refused as it would be alone.
+            -- (Caught, a raised error is its text: raised again as a table, it gets no
+            -- position in front.)
+            local text = error_text(checked[2])
+            if k == 1 and i + 2 + argc > n then error({ err = text }) end
+            local code, rest = string.match(text, '^(%S+) user_script:1: (.*)$')
+            if not code then code, rest = string.match(text, '^(%S+) (.*)$') end
+            error({ err = code .. ' user_script:1: ' .. who .. '(): Call ' .. k ..
+              ' is malformed, no call ran: ' .. rest })
+          end
+          args.v = checked
+          handler = runs[sub]
         end
         calls[#calls + 1] = handler
         calls[#calls + 1] = args
@@ -217,7 +260,15 @@ local function command(name)
             Qless.seen()
           end
         end
-        local ok, result = pcall(handler, now, args)
+        local ok, result
+        local v = args.v
+        if v then
+          -- A checked call: its run, with the values its check returned (after pcall's
+          -- true).
+          ok, result = pcall(handler, now, args, unpack(v, 2, v.n))
+        else
+          ok, result = pcall(handler, now, args)
+        end
         if not ok then
           result = { err = error_text(result) }
           any = true
@@ -316,7 +367,7 @@ local function command(name)
     -- put(worker, queue, jid, klass, data, delay, [priority|tags|retries|depends v]...)
     -- -> jid. requeue: the same, but the job must exist. put.ifabsent (extension):
     -- the same, but a no-op answering nil when the job already exists.
-    return function(now, A)
+    local function check(A)
       local queue = A[4]
       if queue == nil or queue == '' then
         Qless.raise('QL_ARG', 'Queue', 'no queue name provided')
@@ -358,6 +409,8 @@ local function command(name)
           if not depends then
             Qless.raise('QL_ARG', 'Put', 'Arg "depends" not JSON: ' .. opts.depends)
           end
+          -- (Checked again when linked; here too, so that a batch checks them first.)
+          Qless.jids_free(depends, 'Put')
         end
         if opts.throttles ~= nil then
           throttles = Qless.json_strings(opts.throttles)
@@ -379,6 +432,12 @@ local function command(name)
           end
         end
       end
+      return queue, jid, klass, data, delay, priority, tags, retries, depends, throttles,
+        backoff, traceparent
+    end
+    local function run(now, A, queue, jid, klass, data, delay, priority, tags, retries,
+                       depends, throttles, backoff, traceparent)
+      local n = #A
       if name == 'requeue' and not redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
       end
@@ -421,13 +480,15 @@ local function command(name)
       end
       return result
     end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'put.idem' then
     -- Extension. put.idem(key, ttl, 'put'|'put.ifabsent', <the arguments of put>) ->
     -- { jid, 1 } when the put ran (or { jid, 0 } for put.ifabsent finding the job),
     -- { first jid, 0 } when idempotency key `key` was used for a put less than `ttl`
     -- seconds ago (nothing written then). The key then answers this jid for `ttl`.
-    return function(now, A)
+    -- (The put's own arguments are checked as put checks them, before anything runs.)
+    local function check(A)
       local ikey, ttl, mode = A[3], tonumber(A[4]), A[5]
       if ikey == nil or ikey == '' then
         Qless.raise('QL_ARG', 'PutIdem', 'Arg "key" missing')
@@ -439,10 +500,14 @@ local function command(name)
       if mode ~= 'put' and mode ~= 'put.ifabsent' then
         Qless.raise('QL_ARG', 'PutIdem', 'Arg "mode" must be "put" or "put.ifabsent"')
       end
+      local _, put_check, put_run = command(mode)
+      local args = { mode, A[2], unpack(A, 6) }
+      return ikey, ttl, put_run, args, Qless.pack(put_check(args))
+    end
+    local function run(now, A, ikey, ttl, put_run, args, checked)
       local first = Qless.Extra.idempotent(now, ikey)
       if first then return { first, '0' } end
-      local args = { mode, A[2], unpack(A, 6) }
-      local jid = command(mode)(now, args)
+      local jid = put_run(now, args, unpack(checked, 1, checked.n))
       local created = '1'
       if not jid then
         jid = A[8]
@@ -451,6 +516,7 @@ local function command(name)
       Qless.Extra.remember(now, ikey, jid, ttl)
       return { jid, created }
     end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'get.ext' then
     -- Extension. get.ext(jid) -> the job object of `get` plus its `progress`,
@@ -528,7 +594,7 @@ local function command(name)
 
   elseif name == 'fail' then
     -- fail(jid, worker, group, message, [data]) -> jid
-    return function(now, A)
+    local function check(A)
       local jid, worker, group, message, data = Qless.jid_arg(A[3]), A[4], A[5], A[6], A[7]
       -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
       if worker == nil then Qless.raise('QL_ARG', 'Fail', 'Arg "worker" missing') end
@@ -537,31 +603,44 @@ local function command(name)
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Fail', 'Arg "data" not JSON: ' .. data)
       end
+      return jid, worker, group, message, data
+    end
+    local function run(now, A, jid, worker, group, message, data)
       return Qless.Job.fail(now, jid, worker, group, message, data)
     end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'retry' then
     -- retry(jid, queue, worker, [delay=0], [group], [message]) -> remaining (integer)
-    return function(now, A)
+    local function check(A)
       local jid, queue, worker = Qless.jid_arg(A[3]), A[4], A[5]
       if queue == nil or queue == '' then Qless.raise('QL_ARG', 'Retry', 'Arg "queue" missing') end
       -- (An empty worker is a value, refused by the state and owner checks: see heartbeat.)
       if worker == nil then Qless.raise('QL_ARG', 'Retry', 'Arg "worker" missing') end
       local delay = 0
+      if A[6] ~= nil and A[6] ~= 'backoff' then
+        delay = Qless.number_arg(A[6], 'Retry', 'Arg "delay" not a number: ')
+      end
+      return jid, queue, worker, delay
+    end
+    local function run(now, A, jid, queue, worker, delay)
       if A[6] == 'backoff' then
         -- Extension: the delay is the job's backoff for this attempt (0 without one).
         delay = Qless.Extra.backoff_delay(jid, queue, 1)
-      elseif A[6] ~= nil then
-        delay = Qless.number_arg(A[6], 'Retry', 'Arg "delay" not a number: ')
       end
       return Qless.Job.retry(now, jid, queue, worker, delay, A[7], A[8])
     end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'cancel' then
     -- cancel(jid...) -> array of the jids as given
-    return function(now, A)
-      return Qless.Job.cancel(now, Qless.jids_free(Qless.rest(A, 3), 'Cancel'))
+    local function check(A)
+      return Qless.jids_free(Qless.rest(A, 3), 'Cancel')
     end
+    local function run(now, A, jids)
+      return Qless.Job.cancel(now, jids)
+    end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'timeout' then
     -- timeout(jid...) -> nil
@@ -588,7 +667,7 @@ local function command(name)
 
   elseif name == 'log' then
     -- log(jid, message, [data]) -> nil
-    return function(now, A)
+    local function check(A)
       local jid, message, data = A[3], A[4], A[5]
       if jid == nil or jid == '' then Qless.raise('QL_ARG', 'Log', "Argument 'jid' missing") end
       Qless.jid_free(jid, 'Log')
@@ -596,8 +675,12 @@ local function command(name)
       if data ~= nil and Qless.json_decode(data) == nil then
         Qless.raise('QL_ARG', 'Log', "Argument 'data' not cjson: " .. data)
       end
+      return jid, message, data
+    end
+    local function run(now, A, jid, message, data)
       return Qless.Job.log(now, jid, message, data)
     end
+    return function(now, A) return run(now, A, check(A)) end, check, run
 
   elseif name == 'queues' then
     -- queues([queue]) -> one counts object, or an array of them ('{}' if none)

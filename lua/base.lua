@@ -430,6 +430,12 @@ Qless = setmetatable({
       return v
     end
 
+  elseif name == 'pack' then
+    -- Values as a table that keeps their count, nils included: unpack(t, 1, t.n).
+    return function(...)
+      return { n = select('#', ...), ... }
+    end
+
   elseif name == 'jids_free' then
     -- list, once every jid in it passed jid_free.
     return function(list, command)
@@ -540,6 +546,32 @@ Qless = setmetatable({
       if legacy then Qless.history_legacy(jid, legacy) end
       local n = redis.call('rpush', key, entry)
       if cap > 0 and n > cap then Qless.history_trim(key, n, cap) end
+    end
+
+  elseif name == 'history_fit' then
+    -- Holds the history of jid to the byte budget `raw`, the raw value of the config
+    -- option `max-job-history-bytes` (default 1 MiB, not in the defaults map, like
+    -- `max-job-history`; 0 or less: no bound), counted in bytes of the entries' JSON
+    -- text: drops the oldest entries but the first, as the entry cap does, until the
+    -- rest fit. The first and the newest entry always stay, so a log whose own entry is
+    -- over the budget still shows. The list is read whole: only log calls this, and
+    -- the list it reads is held to the cap and to this budget.
+    return function(jid, raw)
+      local budget = math.floor(tonumber(raw) or 1048576)
+      if budget <= 0 then return end
+      local key = Qless.P .. 'j:' .. jid .. '-history'
+      local entries = redis.call('lrange', key, '0', '-1')
+      local n, total = #entries, 0
+      for i = 1, n do total = total + #entries[i] end
+      local keep = 2   -- the oldest entry after the first that stays
+      while total > budget and keep < n do
+        total = total - #entries[keep]
+        keep = keep + 1
+      end
+      if keep > 2 then
+        redis.call('lpop', key, string.format('%d', keep - 1))
+        redis.call('lpush', key, entries[1])
+      end
     end
 
   elseif name == 'history_legacy' then

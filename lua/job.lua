@@ -583,14 +583,19 @@ function job_factory(name)
 
   elseif name == 'log' then
     -- log(now, jid, message, [data]) -> nil. data is JSON text, already validated.
+    -- A log entry is the one kind of history entry whose size the caller chooses, so
+    -- after it the history is also held to `max-job-history-bytes` (history_fit).
     return function(now, jid, message, data)
       if not redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Log', 'Job ' .. jid .. ' does not exist')
       end
-      local cap = Qless.history_cap(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
+      local cfg = redis.call('hmget', Qless.P .. 'config', 'max-job-history',
+        'max-job-history-bytes')
+      local cap = Qless.history_cap(cfg[1])
       local entry = '[' .. Qless.NOWF .. ',' .. cjson.encode(message)
       if data then entry = entry .. ',' .. data end
       Qless.history_push(jid, entry .. ']', cap)
+      Qless.history_fit(jid, cfg[2])
       return nil
     end
 

@@ -117,7 +117,8 @@ pub struct FailJobRequest {
     pub worker: WorkerName,
     /// The failure group: a kind of failure, listed under `/v1/failures`.
     pub group: GroupName,
-    /// What went wrong, for humans (a stack trace, ...).
+    /// What went wrong, for humans (a stack trace, ...); at most `--max-job-size`
+    /// bytes.
     pub message: String,
     /// Replaces the job's data when present (any JSON value); absent keeps it.
     #[serde(default, deserialize_with = "crate::model::wire::present_raw")]
@@ -163,7 +164,7 @@ pub struct RetryJobRequest {
     /// this retry exhaust its retries.
     #[serde(default)]
     pub group: Option<GroupName>,
-    /// With `group`: the failure message.
+    /// With `group`: the failure message; at most `--max-job-size` bytes.
     #[serde(default)]
     pub message: Option<String>,
     /// After ending the job, lease up to `count` jobs of the queue it ran in to the
@@ -318,11 +319,12 @@ pub struct TrackedJobsResponse {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"message": "resized", "data": {"width": 640}}))]
 pub struct LogJobEventRequest {
-    /// The entry's `what`.
+    /// The entry's `what`; at most `--max-job-size` bytes.
     #[schema(value_type = crate::model::Text)]
     pub message: String,
     /// Keys merged into the entry (`when` and `what` cannot be overridden; `q`,
-    /// `worker` and `group`, when present, are strings).
+    /// `worker` and `group`, when present, are strings); at most `--max-job-size`
+    /// bytes as JSON.
     #[serde(default)]
     pub data: Option<Map<String, Value>>,
 }

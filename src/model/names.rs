@@ -96,6 +96,8 @@ enum Rule {
     TooLong,
     Character(char),
     LeadingMark(char),
+    /// A jid ending in a suffix the key layout gives a job's side keys.
+    Reserved(&'static str),
 }
 
 impl fmt::Display for NameError {
@@ -114,6 +116,11 @@ impl fmt::Display for NameError {
                 f,
                 "{kind} starts with the combining mark {mark:?}, which needs a character \
                  before it"
+            ),
+            Rule::Reserved(suffix) => write!(
+                f,
+                "{kind} ends in {suffix:?}, which is reserved: a job's history, \
+                 dependencies and dependents are kept under its jid with these suffixes"
             ),
         }
     }
@@ -152,6 +159,23 @@ fn check(kind: &'static str, value: &str) -> Result<(), NameError> {
     }
 }
 
+/// A jid's own rule on top of the names' one, as the script applies it: job J's side
+/// keys are `j:J-history`, `j:J-dependencies` and `j:J-dependents`, so a jid ending so
+/// would share its key with another job's (the script refuses it; refusing it here
+/// keeps a batch from being stopped by the script part-way).
+fn jid_free(value: &str) -> Result<(), NameError> {
+    match ["-history", "-dependencies", "-dependents"]
+        .into_iter()
+        .find(|suffix| value.ends_with(suffix))
+    {
+        Some(suffix) => Err(NameError {
+            kind: "jid",
+            broken: Rule::Reserved(suffix),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The OpenAPI schema of every name: one component, `Name`, which all the name types
 /// refer to, since they follow the same rule.
 pub struct Name;
@@ -181,7 +205,7 @@ impl ToSchema for Name {}
 
 /// Defines a name type: a `String` that passed [`check`] for its kind.
 macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+    ($(#[$doc:meta])* $name:ident, $kind:literal $(, also $extra:path)?) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
         #[serde(try_from = "String")]
@@ -204,6 +228,7 @@ macro_rules! name_type {
 
             fn try_from(value: String) -> Result<Self, NameError> {
                 check($kind, &value)?;
+                $($extra(&value)?;)?
                 Ok($name(value))
             }
         }
@@ -213,6 +238,7 @@ macro_rules! name_type {
 
             fn from_str(value: &str) -> Result<Self, NameError> {
                 check($kind, value)?;
+                $($extra(value)?;)?
                 Ok($name(value.to_owned()))
             }
         }
@@ -264,8 +290,10 @@ macro_rules! name_type {
 
 name_type!(
     /// A job id, or a recurring job template's id (its children are `<jid>-1`, ...).
+    /// Also refused: a jid ending in `-history`, `-dependencies` or `-dependents`.
     Jid,
-    "jid"
+    "jid",
+    also jid_free
 );
 
 name_type!(
@@ -549,5 +577,19 @@ mod tests {
         assert_eq!(schema, serde_json::to_value(Name::schema()).unwrap());
         assert_eq!(schema["maxLength"], MAX_NAME_LEN);
         assert_eq!(schema["pattern"], PATTERN);
+    }
+    #[test]
+    fn jids_ending_in_a_side_key_suffix_are_refused_as_the_script_refuses_them() {
+        for bad in ["j-history", "j-dependencies", "j-dependents", "-history"] {
+            let err = bad.parse::<Jid>().unwrap_err().to_string();
+            assert!(err.contains("reserved"), "{bad}: {err}");
+            assert!(Jid::try_from(bad.to_owned()).is_err(), "{bad}");
+        }
+        // Case matters, and only the end: the script's rule exactly.
+        for good in ["j-History", "j-history-1", "history", "j-dependency"] {
+            assert!(good.parse::<Jid>().is_ok(), "{good}");
+        }
+        // Other kinds of name keep the plain rule.
+        assert!("q-history".parse::<QueueName>().is_ok());
     }
 }

@@ -471,6 +471,7 @@ async fn fail_job(
     Path(jid): Path<Jid>,
     Json(body): Json<FailJobRequest>,
 ) -> Result<Json<FailJobResponse>, ApiError> {
+    validate::job_text("message", &body.message, state.limits.max_job_size)?;
     let data = job_data(body.data.as_ref(), &state)?;
     let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
     let now = state.clock.now();
@@ -544,6 +545,9 @@ async fn retry_job(
         .transpose()?;
     if body.group.is_some() != body.message.is_some() {
         return Err(bad("group and message must be given together"));
+    }
+    if let Some(message) = &body.message {
+        validate::job_text("message", message, state.limits.max_job_size)?;
     }
     let pop = body.pop.map(|pop| pop_next(pop, &state)).transpose()?;
     let args = RetryArgs {
@@ -988,8 +992,10 @@ async fn list_tracked_jobs(
 /// The entry's `what` is `message` and its `when` is now; the keys of `data` (an
 /// object) are merged into it, except `when` and `what`; `q`, `worker` and `group`, which
 /// name a queue, a worker and a failure group in the entries the server writes, must be
-/// strings here too. The history is capped by the `max-job-history` option (the first
-/// entry is always kept).
+/// strings here too. `message` and `data` are each at most `--max-job-size` bytes. The
+/// history is capped by the `max-job-history` option (entries) and by
+/// `max-job-history-bytes` (bytes of JSON, 1 MiB by default): the oldest entries go,
+/// but the first and the newest are always kept.
 #[utoipa::path(post, path = "/v1/jobs/{jid}/log", tag = "jobs", operation_id = "log_job_event",
     params(("jid" = crate::model::Jid, Path, description = "The job id")),
     request_body = LogJobEventRequest,
@@ -1009,6 +1015,7 @@ async fn log_job_event(
     Json(body): Json<LogJobEventRequest>,
 ) -> Result<StatusCode, ApiError> {
     validate::text("message", &body.message)?;
+    validate::job_text("message", &body.message, state.limits.max_job_size)?;
     // The history entry's declared fields keep their declared type (`HistoryEntry`).
     if let Some(data) = &body.data
         && let Some(field) = ["q", "worker", "group"]
@@ -1021,8 +1028,9 @@ async fn log_job_event(
     }
     let data = body
         .data
-        .as_ref()
-        .map(|map| Value::Object(map.clone()).to_string());
+        .map(|map| JobData::encode(&Value::Object(map), state.limits.max_job_size))
+        .transpose()?
+        .map(JobData::into_text);
     state
         .qless
         .log(

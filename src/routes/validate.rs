@@ -32,17 +32,39 @@ pub fn list<T>(kind: &str, values: &[T]) -> Result<(), ApiError> {
     at_most_list(kind, values)
 }
 
-/// A job's data as the JSON text the script stores, within `--max-job-size`: handlers
-/// get the text to write only through [`JobData::new`], so no path writes data the
-/// limit refuses.
+/// Deepest nesting of arrays and objects accepted in a job's data (and in its result,
+/// progress and log data). The script's JSON decoder (Redis's cjson) refuses more than
+/// 1,000 levels, and this gateway reads job objects holding the data with serde_json,
+/// which stops at 128 levels; 100 is well within both, so data that passes here is
+/// stored and read back by every part.
+pub const MAX_JSON_DEPTH: usize = 100;
+
+/// A job's data as the JSON text the script stores, within `--max-job-size` and in the
+/// JSON the script accepts: handlers get the text to write only through
+/// [`JobData::new`] (or [`JobData::encode`]), so no path writes data the limit refuses,
+/// and a batch is refused whole (400 naming the item) before its first write rather
+/// than stopped by the script part-way.
 #[derive(Debug)]
 pub struct JobData(String);
 
 impl JobData {
     /// The exact text the client sent, unless it is over `max` bytes (a 413 naming the
-    /// limit).
+    /// limit) or is JSON the script's decoder refuses (a 400, see [`script_json`]).
     pub fn new(raw: &RawJson, max: u64) -> Result<Self, ApiError> {
         let text = raw.get();
+        Self::check(text, max)?;
+        Ok(JobData(text.to_owned()))
+    }
+
+    /// A value the gateway parsed itself (a log entry's data), as JSON text, checked as
+    /// [`new`](Self::new) checks.
+    pub fn encode(value: &serde_json::Value, max: u64) -> Result<Self, ApiError> {
+        let text = value.to_string();
+        Self::check(&text, max)?;
+        Ok(JobData(text))
+    }
+
+    fn check(text: &str, max: u64) -> Result<(), ApiError> {
         let size = text.len() as u64;
         if size > max {
             return Err(ApiError::PayloadTooLarge(format!(
@@ -50,7 +72,7 @@ impl JobData {
                  (--max-job-size)"
             )));
         }
-        Ok(JobData(text.to_owned()))
+        script_json(text).map_err(|what| ApiError::BadRequest(format!("the job's data {what}")))
     }
 
     /// Optional data: `None` stays `None`.
@@ -62,6 +84,76 @@ impl JobData {
     pub fn into_text(self) -> String {
         self.0
     }
+}
+
+/// Checks that `text`, valid JSON, is also JSON the script decodes: nested at most
+/// [`MAX_JSON_DEPTH`] deep, and every `\u` escape of a UTF-16 surrogate in a pair
+/// (serde_json keeps a lone one in raw text; cjson refuses it). The error says what is
+/// wrong, to follow "the job's data".
+fn script_json(text: &str) -> Result<(), String> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut in_string, mut i) = (0usize, false, 0usize);
+    // Whether the escape just read was a high surrogate, which a low one must follow.
+    let mut high = false;
+    let lone = || Err("holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF)".to_owned());
+    while i < bytes.len() {
+        let byte = bytes[i];
+        i += 1;
+        if in_string {
+            match byte {
+                b'\\' => {
+                    let escape = bytes.get(i).copied();
+                    i += 1;
+                    if escape == Some(b'u') {
+                        let unit = text
+                            .get(i..i + 4)
+                            .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+                            .unwrap_or(0);
+                        i += 4;
+                        let is_low = (0xDC00..=0xDFFF).contains(&unit);
+                        if is_low != high {
+                            return lone();
+                        }
+                        high = (0xD800..=0xDBFF).contains(&unit);
+                        continue;
+                    }
+                }
+                b'"' => in_string = false,
+                _ => {}
+            }
+            if high {
+                return lone();
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(format!(
+                        "is nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects"
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Checks free text stored with a job (a log entry's message, a failure's message):
+/// at most `max` bytes, the `--max-job-size` its data is held to (a 413 naming the
+/// limit), so no field makes a job larger than its data may be.
+pub fn job_text(kind: &str, value: &str, max: u64) -> Result<(), ApiError> {
+    let size = value.len() as u64;
+    if size > max {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "{kind} is {size} bytes, over the limit of {max} bytes (--max-job-size)"
+        )));
+    }
+    Ok(())
 }
 
 /// A query string whose parameters may repeat (`?tag=a&tag=b`), read with
@@ -170,6 +262,36 @@ mod tests {
         assert!(list("jid", &vec!["a"; MAX_LIST + 1]).is_err());
         assert!(at_most_list::<&str>("tag", &[]).is_ok());
         assert!(at_most_list("tag", &vec!["a"; MAX_LIST + 1]).is_err());
+    }
+
+    #[test]
+    fn data_is_refused_where_the_scripts_json_decoder_would_refuse_it() {
+        let nested = |levels: usize| format!("{}1{}", "[".repeat(levels), "]".repeat(levels));
+        let cases: &[(&str, bool)] = &[
+            (&nested(MAX_JSON_DEPTH), true),
+            (&nested(MAX_JSON_DEPTH + 1), false),
+            (&nested(1001), false),
+            // Brackets inside strings do not nest.
+            (&format!("{{\"a\":\"{}\"}}", "[".repeat(500)), true),
+            (r#"{"a":"\"[[["}"#, true),
+            (r#""\ud83d\ude00""#, true),
+            (r#""\uD800\uDC00 and \u00e9 \\ud800""#, true),
+            (r#""\ud800""#, false),
+            (r#""\udc00""#, false),
+            (r#""\ud800\u0041""#, false),
+            (r#""\ud800\n""#, false),
+            (r#""a\ud800 b""#, false),
+        ];
+        for (text, accepted) in cases {
+            let raw = serde_json::value::RawValue::from_string((*text).to_owned())
+                .unwrap_or_else(|err| panic!("{text}: {err}"));
+            assert_eq!(
+                JobData::new(&raw, u64::MAX).is_ok(),
+                *accepted,
+                "{}",
+                &text[..text.len().min(60)]
+            );
+        }
     }
 
     #[test]

@@ -159,6 +159,71 @@ async fn data_of_exactly_the_limit_is_written_on_every_path() {
     }
 }
 
+#[tokio::test]
+async fn log_data_and_log_or_failure_messages_over_the_limit_are_a_413_and_write_nothing() {
+    let app = app().await;
+    let history = |app: &TestApp| {
+        let mut conn = app.redis.client().get_connection().unwrap();
+        redis::cmd("LRANGE")
+            .arg("ql:j:run-history")
+            .arg(0)
+            .arg(-1)
+            .query::<Vec<String>>(&mut conn)
+            .unwrap()
+    };
+    let before = history(&app);
+    let long = "m".repeat(MAX as usize + 1);
+    let exactly = "m".repeat(MAX as usize);
+    for (uri, body) in [
+        ("/v1/jobs/run/log", json!({"message": long})),
+        (
+            "/v1/jobs/run/log",
+            json!({"message": "m", "data": {"x": data_of(MAX)}}),
+        ),
+        (
+            "/v1/jobs/run/fail",
+            json!({"worker": "w", "group": "g", "message": long}),
+        ),
+        (
+            "/v1/jobs/run/retry",
+            json!({"worker": "w", "queue": "q", "group": "g", "message": long}),
+        ),
+    ] {
+        let response = app.post(uri, body).await;
+        response.assert_problem(413, "payload_too_large");
+        let detail = response.body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&MAX.to_string()) && detail.contains("--max-job-size"),
+            "{uri}: {detail}"
+        );
+    }
+    assert_eq!(
+        history(&app),
+        before,
+        "a refused log or failure wrote history"
+    );
+    let job = app
+        .qless
+        .get(app.clock.now(), "run")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((job.state.as_str(), job.worker.as_str()), ("running", "w"));
+
+    // At the limit, both are written.
+    let response = app
+        .post("/v1/jobs/run/log", json!({"message": exactly}))
+        .await;
+    assert_eq!(response.status, 204, "{}", response.text);
+    let response = app
+        .post(
+            "/v1/jobs/run/fail",
+            json!({"worker": "w", "group": "g", "message": exactly}),
+        )
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text);
+}
+
 #[test]
 fn the_limit_defaults_to_one_mebibyte_and_must_be_positive() {
     use clap::Parser;

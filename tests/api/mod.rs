@@ -2,6 +2,7 @@
 
 mod admin;
 mod auth;
+mod batches;
 mod browser;
 mod complete_and_pop;
 mod connections;

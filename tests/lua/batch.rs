@@ -1,7 +1,7 @@
 //! The `batch` extension: many calls in one invocation, each answered on its own, as if
 //! it had been called alone.
 
-use qlessd::core::{BATCH_CALLS, Qless};
+use qlessd::core::{BATCH_CALLS, Error, Qless};
 use redis::Value;
 
 use super::jobs::{complete, config, get, job, pop, put, start, state, strs};
@@ -100,6 +100,7 @@ async fn calls_of_any_length_keep_their_arguments() {
     assert_eq!(jids_of(&replies[2]), ["b", "a"]);
 }
 
+/// A call refused for the state of its job (not for its arguments) fails alone.
 #[tokio::test]
 async fn a_failing_call_writes_nothing_and_the_calls_around_it_still_run() {
     let (redis, qless) = start().await;
@@ -109,13 +110,13 @@ async fn a_failing_call_writes_nothing_and_the_calls_around_it_still_run() {
         &qless,
         100.0,
         &[
-            ("put", &["w", "q", "j", "K", "{bad", "0"]),
+            ("complete", &["missing", "w", "q", "{}"]),
             ("complete", &["b", "someone-else", "q", "{}"]),
             ("heartbeat", &["a", "w", "{}"]),
         ],
     )
     .await;
-    assert!(error(&replies[0]).starts_with("QL_ARG user_script:1: Put(): Arg \"data\""));
+    assert!(error(&replies[0]).starts_with("QL_NOTFOUND user_script:1: Complete(): Job missing"));
     assert!(error(&replies[1]).starts_with("QL_WORKER user_script:1: Complete(): Job b"));
     assert!(error(&replies[2]).starts_with("QL_STATE user_script:1: Heartbeat(): Job a"));
     assert_eq!(snapshot(&redis), before, "failed calls wrote something");
@@ -134,6 +135,169 @@ async fn a_failing_call_writes_nothing_and_the_calls_around_it_still_run() {
     assert_eq!(text(&replies[1]), "complete");
     assert_eq!(state(&qless, "b").await, "complete");
     assert_eq!(state(&qless, "j").await, "waiting");
+}
+
+/// JSON nested deeper than the script's decoder takes (cjson: 1,000 levels).
+fn too_deep() -> String {
+    format!("{}1{}", "[".repeat(1001), "]".repeat(1001))
+}
+
+/// A call of a batch: its command and arguments.
+type Call<'a> = (&'a str, Vec<String>);
+
+/// Runs `command` (`batch` or `pop.after`) with `calls` and returns its error reply.
+async fn refusal(
+    qless: &Qless,
+    command: &'static str,
+    head: &[&str],
+    calls: &[Call<'_>],
+) -> String {
+    let mut args = strs(head);
+    for (name, call_args) in calls {
+        args.push(name.to_string());
+        args.push(call_args.len().to_string());
+        args.extend(call_args.iter().cloned());
+    }
+    match qless.call(command, 100.0, &args).await {
+        Err(Error::Script { code, message }) => format!("{code:?} {message}"),
+        other => panic!("{command} answered {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_call_anywhere_in_a_batch_refuses_it_whole_and_writes_nothing() {
+    let (redis, qless) = start().await;
+    seed(&qless).await;
+    let before = snapshot(&redis);
+    let deep = too_deep();
+    // 99 good puts, then one whose data the script's decoder refuses.
+    let mut puts: Vec<Call> = (0..99)
+        .map(|i| ("put", strs(&["", "q", &format!("new-{i}"), "K", "{}", "0"])))
+        .collect();
+    puts.push(("put", strs(&["", "q", "new-99", "K", &deep, "0"])));
+    let message = refusal(&qless, "batch", &[], &puts).await;
+    assert!(
+        message.starts_with(
+            "Argument Batch(): Call 100 is malformed, no call ran: Put(): Arg \"data\" missing or not JSON"
+        ),
+        "{message}"
+    );
+    assert_eq!(snapshot(&redis), before, "a refused batch wrote something");
+
+    // Every batched form checks its arguments before any call runs.
+    let good_heartbeat = ("heartbeat", strs(&["b", "w", "{}"]));
+    let good_complete = ("complete", strs(&["b", "w", "q", "{}"]));
+    let good_cancel = ("cancel", strs(&["a", "e"]));
+    let good_put = ("put", strs(&["", "q", "n", "K", "{}", "0"]));
+    let cases: Vec<(Vec<Call>, &str)> = vec![
+        (
+            vec![good_put.clone(), ("heartbeat", strs(&["b", "w", &deep]))],
+            "Call 2 is malformed, no call ran: Heartbeat(): Arg \"data\" not JSON",
+        ),
+        (
+            vec![
+                good_heartbeat.clone(),
+                ("heartbeat", strs(&["b", "w", "progress", &deep])),
+            ],
+            "Heartbeat(): Arg \"progress\" not JSON",
+        ),
+        (
+            vec![
+                good_heartbeat.clone(),
+                ("complete", strs(&["b", "w", "q", &deep])),
+            ],
+            "Complete(): Arg \"data\" missing or not JSON",
+        ),
+        (
+            vec![
+                good_put.clone(),
+                ("complete", strs(&["b", "w", "q", "{}", "result", &deep])),
+            ],
+            "Complete(): Arg \"result\" not JSON",
+        ),
+        (
+            vec![good_complete.clone(), ("cancel", strs(&["c", "x-history"]))],
+            "Cancel(): Jid x-history is reserved",
+        ),
+        (
+            vec![
+                good_cancel.clone(),
+                ("fail", strs(&["b", "w", "g", "m", &deep])),
+            ],
+            "Fail(): Arg \"data\" not JSON",
+        ),
+        (
+            vec![
+                good_cancel.clone(),
+                ("retry", strs(&["b", "q", "w", "soon"])),
+            ],
+            "Retry(): Arg \"delay\" not a number",
+        ),
+        (
+            vec![good_cancel.clone(), ("log", strs(&["b", "m", &deep]))],
+            "Log(): Argument 'data' not cjson",
+        ),
+        (
+            vec![
+                good_cancel.clone(),
+                (
+                    "put.idem",
+                    strs(&["key", "60", "put", "", "q", "n", "K", &deep, "0"]),
+                ),
+            ],
+            "Put(): Arg \"data\" missing or not JSON",
+        ),
+        (
+            vec![
+                good_put.clone(),
+                (
+                    "put",
+                    strs(&["", "q", "n", "K", "{}", "0", "depends", r#"["z-history"]"#]),
+                ),
+            ],
+            "Put(): Jid z-history is reserved",
+        ),
+        (
+            vec![
+                good_put.clone(),
+                (
+                    "put.ifabsent",
+                    strs(&["", "q", "n", "K", "{}", "0", "priority", "x"]),
+                ),
+            ],
+            "Put(): Arg \"priority\" not a number",
+        ),
+    ];
+    for (calls, expected) in cases {
+        let message = refusal(&qless, "batch", &[], &calls).await;
+        assert!(
+            message.starts_with("Argument Batch(): Call ") && message.contains(expected),
+            "{message}"
+        );
+        assert_eq!(
+            snapshot(&redis),
+            before,
+            "a refused batch wrote something: {expected}"
+        );
+    }
+
+    // pop.after too: nothing is ended and nothing leased.
+    let message = refusal(
+        &qless,
+        "pop.after",
+        &["1"],
+        &[good_complete, ("complete", strs(&["a", "w", "q", &deep]))],
+    )
+    .await;
+    assert!(
+        message.starts_with("Argument PopAfter(): Call 2 is malformed, no call ran: Complete()"),
+        "{message}"
+    );
+    assert_eq!(
+        snapshot(&redis),
+        before,
+        "a refused pop.after wrote something"
+    );
 }
 
 #[tokio::test]

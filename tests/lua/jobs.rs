@@ -1092,6 +1092,70 @@ async fn history_is_capped_keeping_the_first_entry() {
     assert_eq!(history(&job), expected);
 }
 
+/// Bytes of JSON text in the history list of `jid`, and its entries' `what`s.
+fn history_list(redis: &RedisServer, jid: &str) -> (usize, Vec<String>) {
+    let mut conn = redis.client().get_connection().unwrap();
+    let entries: Vec<String> = redis::cmd("LRANGE")
+        .arg(format!("ql:j:{jid}-history"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    let whats = entries
+        .iter()
+        .map(|entry| {
+            let entry: serde_json::Value = serde_json::from_str(entry).unwrap();
+            entry[1].as_str().unwrap().chars().take(8).collect()
+        })
+        .collect();
+    (entries.iter().map(String::len).sum(), whats)
+}
+
+#[tokio::test]
+async fn logs_keep_a_jobs_history_within_its_byte_budget_keeping_the_first_entry() {
+    let (redis, qless) = start().await;
+    put(&qless, 0.0, "q", "a").await;
+    // By default (no option set) the budget is 1 MiB: three logs of 600 KB leave the
+    // first entry and the newest log.
+    for (t, mark) in [(1.0, "one"), (2.0, "two"), (3.0, "three")] {
+        let message = format!("{mark} {}", "x".repeat(600 * 1024));
+        qless.log(t, "a", &message, None).await.unwrap();
+    }
+    let (bytes, whats) = history_list(&redis, "a");
+    assert_eq!(whats, ["put", "three xx"]);
+    assert!(bytes <= 1024 * 1024, "{bytes} bytes");
+
+    // With the option set, the budget is the option; small entries stay up to it.
+    config(&qless, "max-job-history-bytes", "2000").await;
+    put(&qless, 10.0, "q", "b").await;
+    for t in 0..40 {
+        let message = format!("log-{t:02} {}", "y".repeat(90));
+        qless
+            .log(11.0 + f64::from(t), "b", &message, None)
+            .await
+            .unwrap();
+    }
+    let (bytes, whats) = history_list(&redis, "b");
+    assert!(bytes <= 2000, "{bytes} bytes");
+    assert_eq!(whats.first().map(String::as_str), Some("put"));
+    assert_eq!(whats.last().map(String::as_str), Some("log-39 y"));
+    assert!(whats.len() > 10, "{whats:?}");
+    // A log whose own entry is over the budget still shows.
+    qless.log(60.0, "b", &"z".repeat(3000), None).await.unwrap();
+    let (_, whats) = history_list(&redis, "b");
+    assert_eq!(whats, ["put", "zzzzzzzz"]);
+
+    // 0 turns the byte budget off, as for the entry cap.
+    config(&qless, "max-job-history-bytes", "0").await;
+    for t in 0..3 {
+        qless
+            .log(70.0 + f64::from(t), "b", &"w".repeat(3000), None)
+            .await
+            .unwrap();
+    }
+    assert_eq!(history_list(&redis, "b").1.len(), 5);
+}
+
 #[tokio::test]
 async fn history_timestamps_are_rounded_down() {
     let (_redis, qless) = start().await;

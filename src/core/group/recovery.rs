@@ -74,8 +74,8 @@ pub(super) enum Action {
     /// Not now: nothing ran; send it again after [`BACKOFF`].
     Backoff,
     /// The script refused the group as a whole, which it does only before any call
-    /// ran (a command it does not know, say): each call goes again alone, so each
-    /// gets its own answer.
+    /// ran (a command it does not know, or a call with a malformed argument): each
+    /// call goes again alone, so each gets its own answer.
     Split,
     /// Its callers get `err`; the connection stays.
     Fail(Error),
