@@ -164,7 +164,12 @@ function push_factory(name)
       end)
       -- Only this worker's slot: the same jid may be in flight again elsewhere.
       local held = redis.call('hget', Qless.P .. 'j:' .. jid, 'worker')
-      if ok or held ~= worker then redis.call('zrem', key .. '-flight', jid) end
+      -- A freed slot is announced like any transition that lets a job be leased, so
+      -- that every qlessd's loop of the queue may take it, not only this one's.
+      if (ok or held ~= worker) and redis.call('zrem', key .. '-flight', jid) == 1 and
+          redis.call('zcard', Qless.P .. 'q:' .. queue .. '-work') > 0 then
+        Qless.available(queue, 1)
+      end
       if not ok then
         if type(what) == 'table' then what = what.err end
         return { 'gone', (string.gsub(tostring(what), '[\r\n]', ' ')) }

@@ -685,7 +685,7 @@ async fn graceful_shutdown_answers_long_polls_and_ends_event_streams() {
             state.begin_shutdown();
         },
     ));
-    let client = reqwest::Client::new();
+    let client = crate::support::http();
     let events = client
         .get(format!("{base}/v1/events"))
         .send()

@@ -946,7 +946,7 @@ async fn a_job_can_be_put_and_popped_over_tcp() {
         app.router.clone(),
         std::future::pending(),
     ));
-    let client = reqwest::Client::new();
+    let client = crate::support::http();
     let base = format!("http://{address}/v1/queues/tcp");
 
     let response = client

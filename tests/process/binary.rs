@@ -14,7 +14,7 @@ pub(super) fn free_port() -> u16 {
 }
 
 async fn status_of(url: &str) -> Option<u16> {
-    let client = reqwest::Client::builder()
+    let client = crate::support::http_builder()
         .timeout(Duration::from_secs(2))
         .build()
         .ok()?;
@@ -298,7 +298,7 @@ async fn the_root_leads_to_the_dashboard() {
     let mut child = spawn_embedded(&dir.path().join("data"), port, Stdio::null);
     let base = format!("http://127.0.0.1:{port}");
     wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
-    let client = reqwest::Client::builder()
+    let client = crate::support::http_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
@@ -324,7 +324,7 @@ async fn a_full_embedded_redis_refuses_new_jobs_with_503_keeps_the_old_ones_and_
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
     wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::http();
     let data = "x".repeat(200 * 1024);
     let mut stored = Vec::new();
     let refused = loop {

@@ -67,7 +67,7 @@ impl Gateway {
         Gateway {
             child,
             base,
-            http: reqwest::Client::new(),
+            http: crate::support::http(),
         }
     }
 
@@ -218,7 +218,13 @@ async fn a_gateway_whose_clock_runs_a_minute_ahead_keeps_leases_to_redis_time() 
     until(
         Duration::from_secs(10),
         "qlessd under faketime stopped",
-        async || reqwest::get(format!("{base}/healthz")).await.is_err(),
+        async || {
+            crate::support::http()
+                .get(format!("{base}/healthz"))
+                .send()
+                .await
+                .is_err()
+        },
     )
     .await;
 }

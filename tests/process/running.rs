@@ -31,7 +31,11 @@ impl Qlessd {
 
     /// `GET path` as JSON.
     pub async fn get(&self, path: &str) -> serde_json::Value {
-        let reply = reqwest::get(format!("{}{path}", self.base)).await.unwrap();
+        let reply = crate::support::http()
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
         assert!(
             reply.status().is_success(),
             "GET {path}: {}",
@@ -88,7 +92,7 @@ pub fn available(found: bool, test: &str, missing: &str) -> bool {
 async fn writes_without_a_body_need_no_content_type_over_real_http() {
     // As clients generated from the OpenAPI document send them: no body, no type.
     let qlessd = Qlessd::start().await;
-    let http = reqwest::Client::new();
+    let http = crate::support::http();
     let put = http
         .post(format!("{}/v1/queues/q/jobs", qlessd.base))
         .json(&serde_json::json!({"jid": "j", "klass": "K"}))

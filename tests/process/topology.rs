@@ -40,7 +40,7 @@ impl Gateway {
         let gateway = Gateway {
             child: command.spawn().unwrap(),
             base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::builder()
+            http: crate::support::http_builder()
                 .timeout(Duration::from_secs(5))
                 .build()
                 .unwrap(),

@@ -124,7 +124,7 @@ impl Traced {
     }
 
     async fn post(&self, path: &str, traceparent: Option<&str>, body: Value) -> Value {
-        let mut request = reqwest::Client::new()
+        let mut request = crate::support::http()
             .post(format!("{}{path}", self.base))
             .json(&body);
         if let Some(traceparent) = traceparent {
@@ -266,7 +266,7 @@ async fn a_request_its_client_abandons_still_leaves_its_span() {
     let endpoint = received.start().await;
     let qlessd = Traced::start(&endpoint).await;
     // Nothing to pop: the request waits, and the client gives up long before.
-    let abandoned = reqwest::Client::new()
+    let abandoned = crate::support::http()
         .post(format!("{}/v1/queues/idle/pop", qlessd.base))
         .header("x-request-id", "abandoned-pop-1")
         .json(&json!({"worker": "w1", "wait": 20}))
