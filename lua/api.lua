@@ -1148,34 +1148,44 @@ local function command(name)
     end
 
   elseif name == 'push.finish' then
-    -- Extension. push.finish(queue, jid, worker, outcome, ...) -> { what happened,
-    -- detail }: `complete [result]`, `retry delay group message` or `fail group
-    -- message` (push.lua).
+    -- Extension. push.finish(queue, jid, worker, status, ms, attempt, outcome, ...) ->
+    -- { what happened, detail }: `complete [result]`, `retry delay group message` or
+    -- `fail group message` (push.lua).
     return function(now, A)
-      local queue, jid, worker, outcome = Qless.queue_arg(A[3]), Qless.jid_arg(A[4]), A[5], A[6]
+      local queue, jid, worker = Qless.queue_arg(A[3]), Qless.jid_arg(A[4]), A[5]
+      local status, ms, attempt, outcome = A[6], A[7], A[8], A[9]
       if worker == nil or worker == '' then
         Qless.raise('QL_ARG', 'PushFinish', 'Arg "worker" missing')
       end
+      if status == nil or not string.find(status, '^%d*$') or #status > 3 then
+        Qless.raise('QL_ARG', 'PushFinish', 'Arg "status" must be an HTTP status or empty: ' ..
+          tostring(status))
+      end
+      if ms == nil or not string.find(ms, '^%d+$') or attempt == nil or
+          not string.find(attempt, '^%d+$') then
+        Qless.raise('QL_ARG', 'PushFinish', 'Args "ms" and "attempt" must be whole numbers')
+      end
       if outcome == 'complete' then
-        if A[7] ~= nil and Qless.json_decode(A[7]) == nil then
-          Qless.raise('QL_ARG', 'PushFinish', 'Arg "result" not JSON: ' .. A[7])
+        if A[10] ~= nil and Qless.json_decode(A[10]) == nil then
+          Qless.raise('QL_ARG', 'PushFinish', 'Arg "result" not JSON: ' .. A[10])
         end
       elseif outcome == 'retry' then
-        if A[7] ~= 'backoff' and tonumber(A[7]) == nil then
-          Qless.raise('QL_ARG', 'PushFinish', 'Arg "delay" not a number: ' .. tostring(A[7]))
+        if A[10] ~= 'backoff' and tonumber(A[10]) == nil then
+          Qless.raise('QL_ARG', 'PushFinish', 'Arg "delay" not a number: ' .. tostring(A[10]))
         end
-        if A[8] == nil or A[9] == nil then
+        if A[11] == nil or A[12] == nil then
           Qless.raise('QL_ARG', 'PushFinish', 'Args "group" and "message" missing')
         end
       elseif outcome == 'fail' then
-        if A[7] == nil or A[8] == nil then
+        if A[10] == nil or A[11] == nil then
           Qless.raise('QL_ARG', 'PushFinish', 'Args "group" and "message" missing')
         end
       else
         Qless.raise('QL_ARG', 'PushFinish', 'Arg "outcome" must be complete, retry or fail: ' ..
           tostring(outcome))
       end
-      return Qless.Push.finish(now, queue, jid, worker, outcome, A[7], A[8], A[9])
+      return Qless.Push.finish(now, queue, jid, worker, status, ms, attempt, outcome, A[10],
+        A[11], A[12])
     end
 
   elseif name == 'migrate' then

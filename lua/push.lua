@@ -18,6 +18,8 @@
 
 -- The methods of Qless.Push, made on first use (see base.lua).
 function push_factory(name)
+  -- How many recent deliveries a pushed queue keeps (OWN push:<Q>-recent).
+  local RECENT = 50
   if name == 'set' then
     -- set(now, queue, url, timeout, concurrency, rate_jobs, rate_seconds, headers,
     -- secret) -> 1 when the queue was not pushed before (and `secret` is its signing
@@ -65,7 +67,9 @@ function push_factory(name)
         ',"secrets":' .. Qless.json_list(secrets) .. ',"old_until":' .. old_until ..
         ',"delivered":' .. (f[10] or '0') .. ',"retried":' .. (f[11] or '0') ..
         ',"failed":' .. (f[12] or '0') ..
-        ',"in_flight":' .. redis.call('zcard', key .. '-flight') .. '}'
+        ',"in_flight":' .. redis.call('zcard', key .. '-flight') ..
+        ',"recent":[' .. table.concat(redis.call('lrange', key .. '-recent', '0', '-1'), ',') ..
+        ']}'
     end
 
   elseif name == 'list' then
@@ -81,7 +85,7 @@ function push_factory(name)
     -- deliveries in flight end as they would have (push.finish counts nothing then).
     return function(now, queue)
       local key = Qless.OWN .. 'push:' .. queue
-      local had = redis.call('del', key, key .. '-flight', key .. '-sent')
+      local had = redis.call('del', key, key .. '-flight', key .. '-sent', key .. '-recent')
       redis.call('srem', Qless.OWN .. 'pushes', queue)
       return had > 0 and 1 or 0
     end
@@ -136,8 +140,10 @@ function push_factory(name)
     end
 
   elseif name == 'finish' then
-    -- finish(now, queue, jid, worker, outcome, ...) -> { what happened, detail }: ends
-    -- a delivery of jid by worker, frees its slot and counts it. Outcomes:
+    -- finish(now, queue, jid, worker, status, ms, attempt, outcome, ...) -> { what
+    -- happened, detail }: ends a delivery of jid by worker, frees its slot, counts it,
+    -- and records it among the queue's recent deliveries (its HTTP `status`, '' when
+    -- none came, its duration `ms`, its `attempt`). Outcomes:
     --   complete [result]          -> 'delivered' (result: JSON text to keep)
     --   retry delay group message  -> 'retried', or 'failed' when its retries are used up
     --                                 (delay: seconds, or 'backoff' for the job's own)
@@ -145,7 +151,7 @@ function push_factory(name)
     -- When the job can no longer be ended by this worker (canceled meanwhile, its
     -- lease expired and went to another), { 'gone', the error's text } and nothing is
     -- counted: the slot is freed all the same.
-    return function(now, queue, jid, worker, outcome, a, b, c)
+    return function(now, queue, jid, worker, status, ms, attempt, outcome, a, b, c)
       local key = Qless.OWN .. 'push:' .. queue
       local ok, what = pcall(function()
         if outcome == 'complete' then
@@ -170,12 +176,21 @@ function push_factory(name)
           redis.call('zcard', Qless.P .. 'q:' .. queue .. '-work') > 0 then
         Qless.available(queue, 1)
       end
+      local detail = ''
       if not ok then
         if type(what) == 'table' then what = what.err end
-        return { 'gone', (string.gsub(tostring(what), '[\r\n]', ' ')) }
+        detail = string.gsub(tostring(what), '[\r\n]', ' ')
+        what = 'gone'
       end
-      if redis.call('exists', key) == 1 then redis.call('hincrby', key, what, 1) end
-      return { what, '' }
+      if redis.call('exists', key) == 1 then
+        if ok then redis.call('hincrby', key, what, 1) end
+        redis.call('lpush', key .. '-recent', '{"jid":' .. cjson.encode(jid) ..
+          ',"status":' .. (status == '' and 'null' or status) .. ',"ms":' .. ms ..
+          ',"attempt":' .. attempt .. ',"outcome":"' .. what .. '","when":' .. Qless.NOWF ..
+          ',"worker":' .. cjson.encode(worker) .. '}')
+        redis.call('ltrim', key .. '-recent', '0', tostring(RECENT - 1))
+      end
+      return { what, detail }
     end
   end
 end

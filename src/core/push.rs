@@ -75,6 +75,9 @@ pub struct PushState {
     pub retried: u64,
     pub failed: u64,
     pub in_flight: u64,
+    /// The latest deliveries, newest first (at most 50).
+    #[serde(default, deserialize_with = "crate::model::wire::list")]
+    pub recent: Vec<crate::model::PushDelivery>,
 }
 
 /// When a retried job is delivered again.
@@ -286,11 +289,23 @@ impl Command for PushPop<'_> {
     }
 }
 
+/// A delivery as it is recorded among a queue's recent ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Attempted {
+    /// The answer's HTTP status; none when no answer came.
+    pub status: Option<u16>,
+    /// How long the delivery took, in milliseconds.
+    pub ms: u64,
+    /// Which delivery of the job this was (1 for the first).
+    pub attempt: u64,
+}
+
 /// `push.finish`: ends a delivery of `jid` as `outcome` says, freeing its slot.
 struct PushFinish<'a> {
     queue: &'a str,
     jid: &'a str,
     worker: &'a str,
+    attempted: Attempted,
     outcome: Outcome<'a>,
 }
 
@@ -303,6 +318,11 @@ impl Command for PushFinish<'_> {
 
     fn encode(&self, args: &mut Args) {
         args.push(self.queue).push(self.jid).push(self.worker);
+        match self.attempted.status {
+            Some(status) => args.push(u32::from(status)),
+            None => args.push(""),
+        };
+        args.push(self.attempted.ms).push(self.attempted.attempt);
         match self.outcome {
             Outcome::Complete { result } => {
                 args.push("complete");
@@ -429,12 +449,14 @@ impl super::Qless {
         queue: &str,
         jid: &str,
         worker: &str,
+        attempted: Attempted,
         outcome: Outcome<'_>,
     ) -> Result<Finished, Error> {
         let command = PushFinish {
             queue,
             jid,
             worker,
+            attempted,
             outcome,
         };
         self.run(now, &command).await

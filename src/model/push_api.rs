@@ -65,6 +65,28 @@ pub struct PushSettings {
     pub failed: u64,
     /// Deliveries in flight now, across every qlessd.
     pub in_flight: u64,
+    /// The latest deliveries, newest first (at most 50).
+    pub recent: Vec<PushDelivery>,
+}
+
+/// One delivery, as a pushed queue keeps its latest ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PushDelivery {
+    pub jid: String,
+    /// The answer's HTTP status; null when none came (a timeout, a refused
+    /// connection, a TLS error).
+    pub status: Option<u16>,
+    /// How long it took, in milliseconds.
+    pub ms: u64,
+    /// Which delivery of the job it was (1 for the first).
+    pub attempt: u64,
+    /// `delivered`, `retried`, `failed`, or `gone` (the job was canceled or leased
+    /// to another meanwhile).
+    pub outcome: String,
+    /// When it ended (seconds since the epoch).
+    pub when: f64,
+    /// The qlessd that made it (its worker name).
+    pub worker: String,
 }
 
 /// A signing secret, as far as it may be shown.

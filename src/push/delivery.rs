@@ -12,7 +12,7 @@ use super::endpoint::{self, AddressPolicy};
 use super::signature;
 use crate::clock::Clock;
 use crate::core::Qless;
-use crate::core::push::{Finished, Outcome, PushState, RetryDelay};
+use crate::core::push::{Attempted, Finished, Outcome, PushState, RetryDelay};
 use crate::model::Job;
 
 /// A delivery about to be made: what it needs of its deliverer and its queue.
@@ -84,6 +84,12 @@ impl Delivery {
             },
             Verdict::Fail { group, message } => Outcome::Fail { group, message },
         };
+        let took_ms = started.elapsed().as_millis() as u64;
+        let attempted = Attempted {
+            status,
+            ms: took_ms,
+            attempt: attempt as u64,
+        };
         let finished = self
             .qless
             .push_finish(
@@ -91,10 +97,10 @@ impl Delivery {
                 &self.state.queue,
                 &job.jid,
                 &self.worker,
+                attempted,
                 outcome,
             )
             .await;
-        let took_ms = started.elapsed().as_millis() as u64;
         let status = status.map_or_else(|| "none".to_owned(), |s| s.to_string());
         match finished {
             Ok(Finished::Gone(why)) => tracing::info!(

@@ -118,6 +118,11 @@ impl Deliverer {
                     &delivery.queue,
                     &jid,
                     &self.worker,
+                    crate::core::push::Attempted {
+                        status: None,
+                        ms: 0,
+                        attempt: 0,
+                    },
                     crate::core::push::Outcome::Retry {
                         delay: crate::core::push::RetryDelay::Seconds(0.0),
                         group: "push-shutdown",

@@ -326,6 +326,7 @@ fn shown(pushed: PushState) -> PushSettings {
         retried: pushed.retried,
         failed: pushed.failed,
         in_flight: pushed.in_flight,
+        recent: pushed.recent,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use qlessd::core::push::{Finished, Outcome, PushConfig, PushRate, RetryDelay, Secret};
+use qlessd::core::push::{Attempted, Finished, Outcome, PushConfig, PushRate, RetryDelay, Secret};
 
 use super::jobs::{assert_error, get, put, start, state, strs};
 use super::malformed::snapshot;
@@ -18,6 +18,13 @@ fn config(concurrency: u32, rate: Option<PushRate>) -> PushConfig {
         headers: BTreeMap::from([("x-team".to_owned(), "billing".to_owned())]),
     }
 }
+
+/// A delivery that was answered 200 in 5 ms, the job's first.
+const ANSWERED: Attempted = Attempted {
+    status: Some(200),
+    ms: 5,
+    attempt: 1,
+};
 
 fn secret(text: &str) -> Secret {
     Secret::new(text.to_owned())
@@ -122,6 +129,7 @@ async fn deliveries_in_flight_never_exceed_the_concurrency() {
             "q",
             "a",
             "push-1",
+            ANSWERED,
             Outcome::Complete {
                 result: Some(r#"{"ok":true}"#),
             },
@@ -134,6 +142,17 @@ async fn deliveries_in_flight_never_exceed_the_concurrency() {
     assert_eq!(jids(&next), ["c"], "one slot freed");
     let counts = qless.push_get(8.0, "q").await.unwrap().unwrap();
     assert_eq!((counts.delivered, counts.in_flight), (1, 2));
+    let recent = &counts.recent;
+    assert_eq!(recent.len(), 1);
+    assert_eq!(
+        (
+            recent[0].jid.as_str(),
+            recent[0].status,
+            recent[0].ms,
+            recent[0].outcome.as_str()
+        ),
+        ("a", Some(200), 5, "delivered")
+    );
 }
 
 #[tokio::test]
@@ -181,7 +200,14 @@ async fn the_rate_holds_across_deliveries() {
     assert_eq!(jids(&leased), ["a", "b"]);
     for jid in ["a", "b"] {
         qless
-            .push_finish(3.0, "q", jid, "push-1", Outcome::Complete { result: None })
+            .push_finish(
+                3.0,
+                "q",
+                jid,
+                "push-1",
+                ANSWERED,
+                Outcome::Complete { result: None },
+            )
             .await
             .unwrap();
     }
@@ -217,7 +243,7 @@ async fn retries_count_until_they_run_out_and_fail_into_the_named_group() {
     qless.push_pop(2.0, "q", "push-1", 1).await.unwrap();
     assert_eq!(
         qless
-            .push_finish(3.0, "q", "a", "push-1", retry)
+            .push_finish(3.0, "q", "a", "push-1", ANSWERED, retry)
             .await
             .unwrap(),
         Finished::Retried
@@ -225,7 +251,7 @@ async fn retries_count_until_they_run_out_and_fail_into_the_named_group() {
     qless.push_pop(4.0, "q", "push-1", 1).await.unwrap();
     assert_eq!(
         qless
-            .push_finish(5.0, "q", "a", "push-1", retry)
+            .push_finish(5.0, "q", "a", "push-1", ANSWERED, retry)
             .await
             .unwrap(),
         Finished::Failed
@@ -262,6 +288,7 @@ async fn a_delivery_of_a_job_canceled_meanwhile_is_gone_and_frees_its_slot() {
             "q",
             "a",
             "push-1",
+            ANSWERED,
             Outcome::Fail {
                 group: "push-http-400",
                 message: "bad",
@@ -342,20 +369,34 @@ async fn bad_settings_are_refused_and_write_nothing() {
         ("push.pop", &["q", "", "1"][..], "worker"),
         (
             "push.finish",
-            &["q", "a", "w", "explode"][..],
+            &["q", "a", "w", "200", "5", "1", "explode"][..],
             "complete, retry or fail",
         ),
         (
             "push.finish",
-            &["q", "a", "w", "complete", "{nope"][..],
+            &["q", "a", "w", "200", "5", "1", "complete", "{nope"][..],
             "not JSON",
         ),
         (
             "push.finish",
-            &["q", "a", "w", "retry", "soon", "g", "m"][..],
+            &["q", "a", "w", "500", "5", "1", "retry", "soon", "g", "m"][..],
             "delay",
         ),
-        ("push.finish", &["q", "a", "w", "fail", "g"][..], "missing"),
+        (
+            "push.finish",
+            &["q", "a", "w", "400", "5", "1", "fail", "g"][..],
+            "missing",
+        ),
+        (
+            "push.finish",
+            &["q", "a", "w", "2000", "5", "1", "complete"][..],
+            "HTTP status",
+        ),
+        (
+            "push.finish",
+            &["q", "a", "w", "", "-1", "1", "complete"][..],
+            "whole numbers",
+        ),
         ("push.rotate", &["q", "s", "-1"][..], "grace"),
     ] {
         assert_error(qless.call(command, 1.0, &strs(args)).await, needle);
