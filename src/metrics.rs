@@ -41,6 +41,13 @@ struct NamespaceLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PushLabels {
+    namespace: String,
+    queue: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HttpLabels {
     method: &'static str,
     route: &'static str,
@@ -64,6 +71,11 @@ fn job_seconds_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.01, 4.0, 12))
 }
 
+fn delivery_buckets() -> Histogram {
+    // 5 ms .. about 25 minutes (a delivery may take up to 900 s).
+    Histogram::new(exponential_buckets(0.005, 2.5, 14))
+}
+
 fn group_buckets() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 8))
 }
@@ -85,6 +97,9 @@ pub struct Metrics {
     redis_restarts: Counter,
     spans_dropped: Counter,
     long_polls_cut_short: Counter,
+    push_deliveries: Family<PushLabels, Counter>,
+    push_seconds: HistogramFamily<QueueLabel>,
+    push_in_flight: Gauge,
     /// Each queue's series, by namespace then queue.
     queues: parking_lot::RwLock<HashMap<String, QueuesOf, Hasher>>,
     /// Jobs popped through this gateway and not yet ended, for the run time at
@@ -441,6 +456,25 @@ impl Metrics {
             "Pops with a wait answered at once, without waiting, because --max-long-polls were waiting already",
             long_polls_cut_short.clone(),
         );
+        let push_deliveries = Family::<PushLabels, Counter>::default();
+        registry.register(
+            "qless_push_deliveries",
+            "Push deliveries made by this gateway, by namespace, queue and outcome (delivered, retried, failed, gone)",
+            push_deliveries.clone(),
+        );
+        let push_seconds: HistogramFamily<QueueLabel> =
+            Family::new_with_constructor(delivery_buckets);
+        registry.register(
+            "qless_push_delivery_duration_seconds",
+            "Time from a push delivery's request to its answer (or timeout)",
+            push_seconds.clone(),
+        );
+        let push_in_flight = Gauge::default();
+        registry.register(
+            "qless_push_in_flight",
+            "Push deliveries this gateway has in flight (bounded by --push-max-in-flight)",
+            push_in_flight.clone(),
+        );
         Metrics {
             registry,
             jobs,
@@ -457,6 +491,9 @@ impl Metrics {
             redis_restarts,
             spans_dropped,
             long_polls_cut_short,
+            push_deliveries,
+            push_seconds,
+            push_in_flight,
             queues: Default::default(),
             leased: parking_lot::Mutex::new(Leased::new(capacity, evicted)),
             leased_jobs,
@@ -611,6 +648,34 @@ impl Metrics {
     /// Counts a span dropped because the export buffer was full.
     pub fn span_dropped(&self) {
         self.spans_dropped.inc();
+    }
+
+    /// A push delivery of `queue` ended as `outcome` after `took`.
+    pub fn push_delivered(
+        &self,
+        namespace: &str,
+        queue: &str,
+        outcome: &'static str,
+        took: Duration,
+    ) {
+        self.push_deliveries
+            .get_or_create(&PushLabels {
+                namespace: namespace.to_owned(),
+                queue: queue.to_owned(),
+                outcome,
+            })
+            .inc();
+        self.push_seconds
+            .get_or_create(&QueueLabel {
+                namespace: namespace.to_owned(),
+                queue: queue.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// A push delivery started (`1`) or ended (`-1`).
+    pub fn push_in_flight(&self, change: i64) {
+        self.push_in_flight.inc_by(change);
     }
 
     /// Counts a long poll answered at once because the cap was reached.

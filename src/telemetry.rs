@@ -522,6 +522,14 @@ enum What<'a> {
         queue: Option<Text>,
         jid: Option<Text>,
     },
+    /// A push delivery of a job (`qless push`), in the job's own trace: a client span,
+    /// whose context is the `traceparent` the delivery carries.
+    Delivery {
+        queue: Text,
+        jid: Text,
+        /// The answer's status (0: none came).
+        status: u16,
+    },
     /// A job leased by a pop, in the job's own trace: a consumer span. Encoded as it
     /// is made, so its texts are borrowed, not copied into the record.
     Leased {
@@ -735,6 +743,33 @@ pub fn end_call(span: &mut Span, failed: bool) {
         record.error = failed;
     }
     span.export();
+}
+
+/// The span of a push delivery (a client span) in the job's trace: a child of the span
+/// that put the job (`traceparent`, the job's), or the root of a new trace when the
+/// job has none. Its context is what the delivery sends as `traceparent`.
+pub fn delivery_span(traceparent: Option<&str>, queue: &str, jid: &str) -> Span {
+    let parent = traceparent.and_then(TraceParent::parse);
+    Span::start(parent, true, || What::Delivery {
+        queue: Text::new(queue),
+        jid: Text::new(jid),
+        status: 0,
+    })
+}
+
+/// Ends a delivery's span with the answer's status (none: no answer, an error, as a
+/// 5xx is).
+pub fn end_delivery(mut span: Span, status: Option<u16>) {
+    if let Some(record) = &mut span.record {
+        record.error = status.is_none_or(|status| status >= 500);
+        if let What::Delivery {
+            status: answered, ..
+        } = &mut record.what
+        {
+            *answered = status.unwrap_or(0);
+        }
+    }
+    span.end();
 }
 
 /// A span in a popped job's trace (its parent: the span that put the job), linked to

@@ -13,7 +13,9 @@ use super::signature;
 use crate::clock::Clock;
 use crate::core::Qless;
 use crate::core::push::{Attempted, Finished, Outcome, PushState, RetryDelay};
+use crate::metrics::METRICS;
 use crate::model::Job;
+use crate::telemetry;
 
 /// A delivery about to be made: what it needs of its deliverer and its queue.
 pub(super) struct Delivery {
@@ -42,9 +44,19 @@ impl Delivery {
     /// Delivers `job` and ends it as the answer decides.
     pub async fn deliver(self, job: Job) {
         let started = Instant::now();
+        let _counted = InFlight::start();
         let attempt = (job.retries - job.remaining + 1).max(1);
+        let span =
+            telemetry::delivery_span(job.traceparent.as_deref(), &self.state.queue, &job.jid);
+        // With tracing on, the receiver's work is a child of this delivery's span;
+        // otherwise it continues the job's trace as the job carries it.
+        let traceparent = if telemetry::tracing_on() {
+            Some(span.context().to_header())
+        } else {
+            job.traceparent.clone()
+        };
         let reply = if endpoint::may_connect(&self.url, self.policy) {
-            let post = self.post(&job, attempt);
+            let post = self.post(&job, attempt, traceparent.as_deref());
             self.keeping_the_lease(&job, post).await
         } else {
             Reply::None(
@@ -69,6 +81,7 @@ impl Delivery {
             ),
             Reply::None(failure, detail) => (None, answer::on_failure(failure, &detail)),
         };
+        telemetry::end_delivery(span, status);
         let outcome = match &verdict {
             Verdict::Complete { result } => Outcome::Complete {
                 result: result.as_deref(),
@@ -84,7 +97,8 @@ impl Delivery {
             },
             Verdict::Fail { group, message } => Outcome::Fail { group, message },
         };
-        let took_ms = started.elapsed().as_millis() as u64;
+        let took = started.elapsed();
+        let took_ms = took.as_millis() as u64;
         let attempted = Attempted {
             status,
             ms: took_ms,
@@ -101,6 +115,11 @@ impl Delivery {
                 outcome,
             )
             .await;
+        let word = match &finished {
+            Ok(finished) => outcome_word(finished),
+            Err(_) => "unrecorded",
+        };
+        METRICS.push_delivered(self.qless.namespace(), &self.state.queue, word, took);
         let status = status.map_or_else(|| "none".to_owned(), |s| s.to_string());
         match finished {
             Ok(Finished::Gone(why)) => tracing::info!(
@@ -124,7 +143,7 @@ impl Delivery {
     }
 
     /// The POST itself, read up to `max_result` bytes of its answer and one more.
-    async fn post(&self, job: &Job, attempt: i64) -> Reply {
+    async fn post(&self, job: &Job, attempt: i64, traceparent: Option<&str>) -> Reply {
         let body = match serde_json::to_vec(job) {
             Ok(body) => body,
             Err(err) => {
@@ -155,8 +174,8 @@ impl Delivery {
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signatures)
             .header("qlessd-attempt", attempt.to_string());
-        if let Some(traceparent) = &job.traceparent {
-            request = request.header("traceparent", traceparent.as_str());
+        if let Some(traceparent) = traceparent {
+            request = request.header("traceparent", traceparent);
         }
         let mut response = match request.body(body).send().await {
             Ok(response) => response,
@@ -248,6 +267,23 @@ fn caused_by_tls(err: &reqwest::Error) -> bool {
         source = cause.source();
     }
     false
+}
+
+/// Counts a delivery in flight for as long as it lives (also when its task is
+/// stopped by shutdown).
+struct InFlight;
+
+impl InFlight {
+    fn start() -> Self {
+        METRICS.push_in_flight(1);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        METRICS.push_in_flight(-1);
+    }
 }
 
 /// The word of the log line for how the job ended.

@@ -484,6 +484,7 @@ fn span(out: &mut Vec<u8>, record: &Record<'_>) {
                 + jid.as_ref().map_or(0, |jid| jid.as_bytes().len())
         }
         What::Leased { jid, queue, worker } => jid.len() + queue.len() + worker.len(),
+        What::Delivery { queue, jid, .. } => queue.as_bytes().len() + jid.as_bytes().len(),
     };
     let bound = 256 + 2 * variable + 40 * record.links.iter().count();
     // The length goes first, in as many bytes as the bound's would take.
@@ -537,6 +538,10 @@ fn write_span(room: &mut [u8], at: usize, record: &Record<'_>) -> usize {
             out.field(tag::NAME, b"qless leased");
             KIND_CONSUMER
         }
+        What::Delivery { .. } => {
+            out.field(tag::NAME, b"qless push");
+            KIND_CLIENT
+        }
     };
     out.array(&[tag::KIND, kind, tag::START]);
     out.array(&record.start.to_le_bytes());
@@ -574,6 +579,13 @@ fn write_span(room: &mut [u8], at: usize, record: &Record<'_>) -> usize {
             }
             if let Some(jid) = jid {
                 out.attribute(key::JID, jid.as_bytes());
+            }
+        }
+        What::Delivery { queue, jid, status } => {
+            out.attribute(key::QUEUE, queue.as_bytes());
+            out.attribute(key::JID, jid.as_bytes());
+            if *status != 0 {
+                out.int_attribute(key::STATUS, u64::from(*status));
             }
         }
         What::Leased { jid, queue, worker } => {

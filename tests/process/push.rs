@@ -385,13 +385,44 @@ async fn a_pushed_job_is_delivered_signed_and_completed_with_the_answer_as_its_r
     assert_eq!(settings["in_flight"], 0);
     let recent = &settings["recent"][0];
     assert_eq!(
-        (&recent["jid"], &recent["status"], &recent["attempt"], &recent["outcome"]),
-        (&json!("hello-ada"), &json!(200), &json!(1), &json!("delivered"))
+        (
+            &recent["jid"],
+            &recent["status"],
+            &recent["attempt"],
+            &recent["outcome"]
+        ),
+        (
+            &json!("hello-ada"),
+            &json!(200),
+            &json!(1),
+            &json!("delivered")
+        )
     );
     assert!(
         !settings.to_string().contains(&secret),
         "GET never shows the secret"
     );
+    let metrics = gateway
+        .http
+        .get(format!("{}/metrics", gateway.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            r#"qless_push_deliveries_total{namespace="",queue="emails",outcome="delivered"} 1"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("qless_push_delivery_duration_seconds_count"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("qless_push_in_flight 0"), "{metrics}");
+    assert!(!metrics.contains(&secret));
 }
 
 #[tokio::test]

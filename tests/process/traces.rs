@@ -108,6 +108,7 @@ impl Traced {
             .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
             .env("QLESSD_OTLP_ENDPOINT", endpoint)
             .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .env("QLESSD_PUSH_ALLOW_PRIVATE", "true")
             .env_remove("QLESSD_REDIS_URL")
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
@@ -282,4 +283,69 @@ async fn a_request_its_client_abandons_still_leaves_its_span() {
     assert_eq!(span.name, "POST /v1/queues/{queue}/pop");
     assert_eq!(attribute(&span, "http.response.status_code"), None);
     assert!(span.end_time_unix_nano >= span.start_time_unix_nano + 200_000_000);
+}
+
+/// A push delivery is a client span in the job's trace (a child of the put's span),
+/// and the receiver gets that span's context as its `traceparent`.
+#[tokio::test]
+async fn a_push_delivery_is_a_client_span_in_the_jobs_trace() {
+    let received = Received::default();
+    let endpoint = received.start().await;
+    let qlessd = Traced::start(&endpoint).await;
+    let sent: Arc<Mutex<Vec<String>>> = Arc::default();
+    let receiver = axum::Router::new().route(
+        "/hook",
+        post({
+            let sent = sent.clone();
+            move |headers: axum::http::HeaderMap| async move {
+                let traceparent = headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                sent.lock().unwrap().push(traceparent);
+                "{}"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, receiver).await.unwrap() });
+    let reply = crate::support::http()
+        .put(format!("{}/v1/queues/mail/push", qlessd.base))
+        .json(&json!({"url": hook}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 201);
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    qlessd
+        .post(
+            "/v1/queues/mail/jobs",
+            Some(&format!("00-{trace}-00f067aa0ba902b7-01")),
+            json!({"jid": "pushed", "klass": "Send", "data": {}}),
+        )
+        .await;
+    let put = received
+        .wait_for("for the put", |s| s.name == "POST /v1/queues/{queue}/jobs")
+        .await;
+    let delivery = received
+        .wait_for("for the delivery", |s| s.name == "qless push")
+        .await;
+    assert_eq!(hex(&delivery.trace_id), trace);
+    assert_eq!(delivery.parent_span_id, put.span_id);
+    assert_eq!(delivery.kind, 3, "a client span");
+    assert_eq!(attribute(&delivery, "qless.jid").as_deref(), Some("pushed"));
+    assert_eq!(attribute(&delivery, "qless.queue").as_deref(), Some("mail"));
+    assert_eq!(
+        attribute(&delivery, "http.response.status_code").as_deref(),
+        Some("200")
+    );
+    let headers = sent.lock().unwrap().clone();
+    assert_eq!(
+        headers,
+        [format!("00-{trace}-{}-01", hex(&delivery.span_id))],
+        "the receiver continues the delivery's span"
+    );
+    server.abort();
 }
