@@ -66,7 +66,115 @@ pub fn document() -> utoipa::openapi::OpenApi {
     base.merge(doc);
     problem_examples(&mut base);
     describe_access(&mut base);
+    base.webhooks = Some(push_webhook());
     base
+}
+
+/// The request qlessd sends to a pushed queue's endpoint (`PUT
+/// /v1/queues/{queue}/push`), as the document's `webhooks`, so that receivers can be
+/// generated from it too.
+fn push_webhook() -> utoipa::openapi::Paths {
+    use utoipa::openapi::path::{OperationBuilder, ParameterBuilder, ParameterIn};
+    use utoipa::openapi::request_body::RequestBodyBuilder;
+    use utoipa::openapi::response::ResponseBuilder;
+    use utoipa::openapi::{HttpMethod, ObjectBuilder, PathItem, PathsBuilder, Required, Type};
+
+    let header = |name: &str, required: bool, description: &str| {
+        ParameterBuilder::new()
+            .name(name)
+            .parameter_in(ParameterIn::Header)
+            .required(if required { Required::True } else { Required::False })
+            .description(Some(description))
+            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .build()
+    };
+    let retry_after = utoipa::openapi::header::HeaderBuilder::new()
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .description(Some("Seconds, or an HTTP date: when to deliver the job again"))
+        .build();
+    let operation = OperationBuilder::new()
+        .operation_id(Some("receive_push_delivery"))
+        .summary(Some("A job delivered to a pushed queue's endpoint"))
+        .description(Some(
+            "qlessd POSTs each job of a pushed queue to the queue's `url`, signed as the \
+             Standard Webhooks specification says: verify `webhook-signature` with the \
+             queue's secret (`whsec_...`) and any Standard Webhooks library. Delivery is at \
+             least once: the same job may come again (the same `webhook-id`, a higher \
+             `qlessd-attempt`), so make the work idempotent by `webhook-id`.",
+        ))
+        .tag("push")
+        .parameter(header(
+            "webhook-id",
+            true,
+            "The job's jid: the same for every attempt of the job",
+        ))
+        .parameter(header(
+            "webhook-timestamp",
+            true,
+            "When the delivery was signed, in seconds since the epoch",
+        ))
+        .parameter(header(
+            "webhook-signature",
+            true,
+            "`v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<body>\">` for \
+             each active secret (two during a rotation's grace), separated by spaces",
+        ))
+        .parameter(header(
+            "qlessd-attempt",
+            true,
+            "1 for the job's first delivery, then 2, 3, ...",
+        ))
+        .parameter(header(
+            "traceparent",
+            false,
+            "The W3C trace context of the delivery, in the trace of the request that put \
+             the job, when the job has one",
+        ))
+        .request_body(Some(
+            RequestBodyBuilder::new()
+                .description(Some("The job, as `GET /v1/jobs/{jid}` shows it"))
+                .required(Some(Required::True))
+                .content(
+                    "application/json",
+                    utoipa::openapi::ContentBuilder::new()
+                        .schema(Some(utoipa::openapi::Ref::from_schema_name("Job")))
+                        .build(),
+                )
+                .build(),
+        ))
+        .response(
+            "2XX",
+            ResponseBuilder::new().description(
+                "The job is completed; a JSON body (up to `--max-job-size`) becomes its \
+                 `result`",
+            ),
+        )
+        .response(
+            "429",
+            ResponseBuilder::new()
+                .description(
+                    "The job is retried after `Retry-After` (without it, with its backoff); \
+                     so is a 503",
+                )
+                .header("Retry-After", retry_after),
+        )
+        .response(
+            "5XX",
+            ResponseBuilder::new().description(
+                "The job is retried with its backoff (as on 408, a timeout or a connection \
+                 error); with its retries used up it fails into `push-http-<status>`",
+            ),
+        )
+        .response(
+            "4XX",
+            ResponseBuilder::new().description(
+                "Any other 4xx: the job fails at once into `push-http-<status>`, with the \
+                 start of the body as its message",
+            ),
+        );
+    PathsBuilder::new()
+        .path("pushDelivery", PathItem::new(HttpMethod::Post, operation))
+        .build()
 }
 
 /// Gives every operation's own error response (a problem whose description says what
