@@ -74,23 +74,15 @@ pub fn document() -> utoipa::openapi::OpenApi {
 /// /v1/queues/{queue}/push`), as the document's `webhooks`, so that receivers can be
 /// generated from it too.
 fn push_webhook() -> utoipa::openapi::Paths {
-    use utoipa::openapi::path::{OperationBuilder, ParameterBuilder, ParameterIn};
-    use utoipa::openapi::request_body::RequestBodyBuilder;
+    use utoipa::openapi::path::OperationBuilder;
     use utoipa::openapi::response::ResponseBuilder;
-    use utoipa::openapi::{HttpMethod, ObjectBuilder, PathItem, PathsBuilder, Required, Type};
+    use utoipa::openapi::{HttpMethod, ObjectBuilder, PathItem, PathsBuilder, Type};
 
-    let header = |name: &str, required: bool, description: &str| {
-        ParameterBuilder::new()
-            .name(name)
-            .parameter_in(ParameterIn::Header)
-            .required(if required { Required::True } else { Required::False })
-            .description(Some(description))
-            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-            .build()
-    };
     let retry_after = utoipa::openapi::header::HeaderBuilder::new()
         .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-        .description(Some("Seconds, or an HTTP date: when to deliver the job again"))
+        .description(Some(
+            "Seconds, or an HTTP date: when to deliver the job again",
+        ))
         .build();
     let operation = OperationBuilder::new()
         .operation_id(Some("receive_push_delivery"))
@@ -100,48 +92,24 @@ fn push_webhook() -> utoipa::openapi::Paths {
              Standard Webhooks specification says: verify `webhook-signature` with the \
              queue's secret (`whsec_...`) and any Standard Webhooks library. Delivery is at \
              least once: the same job may come again (the same `webhook-id`, a higher \
-             `qlessd-attempt`), so make the work idempotent by `webhook-id`.",
+             `qlessd-attempt`), so make the work idempotent by `webhook-id`.\n\n\
+             The body is the job, as `GET /v1/jobs/{jid}` shows it (the `Job` schema), \
+             as `application/json`. It and the headers are described here rather than as \
+             a request body and parameters: openapi-generator 7 writes code that does not \
+             compile for a webhook's schemas and parameters, which would break every client \
+             generated from this document. The headers:\n\n\
+             * `webhook-id`: the job's jid, the same for every attempt of the job;\n\
+             * `webhook-timestamp`: when the delivery was signed, in seconds since the \
+             epoch;\n\
+             * `webhook-signature`: `v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<body>\">` \
+             for each active secret (two during a rotation's grace), separated by spaces;\n\
+             * `qlessd-attempt`: 1 for the job's first delivery, then 2, 3, ...;\n\
+             * `traceparent`: the W3C trace context of the delivery, in the trace of the \
+             request that put the job, when the job has one;\n\
+             * `content-type: application/json`, `user-agent: qlessd/<version>`, and the \
+             queue's own static headers.",
         ))
         .tag("push")
-        .parameter(header(
-            "webhook-id",
-            true,
-            "The job's jid: the same for every attempt of the job",
-        ))
-        .parameter(header(
-            "webhook-timestamp",
-            true,
-            "When the delivery was signed, in seconds since the epoch",
-        ))
-        .parameter(header(
-            "webhook-signature",
-            true,
-            "`v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<body>\">` for \
-             each active secret (two during a rotation's grace), separated by spaces",
-        ))
-        .parameter(header(
-            "qlessd-attempt",
-            true,
-            "1 for the job's first delivery, then 2, 3, ...",
-        ))
-        .parameter(header(
-            "traceparent",
-            false,
-            "The W3C trace context of the delivery, in the trace of the request that put \
-             the job, when the job has one",
-        ))
-        .request_body(Some(
-            RequestBodyBuilder::new()
-                .description(Some("The job, as `GET /v1/jobs/{jid}` shows it"))
-                .required(Some(Required::True))
-                .content(
-                    "application/json",
-                    utoipa::openapi::ContentBuilder::new()
-                        .schema(Some(utoipa::openapi::Ref::from_schema_name("Job")))
-                        .build(),
-                )
-                .build(),
-        ))
         .response(
             "2XX",
             ResponseBuilder::new().description(

@@ -325,3 +325,32 @@ fn clients_default_to_the_default_address_and_open_routes_need_no_token() {
         assert_eq!(operation["security"], serde_json::json!([]), "{path}");
     }
 }
+
+#[test]
+fn the_request_qlessd_sends_to_a_pushed_queue_is_described_as_a_webhook() {
+    let doc = document();
+    let delivery = &doc["webhooks"]["pushDelivery"]["post"];
+    let description = delivery["description"].as_str().unwrap();
+    for header in [
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "qlessd-attempt",
+        "traceparent",
+    ] {
+        assert!(description.contains(header), "{header} is described");
+    }
+    let responses = delivery["responses"].as_object().unwrap();
+    for status in ["2XX", "429", "4XX", "5XX"] {
+        assert!(responses.contains_key(status), "{status} is described");
+    }
+    assert!(
+        responses["429"]["headers"]
+            .as_object()
+            .unwrap()
+            .contains_key("Retry-After")
+    );
+    for path in ["/v1/queues/{queue}/push", "/v1/queues/{queue}/push/rotate"] {
+        assert!(doc["paths"][path].is_object(), "{path}");
+    }
+}
