@@ -131,6 +131,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/ui/live", Needs(Read)),
     route("GET", "/ui/search", Needs(Read)),
     route("GET", "/ui/queues/{queue}", Needs(Read)),
+    route("GET", "/ui/queues/{queue}/push", Needs(Read)),
     route("POST", "/ui/queues/{queue}/pause", Needs(Admin)),
     route("POST", "/ui/queues/{queue}/unpause", Needs(Admin)),
     route("GET", "/ui/jobs/{jid}", Needs(Read)),

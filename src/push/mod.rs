@@ -18,6 +18,7 @@
 mod answer;
 mod delivery;
 pub mod endpoint;
+pub mod shown;
 pub mod signature;
 
 use std::collections::HashMap;

@@ -8,13 +8,13 @@ use axum::http::StatusCode;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{Json, Path};
-use crate::core::push::{PushConfig, PushRate, PushState};
+use crate::core::push::{PushConfig, PushRate};
 use crate::error::ApiError;
 use crate::model::{
     PayloadTooLarge, Problem, PushSettings, PushSubscription, QueueName, RotatePushRequest,
-    SecretInfo, SetPushRequest, ThrottleRate, Unavailable,
+    SetPushRequest, ThrottleRate, Unavailable,
 };
-use crate::push::{endpoint, signature};
+use crate::push::{endpoint, shown, signature};
 use crate::state::AppState;
 
 /// Longest endpoint URL.
@@ -267,14 +267,6 @@ fn reserved(name: &str) -> bool {
         || name.starts_with("proxy-")
 }
 
-/// Whether a header's value should not be shown: its name suggests a credential.
-fn sensitive(name: &str) -> bool {
-    name == "cookie"
-        || ["auth", "token", "secret", "key", "password", "session"]
-            .iter()
-            .any(|word| name.contains(word))
-}
-
 /// The queue's settings as they may be shown, or 404.
 async fn read(state: &AppState, queue: &QueueName) -> Result<PushSettings, ApiError> {
     match state
@@ -282,51 +274,8 @@ async fn read(state: &AppState, queue: &QueueName) -> Result<PushSettings, ApiEr
         .push_get(state.clock.now(), queue.as_str())
         .await?
     {
-        Some(pushed) => Ok(shown(pushed)),
+        Some(pushed) => Ok(shown::settings(pushed)),
         None => Err(not_pushed(queue)),
-    }
-}
-
-/// A pushed queue as the API shows it: fingerprints for secrets, credentials in
-/// headers hidden.
-fn shown(pushed: PushState) -> PushSettings {
-    let secrets = pushed
-        .secrets
-        .iter()
-        .enumerate()
-        .map(|(i, secret)| SecretInfo {
-            fingerprint: signature::fingerprint(secret),
-            expires: if i == 0 { None } else { pushed.old_until },
-        })
-        .collect();
-    let headers = pushed
-        .headers
-        .into_iter()
-        .map(|(name, value)| {
-            let value = if sensitive(&name) {
-                "***".to_owned()
-            } else {
-                value
-            };
-            (name, value)
-        })
-        .collect();
-    PushSettings {
-        queue: pushed.queue,
-        url: pushed.url,
-        timeout: pushed.timeout,
-        concurrency: pushed.concurrency,
-        rate: pushed.rate.map(|rate| ThrottleRate {
-            jobs: rate.jobs,
-            seconds: rate.seconds,
-        }),
-        headers,
-        secrets,
-        delivered: pushed.delivered,
-        retried: pushed.retried,
-        failed: pushed.failed,
-        in_flight: pushed.in_flight,
-        recent: pushed.recent,
     }
 }
 
@@ -414,19 +363,5 @@ mod tests {
             push_config(request(serde_json::json!({"url": "https://example.com/h"}))).unwrap();
         assert_eq!((config.timeout, config.concurrency), (30, 10));
         assert!(config.rate.is_none() && config.headers.is_empty());
-    }
-
-    #[test]
-    fn credentials_in_headers_are_never_shown() {
-        for name in [
-            "authorization",
-            "x-api-key",
-            "x-auth-token",
-            "cookie",
-            "x-client-secret",
-        ] {
-            assert!(sensitive(name), "{name}");
-        }
-        assert!(!sensitive("x-team"));
     }
 }

@@ -14,6 +14,7 @@ mod actions;
 mod charts;
 mod live;
 mod pages;
+mod push;
 mod session;
 
 use std::sync::Arc;
@@ -68,6 +69,7 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/assets/style.css", get(style))
         .route("/ui/search", get(pages::search))
         .route("/ui/queues/{queue}", get(pages::queue))
+        .route("/ui/queues/{queue}/push", get(push::page))
         .route("/ui/queues/{queue}/pause", post(actions::pause))
         .route("/ui/queues/{queue}/unpause", post(actions::unpause))
         .route("/ui/jobs/{jid}", get(pages::job))

@@ -73,8 +73,12 @@ pub(super) async fn overview_partial(State(ui): State<Ui>, Query(p): Query<Pagin
 async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
     let now = ui.app.clock.now();
     let qless = &ui.app.qless;
-    let (queues, failed, workers) =
-        tokio::try_join!(qless.queues(now), qless.failed(now), qless.workers(now))?;
+    let (queues, failed, workers, pushed) = tokio::try_join!(
+        qless.queues(now),
+        qless.failed(now),
+        qless.workers(now),
+        qless.push_list(now)
+    )?;
     let start = (offset as usize).min(queues.len());
     let shown = &queues[start..(start + PAGE as usize).min(queues.len())];
     let mut groups: Vec<(&String, &i64)> = failed.iter().collect();
@@ -101,7 +105,7 @@ async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
                 }
             }
             h2 { "Queues" }
-            (queue_table(shown))
+            (queue_table(shown, &pushed))
             (pager("/ui", offset, shown.len(), Some(queues.len() as i64)))
             h2 { "Failure groups" }
             @if groups.is_empty() { p.muted { "No failures." } } @else {
@@ -130,13 +134,15 @@ async fn overview_body(ui: &Ui, offset: u32) -> UiResult {
     })
 }
 
-fn queue_table(queues: &[QueueCounts]) -> Markup {
+/// The queues' counts; `pushed` names the queues delivered to an endpoint, marked
+/// with a badge linking to their push page.
+fn queue_table(queues: &[QueueCounts], pushed: &[String]) -> Markup {
     html! {
         table #queues {
             tr {
                 th { "Queue" } th.n { "Waiting" } th.n { "Running" } th.n { "Scheduled" }
                 th.n { "Stalled" } th.n { "Depends" } th.n { "Recurring" } th.n { "Throttled" }
-                th { "Paused" }
+                th { "State" }
             }
             @for q in queues {
                 tr {
@@ -144,7 +150,12 @@ fn queue_table(queues: &[QueueCounts]) -> Markup {
                     td.n { (q.waiting) } td.n { (q.running) } td.n { (q.scheduled) }
                     td.n { (q.stalled) } td.n { (q.depends) } td.n { (q.recurring) }
                     td.n.throttled { (q.throttled) }
-                    td { @if q.paused { span.badge.paused { "paused" } } }
+                    td {
+                        @if q.paused { span.badge.paused { "paused" } " " }
+                        @if pushed.contains(&q.name) {
+                            a.badge.push href=(format!("/ui/queues/{}/push", seg(&q.name))) { "push" }
+                        }
+                    }
                 }
             }
         }
@@ -214,11 +225,13 @@ pub(super) async fn queue(
             Some(l) => qless.jobs(now, l, &queue, p.offset, PAGE).await,
         }
     };
-    let (counts, jids, stats) = tokio::try_join!(
+    let (counts, jids, stats, pushed) = tokio::try_join!(
         qless.queue(now, &queue),
         jids,
-        qless.stats(now, &queue, now)
+        qless.stats(now, &queue, now),
+        qless.push_list(now)
     )?;
+    let pushed = pushed.contains(&queue);
     let total = match state {
         "waiting" => counts.waiting,
         "running" => counts.running,
@@ -258,6 +271,10 @@ pub(super) async fn queue(
         html! {
             h1 { "Queue " bdi #queue-name { (queue) } " "
                 @if counts.paused { span.badge.paused #paused { "paused" } } }
+            @if pushed {
+                p #pushed { span.badge.push { "push" } " Its jobs are delivered to an endpoint: "
+                    a href=(format!("/ui/queues/{}/push", seg(&queue))) { "push delivery" } }
+            }
             @if can.admin { div.actions {
                 @if counts.paused {
                     (action_button(&format!("{action}/unpause"), "Unpause", "primary", &[]))

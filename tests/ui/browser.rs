@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use super::{put, put_and_fail};
+use super::{pushed, put, put_and_fail};
 use crate::support::TestApp;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -272,6 +272,25 @@ async fn an_operator_retries_a_failed_job_unfails_a_group_and_pauses_a_queue() {
         .await
         .unwrap();
     assert_eq!(live.len(), 1, "other queues still pop");
+
+    // A pushed queue is marked in the overview; its badge opens its push page.
+    pushed(&app, "hooks", "qlessd-push:gw-1").await;
+    client.goto(&format!("{base}/ui")).await.unwrap();
+    click(
+        &client,
+        Locator::Css("a.badge.push[href='/ui/queues/hooks/push']"),
+    )
+    .await;
+    wait_text(&client, "#endpoint", |t| {
+        t == "https://hooks.example.com/in/qlessd"
+    })
+    .await;
+    let deliveries = wait_text(&client, "#deliveries", |t| t.contains("no answer")).await;
+    assert!(
+        deliveries.contains("d1") && deliveries.contains("410"),
+        "{deliveries}"
+    );
+    screenshot(&client, "ui-push.png").await;
 
     client.close().await.unwrap();
     let _ = stop.send(());

@@ -5,7 +5,7 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 
-use super::{put, put_and_fail};
+use super::{PUSH_SECRET, pushed, put, put_and_fail};
 use crate::support::{TestApp, TestResponse};
 
 /// The CSRF token the dashboard put in a page's forms.
@@ -750,29 +750,204 @@ async fn names_are_isolated_so_that_none_reorders_the_page_around_it() {
         "/ui/jobs/j2",
         "/ui/workers",
     ] {
-        let page = app.get(uri).await;
-        assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.text);
-        let mut shown = 0;
-        for (at, _) in page.text.match_indices('\u{202e}') {
-            let before = &page.text[..at];
-            // An attribute's value (a form's hidden field) is not shown.
-            if before.rfind('<') > before.rfind('>') {
-                continue;
-            }
-            let opened = before.rfind("<bdi>").or_else(|| before.rfind("<bdi "));
-            let closed = before.rfind("</bdi>");
-            assert!(
-                opened.is_some() && opened > closed,
-                "{uri}: a name is not isolated: {}",
-                &page.text[at.saturating_sub(80)..at]
-            );
-            shown += 1;
-        }
-        assert!(shown > 0, "{uri} shows none of the names");
+        assert_isolated(&app, uri).await;
     }
     // Nor can the API or the dashboard be asked for such a name.
     let refused = app.get("/v1/queues/pay%E2%80%AEcod.exe").await;
     refused.assert_problem(400, "bad_request");
     let page = app.get("/ui/queues/pay%E2%80%AEcod.exe").await;
     assert_eq!(page.status, StatusCode::BAD_REQUEST);
+}
+
+/// Fails unless every right-to-left override (U+202E) `uri` shows is inside a
+/// `<bdi>`, and it shows at least one.
+async fn assert_isolated(app: &TestApp, uri: &str) {
+    let page = app.get(uri).await;
+    assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.text);
+    let mut shown = 0;
+    for (at, _) in page.text.match_indices('\u{202e}') {
+        let before = &page.text[..at];
+        // An attribute's value (a form's hidden field, a link) is not shown.
+        if before.rfind('<') > before.rfind('>') {
+            continue;
+        }
+        let opened = before.rfind("<bdi>").or_else(|| before.rfind("<bdi "));
+        let closed = before.rfind("</bdi>");
+        assert!(
+            opened.is_some() && opened > closed,
+            "{uri}: a name is not isolated: {}",
+            &page.text[at.saturating_sub(80)..at]
+        );
+        shown += 1;
+    }
+    assert!(shown > 0, "{uri} shows none of the names");
+}
+
+/// The part of `page` from the element with `id` to the end of that element's tag
+/// name's first closing (enough for the flat elements these tests look into).
+fn element<'a>(page: &'a str, id: &str, tag: &str) -> &'a str {
+    let at = page
+        .find(&format!(r#"id="{id}""#))
+        .unwrap_or_else(|| panic!("no #{id} in {page}"));
+    let end = page[at..]
+        .find(&format!("</{tag}>"))
+        .unwrap_or_else(|| panic!("#{id} is not closed"));
+    &page[at..at + end]
+}
+
+#[tokio::test]
+async fn a_pushed_queue_has_a_page_with_its_settings_counts_deliveries_and_failures() {
+    let app = TestApp::start().await;
+    pushed(&app, "hooks", "qlessd-push:gw-1").await;
+    // A job of another queue in the same failure group is not this queue's.
+    put_and_fail(&app, "other", "o1", "push-http-410").await;
+    let page = app.get("/ui/queues/hooks/push").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    let text = page.text;
+
+    // The settings, with the endpoint cut before its query and headers by name only.
+    assert!(
+        element(&text, "endpoint", "dd")
+            .contains("<code>https://hooks.example.com/in/qlessd</code>"),
+        "{text}"
+    );
+    assert!(element(&text, "timeout", "dd").contains(">45 s"), "{text}");
+    assert!(
+        element(&text, "concurrency", "dd").contains(">7 "),
+        "{text}"
+    );
+    assert!(
+        element(&text, "rate", "dd").contains(">100 per 2 s"),
+        "{text}"
+    );
+    let headers = element(&text, "headers", "dd");
+    assert!(
+        headers.contains("<bdi>authorization</bdi>") && headers.contains("<bdi>x-team</bdi>"),
+        "{headers}"
+    );
+    let secret = qlessd::core::push::Secret::new(PUSH_SECRET.to_owned());
+    let fingerprint = qlessd::push::signature::fingerprint(&secret);
+    assert!(
+        element(&text, "secrets", "dd").contains(&fingerprint),
+        "{text}"
+    );
+    for hidden in [
+        PUSH_SECRET,
+        "query-credential",
+        "?token",
+        "header-credential",
+        "billing-team",
+    ] {
+        assert!(!text.contains(hidden), "the page shows {hidden}: {text}");
+    }
+
+    // The counts.
+    for (id, count) in [
+        ("delivered", 1),
+        ("retried", 1),
+        ("failed", 1),
+        ("in-flight", 0),
+    ] {
+        assert!(
+            element(&text, id, "div").ends_with(&format!(">{count}")),
+            "{id}: {text}"
+        );
+    }
+
+    // The latest deliveries, newest first: jid, status, ms, attempt, outcome, who.
+    let table = element(&text, "deliveries", "table");
+    let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert!(rows[0].contains(r#"href="/ui/jobs/d3""#) && rows[0].contains(">410<"));
+    assert!(
+        rows[0].contains(r#"<span class="badge failed">failed</span>"#),
+        "{}",
+        rows[0]
+    );
+    assert!(rows[1].contains(r#"href="/ui/jobs/d2""#) && rows[1].contains("no answer"));
+    assert!(
+        rows[1].contains(">45000<") && rows[1].contains(">retried<"),
+        "{}",
+        rows[1]
+    );
+    assert!(rows[2].contains(r#"href="/ui/jobs/d1""#) && rows[2].contains(">200<"));
+    assert!(
+        rows[2].contains(r#"<td class="n">12</td><td class="n">1</td>"#),
+        "{}",
+        rows[2]
+    );
+    assert!(rows[2].contains(">delivered<") && rows[2].contains("<bdi>qlessd-push:gw-1</bdi>"));
+
+    // The failures: the delivery groups, and this queue's failed job only.
+    let groups = element(&text, "push-failure-groups", "table");
+    assert!(
+        groups.contains(r#"href="/ui/failures/push-http-410""#),
+        "{groups}"
+    );
+    assert!(
+        groups.contains(r#"<td class="n">2</td>"#),
+        "both queues' jobs: {groups}"
+    );
+    let failed = element(&text, "push-failed-jobs", "table");
+    assert!(failed.contains(r#"href="/ui/jobs/d3""#) && failed.contains("the endpoint is gone"));
+    assert!(!failed.contains("/ui/jobs/o1"), "{failed}");
+
+    // The queue's page links to it; the overview marks the pushed queue only.
+    let queue = app.get("/ui/queues/hooks").await.text;
+    assert!(queue.contains(r#"href="/ui/queues/hooks/push""#), "{queue}");
+    let other = app.get("/ui/queues/other").await.text;
+    assert!(!other.contains("/push\""), "{other}");
+    let overview = app.get("/ui").await.text;
+    assert!(
+        overview.contains(r#"<a class="badge push" href="/ui/queues/hooks/push">push</a>"#),
+        "{overview}"
+    );
+    assert!(!overview.contains("/ui/queues/other/push"), "{overview}");
+}
+
+#[tokio::test]
+async fn the_push_page_of_a_queue_not_pushed_is_a_404_page() {
+    let app = TestApp::start().await;
+    put(&app, "plain", "j1").await;
+    let page = app.get("/ui/queues/plain/push").await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND, "{}", page.text);
+    assert!(
+        page.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(page.text.contains("not pushed"), "{}", page.text);
+    assert!(!app.get("/ui/queues/plain").await.text.contains("/push"));
+    let bad = app.get("/ui/queues/pay%E2%80%AEcod.exe/push").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn the_push_page_isolates_the_names_it_shows() {
+    let app = TestApp::start().await;
+    // A worker name and a failure group as another client could leave them.
+    pushed(&app, "hooks", "qlessd-push:\u{202e}gw").await;
+    put_and_fail(&app, "hooks", "f1", "push-\u{202e}x").await;
+    assert_isolated(&app, "/ui/queues/hooks/push").await;
+}
+
+#[tokio::test]
+async fn the_push_page_needs_a_token_and_a_read_token_sees_it() {
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    pushed(&app, "hooks", "qlessd-push:gw-1").await;
+    let anonymous = app.get("/ui/queues/hooks/push").await;
+    assert_eq!(anonymous.status, StatusCode::SEE_OTHER);
+    assert_eq!(anonymous.headers[header::LOCATION], "/ui/login");
+    assert!(!anonymous.text.contains("hooks.example.com"));
+    let read = with_cookie(&app, Method::GET, "/ui/queues/hooks/push", "reader", "").await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.text);
+    assert!(read.text.contains("https://hooks.example.com/in/qlessd"));
+    let overview = with_cookie(&app, Method::GET, "/ui", "reader", "").await;
+    assert!(overview.text.contains(r#"href="/ui/queues/hooks/push""#));
+    let access = qlessd::auth::access("GET", "/ui/queues/{queue}/push");
+    assert_eq!(
+        access,
+        Some(qlessd::auth::Access::Needs(qlessd::auth::Scope::Read))
+    );
 }
