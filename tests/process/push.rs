@@ -385,8 +385,18 @@ async fn a_pushed_job_is_delivered_signed_and_completed_with_the_answer_as_its_r
     assert_eq!(settings["in_flight"], 0);
     let recent = &settings["recent"][0];
     assert_eq!(
-        (&recent["jid"], &recent["status"], &recent["attempt"], &recent["outcome"]),
-        (&json!("hello-ada"), &json!(200), &json!(1), &json!("delivered"))
+        (
+            &recent["jid"],
+            &recent["status"],
+            &recent["attempt"],
+            &recent["outcome"]
+        ),
+        (
+            &json!("hello-ada"),
+            &json!(200),
+            &json!(1),
+            &json!("delivered")
+        )
     );
     assert!(
         !settings.to_string().contains(&secret),
