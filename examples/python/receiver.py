@@ -21,6 +21,7 @@ PORT (8000), HOST (127.0.0.1; 0.0.0.0 to take deliveries from other machines).
 
 import json
 import os
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks import Webhook, WebhookVerificationError
@@ -48,8 +49,13 @@ def greet(job):
     return {**job["data"], "greeting": f"Hello, {name}!"}
 
 
+# Deliveries are handled on several threads at once: one line at a time.
+SAYING = threading.Lock()
+
+
 def say(*words):
-    print(*words, flush=True)
+    with SAYING:
+        print(*words, flush=True)
 
 
 class Receiver(BaseHTTPRequestHandler):
