@@ -54,15 +54,23 @@ pub(super) fn spawn_embedded(data: &std::path::Path, port: u16, logs: fn() -> St
 
 /// The same, serving on `listen` (any `--listen` value).
 fn spawn_embedded_on(data: &std::path::Path, listen: &str, logs: fn() -> Stdio) -> Child {
-    Command::new(BINARY)
-        .env("QLESSD_DATA_DIR", data)
-        .env("QLESSD_LISTEN", listen)
-        .env_remove("QLESSD_REDIS_URL")
-        .env_remove("RUST_LOG")
+    embedded(data, listen)
         .stdout(logs())
         .stderr(logs())
         .spawn()
         .unwrap()
+}
+
+/// The command that runs qlessd in embedded mode with its data in `data`, serving on
+/// `listen`, for a caller to add settings to.
+pub(super) fn embedded(data: &std::path::Path, listen: &str) -> Command {
+    let mut command = Command::new(BINARY);
+    command
+        .env("QLESSD_DATA_DIR", data)
+        .env("QLESSD_LISTEN", listen)
+        .env_remove("QLESSD_REDIS_URL")
+        .env_remove("RUST_LOG");
+    command
 }
 
 #[test]

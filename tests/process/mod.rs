@@ -11,6 +11,7 @@ mod examples;
 mod gateways;
 mod hardening;
 mod push;
+mod push_examples;
 mod readme;
 pub(crate) mod running;
 mod topology;

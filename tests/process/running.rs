@@ -4,7 +4,7 @@
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use super::binary::{free_port, spawn_embedded, wait_for_status};
+use super::binary::{embedded, free_port, wait_for_status};
 
 /// A running qlessd with its own data directory; killed (with its Redis) on drop.
 pub struct Qlessd {
@@ -17,9 +17,19 @@ pub struct Qlessd {
 impl Qlessd {
     /// Starts qlessd and waits until it is ready.
     pub async fn start() -> Qlessd {
+        Qlessd::start_with(&[]).await
+    }
+
+    /// The same, with these environment variables (settings) added.
+    pub async fn start_with(env: &[(&str, &str)]) -> Qlessd {
         let data = tempfile::tempdir().unwrap();
         let port = free_port();
-        let child = spawn_embedded(&data.path().join("data"), port, Stdio::null);
+        let child = embedded(&data.path().join("data"), &format!("127.0.0.1:{port}"))
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let base = format!("http://127.0.0.1:{port}");
         wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
         Qlessd {
