@@ -1169,8 +1169,8 @@ local function command(name)
         if A[10] ~= nil and Qless.json_decode(A[10]) == nil then
           Qless.raise('QL_ARG', 'PushFinish', 'Arg "result" not JSON: ' .. A[10])
         end
-      elseif outcome == 'retry' then
-        if A[10] ~= 'backoff' and tonumber(A[10]) == nil then
+      elseif outcome == 'retry' or outcome == 'postpone' then
+        if (outcome == 'postpone' or A[10] ~= 'backoff') and tonumber(A[10]) == nil then
           Qless.raise('QL_ARG', 'PushFinish', 'Arg "delay" not a number: ' .. tostring(A[10]))
         end
         if A[11] == nil or A[12] == nil then
@@ -1181,7 +1181,7 @@ local function command(name)
           Qless.raise('QL_ARG', 'PushFinish', 'Args "group" and "message" missing')
         end
       else
-        Qless.raise('QL_ARG', 'PushFinish', 'Arg "outcome" must be complete, retry or fail: ' ..
+        Qless.raise('QL_ARG', 'PushFinish', 'Arg "outcome" must be complete, retry, postpone or fail: ' ..
           tostring(outcome))
       end
       return Qless.Push.finish(now, queue, jid, worker, status, ms, attempt, outcome, A[10],

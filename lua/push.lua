@@ -147,6 +147,8 @@ function push_factory(name)
     --   complete [result]          -> 'delivered' (result: JSON text to keep)
     --   retry delay group message  -> 'retried', or 'failed' when its retries are used up
     --                                 (delay: seconds, or 'backoff' for the job's own)
+    --   postpone delay group message -> 'retried' after `delay` seconds, using none of
+    --                                 its retries (a receiver's Retry-After, shutdown)
     --   fail group message         -> 'failed'
     -- When the job can no longer be ended by this worker (canceled meanwhile, its
     -- lease expired and went to another), { 'gone', the error's text } and nothing is
@@ -164,6 +166,17 @@ function push_factory(name)
           local delay = a == 'backoff' and Qless.Extra.backoff_delay(jid, queue, 1) or tonumber(a)
           local left = Qless.Job.retry(now, jid, queue, worker, delay, b, c)
           return left < 0 and 'failed' or 'retried'
+        elseif outcome == 'postpone' then
+          -- A retry that uses none of the job's retries: the one retry takes is given
+          -- back first, once the job is known to be this worker's (retry's own
+          -- checks then pass, so nothing is written unless all of it is).
+          local key = Qless.P .. 'j:' .. jid
+          local f = redis.call('hmget', key, 'state', 'worker')
+          if f[1] == 'running' and f[2] == worker then
+            redis.call('hincrby', key, 'remaining', 1)
+          end
+          Qless.Job.retry(now, jid, queue, worker, tonumber(a), b, c)
+          return 'retried'
         end
         Qless.Job.fail(now, jid, worker, a, b, nil)
         return 'failed'

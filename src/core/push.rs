@@ -80,13 +80,16 @@ pub struct PushState {
     pub recent: Vec<crate::model::PushDelivery>,
 }
 
-/// When a retried job is delivered again.
+/// When a retried job is delivered again, and whether that uses up one of its
+/// retries.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RetryDelay {
-    /// After this many seconds (a receiver's `Retry-After`).
-    Seconds(f64),
-    /// After the job's own backoff for this attempt (none: at once).
+    /// After the job's own backoff for this attempt (none: at once), using one of its
+    /// retries: the endpoint failed.
     Backoff,
+    /// After this many seconds, using none of its retries: the endpoint asked for it
+    /// later (`Retry-After`), or qlessd stopped during the delivery.
+    Postponed(f64),
 }
 
 /// How a delivery ended, as the receiver's answer decided.
@@ -335,10 +338,9 @@ impl Command for PushFinish<'_> {
                 group,
                 message,
             } => {
-                args.push("retry");
                 match delay {
-                    RetryDelay::Seconds(seconds) => args.push(seconds),
-                    RetryDelay::Backoff => args.push("backoff"),
+                    RetryDelay::Backoff => args.push("retry").push("backoff"),
+                    RetryDelay::Postponed(seconds) => args.push("postpone").push(seconds),
                 };
                 args.push(group).push(message);
             }

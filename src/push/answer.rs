@@ -4,7 +4,7 @@
 //! | answer | the job |
 //! |---|---|
 //! | 2xx | completed; a JSON body within `--max-job-size` becomes its `result` |
-//! | 429 or 503 with `Retry-After` (seconds or an HTTP date) | retried after that delay |
+//! | 429 or 503 with `Retry-After` (seconds or an HTTP date) | retried after that delay, using none of its retries |
 //! | 429 without it, another 5xx, 408 | retried with its backoff; when its retries are used up it fails into `push-http-<status>` |
 //! | a timeout, a refused or reset connection, a TLS error | the same, into `push-timeout`, `push-connect`, `push-tls` |
 //! | another 4xx (and 1xx, 3xx: no redirect is followed) | failed at once into `push-http-<status>`, with the start of the body as its message |

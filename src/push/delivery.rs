@@ -91,7 +91,7 @@ impl Delivery {
                 group,
                 message,
             } => Outcome::Retry {
-                delay: after.map_or(RetryDelay::Backoff, RetryDelay::Seconds),
+                delay: after.map_or(RetryDelay::Backoff, RetryDelay::Postponed),
                 group,
                 message,
             },

@@ -125,7 +125,7 @@ impl Deliverer {
                         attempt: 0,
                     },
                     crate::core::push::Outcome::Retry {
-                        delay: crate::core::push::RetryDelay::Seconds(0.0),
+                        delay: crate::core::push::RetryDelay::Postponed(0.0),
                         group: "push-shutdown",
                         message: "qlessd stopped during the delivery",
                     },

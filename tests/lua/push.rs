@@ -236,7 +236,7 @@ async fn retries_count_until_they_run_out_and_fail_into_the_named_group() {
         .await
         .unwrap();
     let retry = Outcome::Retry {
-        delay: RetryDelay::Seconds(0.0),
+        delay: RetryDelay::Backoff,
         group: "push-http-500",
         message: "HTTP 500",
     };
@@ -370,7 +370,7 @@ async fn bad_settings_are_refused_and_write_nothing() {
         (
             "push.finish",
             &["q", "a", "w", "200", "5", "1", "explode"][..],
-            "complete, retry or fail",
+            "complete, retry, postpone or fail",
         ),
         (
             "push.finish",
@@ -402,4 +402,53 @@ async fn bad_settings_are_refused_and_write_nothing() {
         assert_error(qless.call(command, 1.0, &strs(args)).await, needle);
     }
     assert_eq!(snapshot(&redis), before, "nothing was written");
+}
+
+#[tokio::test]
+async fn a_postponed_delivery_waits_its_delay_and_uses_none_of_the_jobs_retries() {
+    let (_redis, qless) = start().await;
+    let mut job = super::jobs::job("q", "a");
+    job.retries = Some(1);
+    qless.put(0.0, job).await.unwrap();
+    qless
+        .push_set(1.0, "q", &config(5, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    let later = Outcome::Retry {
+        delay: RetryDelay::Postponed(30.0),
+        group: "push-http-429",
+        message: "HTTP 429",
+    };
+    for round in 0..3 {
+        let at = 2.0 + 40.0 * f64::from(round);
+        assert_eq!(
+            jids(&qless.push_pop(at, "q", "push-1", 1).await.unwrap()),
+            ["a"],
+            "round {round}"
+        );
+        assert_eq!(
+            qless
+                .push_finish(at + 1.0, "q", "a", "push-1", ANSWERED, later)
+                .await
+                .unwrap(),
+            Finished::Retried
+        );
+        let job = get(&qless, "a").await;
+        assert_eq!((job.state.as_str(), job.remaining), ("scheduled", 1));
+        assert!(
+            qless
+                .push_pop(at + 30.0, "q", "push-1", 1)
+                .await
+                .unwrap()
+                .is_empty(),
+            "not before its delay"
+        );
+    }
+    // A postponement of a job this worker no longer holds writes nothing.
+    qless.cancel(200.0, &strs(&["a"])).await.unwrap();
+    let gone = qless
+        .push_finish(201.0, "q", "a", "push-1", ANSWERED, later)
+        .await
+        .unwrap();
+    assert!(matches!(gone, Finished::Gone(_)));
 }

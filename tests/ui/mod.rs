@@ -93,7 +93,7 @@ pub async fn pushed(app: &TestApp, queue: &str, worker: &str) {
             None,
             45_000,
             Outcome::Retry {
-                delay: RetryDelay::Seconds(600.0),
+                delay: RetryDelay::Postponed(600.0),
                 group: "push-timeout",
                 message: "no answer within 45 s",
             },
