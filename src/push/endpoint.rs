@@ -250,4 +250,24 @@ mod tests {
         assert!(check("http://127.0.0.1:9000/", open).await.is_ok());
         assert!(check("http://93.184.215.14/", strict).await.is_ok());
     }
+
+    /// The check made as a delivery connects: a name that resolves only to private
+    /// addresses now (whatever it resolved to when the queue was subscribed) gives the
+    /// connection nothing to connect to.
+    #[tokio::test]
+    async fn at_connection_a_name_resolving_to_private_addresses_is_refused() {
+        let name = || -> Name { "localhost".parse().unwrap() };
+        let strict = PublicResolver {
+            policy: AddressPolicy::default(),
+        };
+        let refused = strict.resolve(name()).await.err().unwrap();
+        assert!(refused.to_string().contains("no address qlessd may call"));
+        let open = PublicResolver {
+            policy: AddressPolicy {
+                allow_private: true,
+            },
+        };
+        let found: Vec<SocketAddr> = open.resolve(name()).await.ok().unwrap().collect();
+        assert!(found.iter().all(|a| a.ip().is_loopback()) && !found.is_empty());
+    }
 }

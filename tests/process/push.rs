@@ -34,15 +34,29 @@ impl Gateway {
     }
 
     async fn start_with(redis: &RedisServer, env: &[(&str, &str)]) -> Gateway {
+        Gateway::start_logged(redis, env, None).await
+    }
+
+    /// [`Gateway::start_with`], its log (debug level) written to `log` when given.
+    async fn start_logged(
+        redis: &RedisServer,
+        env: &[(&str, &str)],
+        log: Option<&std::path::Path>,
+    ) -> Gateway {
         let port = free_port();
         let mut command = Command::new(BINARY);
         command
             .env("QLESSD_REDIS_URL", redis.url())
             .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
             .env("QLESSD_PUSH_ALLOW_PRIVATE", "true")
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
+            .env("NO_COLOR", "1")
             .stderr(Stdio::null());
+        match log {
+            Some(path) => command
+                .env("RUST_LOG", "debug")
+                .stdout(std::fs::File::create(path).unwrap()),
+            None => command.env_remove("RUST_LOG").stdout(Stdio::null()),
+        };
         for (name, value) in env {
             command.env(name, value);
         }
@@ -437,6 +451,7 @@ async fn each_answer_decides_the_fate_of_its_job() {
         ("busy", 0) => Behaviour::Answer(429, vec![("retry-after", "1".into())], String::new()),
         ("busy", _) => ok("{}"),
         ("slow", _) => Behaviour::Slow(Duration::from_secs(5)),
+        ("moved", _) => Behaviour::Answer(302, vec![("location", "/hook".into())], String::new()),
         _ => ok("{}"),
     })
     .await;
@@ -446,6 +461,7 @@ async fn each_answer_decides_the_fate_of_its_job() {
     gateway.put("work", "refused", json!({})).await;
     gateway.put("work", "busy", json!({})).await;
     gateway.put("work", "slow", json!({"retries": 0})).await;
+    gateway.put("work", "moved", json!({})).await;
 
     gateway
         .job_until("flaky", "delivered again", |job| job["state"] == "complete")
@@ -478,11 +494,16 @@ async fn each_answer_decides_the_fate_of_its_job() {
         .job_until("slow", "timed out", |job| job["state"] == "failed")
         .await;
     assert_eq!(slow["failure"]["group"], "push-timeout");
+    let moved = gateway
+        .job_until("moved", "failed", |job| job["state"] == "failed")
+        .await;
+    assert_eq!(moved["failure"]["group"], "push-http-302");
 
     let deliveries = receiver.deliveries();
     let of =
         |jid: &str| -> Vec<&Delivery> { deliveries.iter().filter(|d| d.jid() == jid).collect() };
     assert_eq!(of("refused").len(), 1);
+    assert_eq!(of("moved").len(), 1, "a redirect is not followed");
     assert_eq!(of("broken").len(), 2, "the first try and one retry");
     let busy = of("busy");
     assert!(
@@ -502,7 +523,7 @@ async fn each_answer_decides_the_fate_of_its_job() {
         .call(reqwest::Method::GET, "/v1/queues/work/push", None)
         .await;
     assert_eq!(settings["delivered"], 2, "{settings}");
-    assert_eq!(settings["failed"], 3, "{settings}");
+    assert_eq!(settings["failed"], 4, "{settings}");
 
     // Unfail is the dead-letter queue's way back: the job is delivered again.
     let (status, _) = gateway
@@ -721,4 +742,77 @@ async fn endpoints_are_refused_in_every_unsafe_form() {
         .call(reqwest::Method::GET, "/v1/queues/q/push", None)
         .await;
     assert_eq!(status, 404, "nothing was subscribed");
+}
+
+#[tokio::test]
+async fn one_qlessd_never_has_more_deliveries_in_flight_than_its_bound() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start_with(&redis, &[("QLESSD_PUSH_MAX_IN_FLIGHT", "2")]).await;
+    let receiver = Receiver::start(|_, _| Behaviour::Slow(Duration::from_millis(100))).await;
+    gateway
+        .push("a", &receiver, json!({"concurrency": 10}))
+        .await;
+    gateway
+        .push("b", &receiver, json!({"concurrency": 10}))
+        .await;
+    for i in 0..8 {
+        gateway.put("a", &format!("a{i}"), json!({})).await;
+        gateway.put("b", &format!("b{i}"), json!({})).await;
+    }
+    receiver.wait_for(16).await;
+    assert_eq!(
+        receiver.seen.most_in_flight.load(Ordering::Acquire),
+        2,
+        "two queues of concurrency 10, one qlessd bounded at 2"
+    );
+}
+
+#[tokio::test]
+async fn neither_the_secret_nor_the_urls_query_reaches_the_log() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("qlessd.log");
+    let mut gateway = Gateway::start_logged(&redis, &[], Some(&log)).await;
+    let receiver = Receiver::start(|jid, _| match jid {
+        "refused" => Behaviour::Answer(400, vec![], "no".into()),
+        _ => ok("{}"),
+    })
+    .await;
+    let body = json!({"url": format!("{}?token=hush-0123456789", receiver.url()),
+        "headers": {"authorization": "Bearer hush-abcdef"}});
+    let (status, answer) = gateway
+        .call(reqwest::Method::PUT, "/v1/queues/q/push", Some(body))
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    let secret = answer["secret"].as_str().unwrap().to_owned();
+    assert_eq!(answer["headers"]["authorization"], "***");
+    gateway.put("q", "fine", json!({})).await;
+    gateway.put("q", "refused", json!({})).await;
+    let deliveries = receiver.wait_for(2).await;
+    assert!(
+        deliveries
+            .iter()
+            .all(|d| d.header("authorization") == "Bearer hush-abcdef"),
+        "the static header is sent"
+    );
+    gateway
+        .job_until("refused", "failed", |job| job["state"] == "failed")
+        .await;
+    gateway
+        .job_until("fine", "completed", |job| job["state"] == "complete")
+        .await;
+    gateway.kill();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("push delivery"),
+        "one line per delivery: {text}"
+    );
+    for hidden in [
+        secret.as_str(),
+        "hush-0123456789",
+        "hush-abcdef",
+        &secret[6..],
+    ] {
+        assert!(!text.contains(hidden), "{hidden} is in the log");
+    }
 }
