@@ -816,3 +816,29 @@ async fn neither_the_secret_nor_the_urls_query_reaches_the_log() {
         assert!(!text.contains(hidden), "{hidden} is in the log");
     }
 }
+
+#[tokio::test]
+async fn jobs_go_out_in_the_queues_order_priority_then_time() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let receiver = Receiver::start(|_, _| ok("{}")).await;
+    // Put before the queue is pushed, so that all of them wait for the first lease.
+    for (jid, priority) in [
+        ("low", 0),
+        ("first-high", 10),
+        ("mid", 5),
+        ("second-high", 10),
+    ] {
+        gateway.put("q", jid, json!({"priority": priority})).await;
+    }
+    gateway
+        .push("q", &receiver, json!({"concurrency": 1}))
+        .await;
+    let order: Vec<String> = receiver
+        .wait_for(4)
+        .await
+        .iter()
+        .map(Delivery::jid)
+        .collect();
+    assert_eq!(order, ["first-high", "second-high", "mid", "low"]);
+}
