@@ -453,21 +453,23 @@ impl Leasing {
         .await
     }
 
-    /// Leases up to `max` jobs of the pushed `queue` for delivery by `worker`
-    /// (within the queue's concurrency and rate, `lua/push.lua`), waiting up to `wait`
-    /// for some: the same waiters as a long-poll pop, woken by the same announcements.
-    pub async fn push_pop(
+    /// Leases jobs of the pushed `queue` for delivery (up to `max`, within the queue's
+    /// concurrency and rate: `attempt` makes the `push.pop` call, with what the
+    /// deliverer allows), waiting up to `wait` for some: the same waiters as a
+    /// long-poll pop, woken by the same announcements.
+    pub async fn lease_for_push<F, Fut>(
         &self,
         queue: &str,
-        worker: &str,
         max: u32,
         wait: Duration,
-    ) -> Result<Vec<Job>, Error> {
+        attempt: F,
+    ) -> Result<Vec<Job>, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Vec<Job>, Error>>,
+    {
         let queues = [queue.to_owned()];
-        self.wait_for_jobs(&queues, max, wait, || {
-            self.qless.push_pop(self.clock.now(), queue, worker, max)
-        })
-        .await
+        self.wait_for_jobs(&queues, max, wait, attempt).await
     }
 
     /// The jobs a worker leased while ending one (complete, fail or retry with `pop`):

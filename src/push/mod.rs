@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
@@ -253,31 +253,44 @@ impl QueueLoop {
                 let _ = tokio::time::timeout(REFRESH, self.local.ended.notified()).await;
                 continue;
             }
-            let Ok(first) = self.deliverer.permits.clone().acquire_owned().await else {
-                return;
-            };
-            let mut permits = vec![first];
             let want = room.min(MOST_PER_LEASE as usize);
-            while permits.len() < want {
-                match self.deliverer.permits.clone().try_acquire_owned() {
-                    Ok(permit) => permits.push(permit),
-                    Err(_) => break,
-                }
-            }
             // A rate-limited queue has no announcement when its window frees: look
             // again after one job's share of the window.
             let wait = state.rate.map_or(crate::leasing::RECHECK, |rate| {
                 Duration::from_secs_f64(rate.seconds / rate.jobs.max(1) as f64)
                     .clamp(Duration::from_millis(10), crate::leasing::RECHECK)
             });
+            // Each attempt takes permits of --push-max-in-flight for what it asks,
+            // keeps one per job it leased and gives the rest back before it returns:
+            // a queue waiting for jobs holds none, so idle queues never starve busy ones.
+            let held: parking_lot::Mutex<Vec<OwnedSemaphorePermit>> = Default::default();
+            let attempt = || async {
+                let Ok(first) = self.deliverer.permits.clone().acquire_owned().await else {
+                    return Ok(Vec::new());
+                };
+                let mut permits = vec![first];
+                while permits.len() < want {
+                    match self.deliverer.permits.clone().try_acquire_owned() {
+                        Ok(permit) => permits.push(permit),
+                        Err(_) => break,
+                    }
+                }
+                let jobs = self
+                    .qless
+                    .push_pop(
+                        self.clock.now(),
+                        &self.queue,
+                        &self.deliverer.worker,
+                        permits.len() as u32,
+                    )
+                    .await?;
+                permits.truncate(jobs.len());
+                *held.lock() = permits;
+                Ok(jobs)
+            };
             let jobs = self
                 .leasing
-                .push_pop(
-                    &self.queue,
-                    &self.deliverer.worker,
-                    permits.len() as u32,
-                    wait,
-                )
+                .lease_for_push(&self.queue, want as u32, wait, attempt)
                 .await;
             let jobs = match jobs {
                 Ok(jobs) => jobs,
@@ -287,6 +300,7 @@ impl QueueLoop {
                     continue;
                 }
             };
+            let permits = std::mem::take(&mut *held.lock());
             for (job, permit) in jobs.into_iter().zip(permits) {
                 self.start(job, state.clone(), url.clone(), permit);
             }
@@ -300,7 +314,7 @@ impl QueueLoop {
         job: crate::model::Job,
         state: Arc<PushState>,
         url: reqwest::Url,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        permit: OwnedSemaphorePermit,
     ) {
         let key = (self.qless.prefix().to_owned(), job.jid.clone());
         self.local.in_flight.fetch_add(1, Ordering::AcqRel);
