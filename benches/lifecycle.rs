@@ -12,6 +12,7 @@
 //! cargo bench --bench lifecycle -- instructions gateway-instructions   # valgrind
 //! cargo bench --bench lifecycle -- sweeper          # Redis CPU of an idle namespace
 //! cargo bench --bench lifecycle -- scrape           # GET /metrics with 1,000 queues
+//! cargo bench --bench lifecycle -- push             # push delivery vs pull workers
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! BENCH_OTLP=1 cargo bench --bench lifecycle -- gateway-instructions    # with spans
@@ -38,6 +39,8 @@
 mod bare;
 #[path = "support/http_client.rs"]
 mod http_client;
+#[path = "support/receiver.rs"]
+mod receiver;
 #[path = "../tests/support/redis.rs"]
 mod redis_server;
 
@@ -52,6 +55,7 @@ use std::time::{Duration, Instant};
 use http_client::HttpConnection;
 use qlessd::clock::Clock;
 use qlessd::core::{CompleteArgs, ConnectOptions, PutArgs, Qless, embedded};
+use receiver::Receiver;
 use redis_server::RedisServer;
 
 /// Command-line options.
@@ -764,6 +768,9 @@ async fn main() {
     if options.wants("worker") {
         worker(&options).await;
     }
+    if options.wants("push") {
+        push(&options).await;
+    }
     if options.wants("bullmq") {
         bullmq(&options).await;
     }
@@ -1312,8 +1319,14 @@ struct Gateway {
 
 impl Gateway {
     async fn start(target: &Target) -> Self {
+        Gateway::start_with_env(target, &[]).await
+    }
+
+    /// Like [`Gateway::start`], with flags given by their variables (`env`).
+    async fn start_with_env(target: &Target, env: &[(&str, &str)]) -> Self {
         let addr = free_addr();
         let mut command = Command::new(qlessd_binary());
+        command.envs(env.iter().copied());
         if let Ok(threads) = std::env::var("BENCH_GATEWAY_THREADS") {
             // `--threads` by its variable, which a `BENCH_QLESSD` build from before the
             // flag ignores; such a build read tokio's own variable instead.
@@ -1726,9 +1739,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[index]
 }
 
-/// The worker scenario: 50 HTTP workers long-polling one queue (up to 10 jobs per pop,
-/// completed with one batch request) fed by producers. Throughput: a flood of jobs,
-/// drained end to end. Latency: a paced producer, each job stamped with its put time.
 /// What a bench worker reads of a popped job.
 #[derive(serde::Deserialize)]
 struct PoppedJob<'a> {
@@ -1783,121 +1793,195 @@ struct BatchEntry {
     state: Option<serde::de::IgnoredAny>,
 }
 
+/// The scenario's 50 long-polling workers on queue `work`, each on a connection of its
+/// own, working as `mode` says until stopped; they count the jobs they completed and
+/// the pops they made, and record put -> lease latencies.
+struct Workers {
+    done: Arc<AtomicUsize>,
+    pops: Arc<AtomicUsize>,
+    latencies: Arc<std::sync::Mutex<Vec<f64>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Workers {
+    const COUNT: usize = 50;
+
+    /// Connects the workers to the gateway at `addr` and sets them working.
+    async fn start(addr: SocketAddr, mode: WorkerMode) -> Self {
+        let mut workers = Workers {
+            done: Arc::default(),
+            pops: Arc::default(),
+            latencies: Arc::default(),
+            stop: Arc::default(),
+            tasks: Vec::new(),
+        };
+        for w in 0..Self::COUNT {
+            let conn = HttpConnection::connect(addr).await;
+            let task = Workers::work(
+                conn,
+                w,
+                mode,
+                workers.done.clone(),
+                workers.pops.clone(),
+                workers.latencies.clone(),
+                workers.stop.clone(),
+            );
+            workers.tasks.push(tokio::spawn(task));
+        }
+        workers
+    }
+
+    /// Jobs completed so far.
+    fn done(&self) -> usize {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `count` jobs have been completed, polling (a worker counts a job
+    /// once its completion has been answered).
+    async fn wait_done(&self, count: usize) {
+        while self.done() < count {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Stops the workers (each after its current request, a pop waiting up to 1 s).
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// One worker's loop.
+    async fn work(
+        mut conn: HttpConnection,
+        w: usize,
+        mode: WorkerMode,
+        done: Arc<AtomicUsize>,
+        pops: Arc<AtomicUsize>,
+        latencies: Arc<std::sync::Mutex<Vec<f64>>>,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        let count = mode.count();
+        let pop = format!(r#"{{"worker":"worker-{w}","count":{count},"wait":1}}"#);
+        // Jobs in hand: leased by a pop or with the last completion.
+        let mut held: Vec<String> = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            if held.is_empty() {
+                let response = conn
+                    .expect_ok("POST", "/v1/queues/work/pop", pop.as_bytes())
+                    .await;
+                let popped: Vec<PoppedJob> =
+                    serde_json::from_slice(&response.body).expect("pop reply");
+                pops.fetch_add(1, Ordering::Relaxed);
+                record_latencies(&latencies, &popped);
+                held = popped.iter().map(|job| job.jid.to_string()).collect();
+                continue;
+            }
+            let chain = if mode == WorkerMode::PopThenBatch {
+                String::new()
+            } else {
+                format!(r#","pop":{{"count":{count}}}"#)
+            };
+            let popped: Vec<String> = if mode == WorkerMode::SingleChained {
+                let jid = held.pop().expect("a job in hand");
+                let body = format!(r#"{{"worker":"worker-{w}","queue":"work"{chain}}}"#);
+                let response = conn
+                    .expect_ok("POST", &format!("/v1/jobs/{jid}/complete"), body.as_bytes())
+                    .await;
+                let outcome: SingleOutcome =
+                    serde_json::from_slice(&response.body).expect("complete reply");
+                done.fetch_add(1, Ordering::Relaxed);
+                record_latencies(&latencies, &outcome.popped);
+                outcome
+                    .popped
+                    .iter()
+                    .map(|job| job.jid.to_string())
+                    .collect()
+            } else {
+                let items: Vec<String> = held
+                    .drain(..)
+                    .map(|jid| {
+                        format!(
+                            r#"{{"jid":{},"worker":"worker-{w}","queue":"work"}}"#,
+                            serde_json::to_string(&jid).expect("jid")
+                        )
+                    })
+                    .collect();
+                let body = format!(r#"{{"jobs":[{}]{chain}}}"#, items.join(","));
+                let response = conn
+                    .expect_ok("POST", "/v1/jobs/complete", body.as_bytes())
+                    .await;
+                let outcome: BatchOutcome =
+                    serde_json::from_slice(&response.body).expect("complete reply");
+                let completed = outcome.jobs.iter().filter(|o| o.state.is_some()).count();
+                done.fetch_add(completed, Ordering::Relaxed);
+                record_latencies(&latencies, &outcome.popped);
+                outcome
+                    .popped
+                    .iter()
+                    .map(|job| job.jid.to_string())
+                    .collect()
+            };
+            held = popped;
+        }
+    }
+}
+
+/// Puts `jobs` jobs (rounded down to whole batches) into `queue` through the gateway
+/// at `addr`, from `producers` connections, `batch` jobs a request, each job's data
+/// stamped with its put time; returns how many were put.
+async fn produce(
+    addr: SocketAddr,
+    queue: &str,
+    jobs: usize,
+    producers: usize,
+    batch: usize,
+) -> usize {
+    let path: Arc<str> = format!("/v1/queues/{queue}/jobs/batch").into();
+    let prefix: Arc<str> = queue.into();
+    drive_http(addr, jobs / batch, producers, move |mut c, b| {
+        let (path, prefix) = (path.clone(), prefix.clone());
+        async move {
+            let put_at = precise_now();
+            let items: Vec<_> = (0..batch)
+                .map(|k| {
+                    serde_json::json!({"jid": format!("{prefix}-{b}-{k}"), "klass": "bench.Job",
+                        "data": {"put_at": put_at, "pad": "x".repeat(70)}})
+                })
+                .collect();
+            let body = serde_json::json!({"jobs": items}).to_string();
+            c.expect_ok("POST", &path, body.as_bytes()).await;
+            c
+        }
+    })
+    .await;
+    jobs / batch * batch
+}
+
+/// The worker scenario: 50 HTTP workers long-polling one queue fed by producers.
+/// Throughput: a flood of jobs, drained end to end. Latency: a paced producer, each
+/// job stamped with its put time.
 async fn worker_run(jobs: usize, mode: WorkerMode) -> (f64, Vec<f64>, [f64; 3]) {
-    const WORKERS: usize = 50;
     const PRODUCERS: usize = 4;
     const PRODUCER_BATCH: usize = 10;
     let mut target = Target::start().await;
     let gateway = Gateway::start(&target).await;
     let addr = gateway.addr;
-    let done = Arc::new(AtomicUsize::new(0));
-    let pops = Arc::new(AtomicUsize::new(0));
-    let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for w in 0..WORKERS {
-        let (done, pops, latencies, stop) =
-            (done.clone(), pops.clone(), latencies.clone(), stop.clone());
-        let mut conn = HttpConnection::connect(addr).await;
-        workers.push(tokio::spawn(async move {
-            let count = mode.count();
-            let pop = format!(r#"{{"worker":"worker-{w}","count":{count},"wait":1}}"#);
-            // Jobs in hand: leased by a pop or with the last completion.
-            let mut held: Vec<String> = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                if held.is_empty() {
-                    let response = conn
-                        .expect_ok("POST", "/v1/queues/work/pop", pop.as_bytes())
-                        .await;
-                    let popped: Vec<PoppedJob> =
-                        serde_json::from_slice(&response.body).expect("pop reply");
-                    pops.fetch_add(1, Ordering::Relaxed);
-                    record_latencies(&latencies, &popped);
-                    held = popped.iter().map(|job| job.jid.to_string()).collect();
-                    continue;
-                }
-                let chain = if mode == WorkerMode::PopThenBatch {
-                    String::new()
-                } else {
-                    format!(r#","pop":{{"count":{count}}}"#)
-                };
-                let popped: Vec<String> = if mode == WorkerMode::SingleChained {
-                    let jid = held.pop().expect("a job in hand");
-                    let body = format!(r#"{{"worker":"worker-{w}","queue":"work"{chain}}}"#);
-                    let response = conn
-                        .expect_ok("POST", &format!("/v1/jobs/{jid}/complete"), body.as_bytes())
-                        .await;
-                    let outcome: SingleOutcome =
-                        serde_json::from_slice(&response.body).expect("complete reply");
-                    done.fetch_add(1, Ordering::Relaxed);
-                    record_latencies(&latencies, &outcome.popped);
-                    outcome
-                        .popped
-                        .iter()
-                        .map(|job| job.jid.to_string())
-                        .collect()
-                } else {
-                    let items: Vec<String> = held
-                        .drain(..)
-                        .map(|jid| {
-                            format!(
-                                r#"{{"jid":{},"worker":"worker-{w}","queue":"work"}}"#,
-                                serde_json::to_string(&jid).expect("jid")
-                            )
-                        })
-                        .collect();
-                    let body = format!(r#"{{"jobs":[{}]{chain}}}"#, items.join(","));
-                    let response = conn
-                        .expect_ok("POST", "/v1/jobs/complete", body.as_bytes())
-                        .await;
-                    let outcome: BatchOutcome =
-                        serde_json::from_slice(&response.body).expect("complete reply");
-                    let completed = outcome.jobs.iter().filter(|o| o.state.is_some()).count();
-                    done.fetch_add(completed, Ordering::Relaxed);
-                    record_latencies(&latencies, &outcome.popped);
-                    outcome
-                        .popped
-                        .iter()
-                        .map(|job| job.jid.to_string())
-                        .collect()
-                };
-                held = popped;
-            }
-        }));
-    }
+    let workers = Workers::start(addr, mode).await;
     // Throughput: producers flood `jobs` jobs in batches of PRODUCER_BATCH.
     let started = Instant::now();
-    let pops_before = pops.load(Ordering::Relaxed);
+    let pops_before = workers.pops.load(Ordering::Relaxed);
     let cpu_before = CpuSample::take(gateway.pid(), target.redis.pid());
     target.reset_stats().await;
-    drive_http(
-        addr,
-        jobs / PRODUCER_BATCH,
-        PRODUCERS,
-        |mut c, b| async move {
-            let put_at = precise_now();
-            let items: Vec<_> = (0..PRODUCER_BATCH)
-                .map(|k| {
-                    serde_json::json!({"jid": format!("flood-{b}-{k}"), "klass": "bench.Job",
-                "data": {"put_at": put_at, "pad": "x".repeat(70)}})
-                })
-                .collect();
-            let body = serde_json::json!({"jobs": items}).to_string();
-            c.expect_ok("POST", "/v1/queues/work/jobs/batch", body.as_bytes())
-                .await;
-            c
-        },
-    )
-    .await;
+    let flood = produce(addr, "work", jobs, PRODUCERS, PRODUCER_BATCH).await;
     let produced_in = started.elapsed();
-    while done.load(Ordering::Relaxed) < jobs / PRODUCER_BATCH * PRODUCER_BATCH {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let flood = jobs / PRODUCER_BATCH * PRODUCER_BATCH;
+    workers.wait_done(flood).await;
     let throughput = flood as f64 / started.elapsed().as_secs_f64();
     let cpu = cpu_before.per_request(&CpuSample::take(gateway.pid(), target.redis.pid()), flood);
     target.print_commandstats("flood").await;
-    let pop_requests = pops.load(Ordering::Relaxed) - pops_before;
+    let pop_requests = workers.pops.load(Ordering::Relaxed) - pops_before;
     eprintln!(
         "  flood: produced in {:.2}s ({:.0} puts/s), drained in {:.2}s, {:.1} jobs per pop; \
          CPU usec/job gateway {:.1}, redis {:.1}, client {:.1}",
@@ -1910,8 +1994,8 @@ async fn worker_run(jobs: usize, mode: WorkerMode) -> (f64, Vec<f64>, [f64; 3]) 
         cpu[2]
     );
     // Latency: 2,000 single puts at about 1,000 per second into idle, waiting workers.
-    latencies.lock().expect("latencies").clear();
-    let before = done.load(Ordering::Relaxed);
+    workers.latencies.lock().expect("latencies").clear();
+    let before = workers.done();
     let mut producer = HttpConnection::connect(addr).await;
     for i in 0..2000 {
         let put_at = precise_now();
@@ -1923,13 +2007,9 @@ async fn worker_run(jobs: usize, mode: WorkerMode) -> (f64, Vec<f64>, [f64; 3]) 
             .await;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    while done.load(Ordering::Relaxed) < before + 2000 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    stop.store(true, Ordering::Relaxed);
-    for worker in workers {
-        let _ = worker.await;
-    }
+    workers.wait_done(before + 2000).await;
+    let latencies = workers.latencies.clone();
+    workers.stop().await;
     let mut latencies = latencies.lock().expect("latencies").clone();
     latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (throughput, latencies, cpu)
@@ -1995,6 +2075,172 @@ async fn worker(options: &Options) {
         );
     }
     println!("targets: >= 10000 jobs/s end to end (batch), p99 put -> lease < 50 ms");
+}
+
+/// The pushed queue of the push section.
+const PUSH_QUEUE: &str = "hook";
+
+/// Jobs put before a drain: in batches of this many, from [`FILL_PRODUCERS`] connections,
+/// so that filling the queue is quick and stays out of the measurement.
+const FILL_BATCH: usize = 100;
+const FILL_PRODUCERS: usize = 4;
+
+/// One drain of a full queue: jobs per second, and CPU µs per job of the gateway,
+/// Redis and this process (the receiver or the workers).
+#[derive(Debug, Clone, Copy)]
+struct Drained {
+    per_second: f64,
+    cpu: [f64; 3],
+}
+
+/// Subscribes a queue already holding `jobs` jobs to a local [`Receiver`] with
+/// `concurrency` 50 and times the drain, from the first delivery (a qlessd finds a
+/// newly pushed queue within its 2-second refresh, idle until then) to the last
+/// delivery counted as done by the script. The CPU is taken from just before the
+/// subscription: the gateway idles until the first delivery.
+async fn push_run(jobs: usize) -> Drained {
+    let mut target = Target::start().await;
+    // The receiver is on loopback, which qlessd refuses without the flag.
+    let gateway = Gateway::start_with_env(&target, &[("QLESSD_PUSH_ALLOW_PRIVATE", "true")]).await;
+    let receiver = Receiver::start();
+    let jobs = produce(gateway.addr, PUSH_QUEUE, jobs, FILL_PRODUCERS, FILL_BATCH).await;
+    let before = CpuSample::take(gateway.pid(), target.redis.pid());
+    let subscribed = Instant::now();
+    let body = serde_json::json!({"url": receiver.url(), "concurrency": 50}).to_string();
+    HttpConnection::connect(gateway.addr)
+        .await
+        .expect_ok(
+            "PUT",
+            &format!("/v1/queues/{PUSH_QUEUE}/push"),
+            body.as_bytes(),
+        )
+        .await;
+    // push.finish counts each delivered job in the queue's push hash: one HGET is
+    // next to nothing for Redis, where a GET of the push settings would cost the
+    // gateway and Redis a script call per look.
+    let key = format!("{}push:{PUSH_QUEUE}", target.qless.own_prefix());
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let delivered: Option<usize> = redis::cmd("HGET")
+            .arg(&key)
+            .arg("delivered")
+            .query_async(&mut target.admin)
+            .await
+            .expect("HGET delivered");
+        if delivered.unwrap_or(0) >= jobs {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{delivered:?} of {jobs} jobs delivered in 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cpu = before.per_request(&CpuSample::take(gateway.pid(), target.redis.pid()), jobs);
+    let first = receiver.first().expect("a delivery arrived");
+    let seconds = first.elapsed().as_secs_f64();
+    // A retry would be a delivery that failed (the receiver never refuses): worth
+    // seeing next to the rate, as is a POST answered twice.
+    let (retried, failed): (Option<u64>, Option<u64>) = redis::cmd("HMGET")
+        .arg(&key)
+        .arg("retried")
+        .arg("failed")
+        .query_async(&mut target.admin)
+        .await
+        .expect("HMGET counts");
+    eprintln!(
+        "  push: first delivery {:.2}s after the subscription, {jobs} jobs drained in {seconds:.2}s; \
+         {} POSTs answered, retried {}, failed {}; CPU usec/job gateway {:.1}, redis {:.1}, \
+         receiver {:.1}",
+        (first - subscribed).as_secs_f64(),
+        receiver.answered(),
+        retried.unwrap_or(0),
+        failed.unwrap_or(0),
+        cpu[0],
+        cpu[1],
+        cpu[2]
+    );
+    Drained {
+        per_second: jobs as f64 / seconds,
+        cpu,
+    }
+}
+
+/// The same drain by the worker scenario's 50 long-polling HTTP workers ([`Workers`]),
+/// timed from their start to the last completion answered.
+async fn pull_run(jobs: usize, mode: WorkerMode) -> Drained {
+    let target = Target::start().await;
+    let gateway = Gateway::start(&target).await;
+    let jobs = produce(gateway.addr, "work", jobs, FILL_PRODUCERS, FILL_BATCH).await;
+    let before = CpuSample::take(gateway.pid(), target.redis.pid());
+    let started = Instant::now();
+    let workers = Workers::start(gateway.addr, mode).await;
+    workers.wait_done(jobs).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = before.per_request(&CpuSample::take(gateway.pid(), target.redis.pid()), jobs);
+    workers.stop().await;
+    eprintln!(
+        "  pull ({mode:?}): {jobs} jobs drained in {seconds:.2}s; CPU usec/job gateway {:.1}, \
+         redis {:.1}, workers {:.1}",
+        cpu[0], cpu[1], cpu[2]
+    );
+    Drained {
+        per_second: jobs as f64 / seconds,
+        cpu,
+    }
+}
+
+/// Push delivery next to pull workers in one run. The same number of jobs is put
+/// first, then drained 50 at a time: by qlessd POSTing each job to a receiver that
+/// answers 200 at once (`concurrency` 50), and by 50 long-polling HTTP workers, both
+/// one request per job and ten at a time. Each drain has a fresh Redis and gateway;
+/// the paths take turns within each round, so a drift of the shared machine's speed
+/// touches them alike. Putting first keeps the producers' cost out of the figures:
+/// what is left is what delivering a job costs qlessd and Redis.
+async fn push(options: &Options) {
+    println!(
+        "\n== push delivery vs pull workers: {} jobs put first, then drained 50 at a time, \
+         median of {} runs ==",
+        options.jobs, options.runs
+    );
+    let paths: [(&str, Option<WorkerMode>); 3] = [
+        ("push: POST to a local receiver, concurrency 50", None),
+        (
+            "pull: complete with pop 1 (1 request/job)",
+            Some(WorkerMode::SingleChained),
+        ),
+        (
+            "pull: batch complete with pop 10 (1 request/10)",
+            Some(WorkerMode::BatchChained),
+        ),
+    ];
+    let mut drains: Vec<Vec<Drained>> = vec![Vec::new(); paths.len()];
+    for _ in 0..options.runs {
+        for ((_, mode), drains) in paths.iter().zip(&mut drains) {
+            drains.push(match mode {
+                None => push_run(options.jobs).await,
+                Some(mode) => pull_run(options.jobs, *mode).await,
+            });
+        }
+    }
+    println!(
+        "{:<48} {:>9} {:>10} {:>13} {:>14}",
+        "path", "jobs/s", "gw us/job", "redis us/job", "client us/job"
+    );
+    for ((label, _), drains) in paths.iter().zip(&drains) {
+        let of = |pick: &dyn Fn(&Drained) -> f64| median(drains.iter().map(pick).collect());
+        println!(
+            "{label:<48} {:>9.0} {:>10.1} {:>13.1} {:>14.1}",
+            of(&|d| d.per_second),
+            of(&|d| d.cpu[0]),
+            of(&|d| d.cpu[1]),
+            of(&|d| d.cpu[2]),
+        );
+    }
+    println!(
+        "client: this process, the receiver (push) or the 50 workers (pull), on the same \
+         two cores; not qlessd's cost"
+    );
 }
 
 /// BullMQ's native worker against Node HTTP workers on qlessd: `benches/bullmq/bench.mjs`
