@@ -81,6 +81,9 @@ impl Deliverer {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .redirect(reqwest::redirect::Policy::none())
+            // A delivery that fails is the job's retry to make (with its backoff and
+            // its count), not the client's.
+            .retry(reqwest::retry::never())
             .dns_resolver(PublicResolver::shared(policy))
             .no_proxy()
             .user_agent(concat!("qlessd/", env!("CARGO_PKG_VERSION")))
