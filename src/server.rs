@@ -427,6 +427,7 @@ impl Namespaces {
             state.qless.clone(),
             state.leasing.clone(),
             state.clock.clone(),
+            state.pushes_changed.clone(),
             state.shutdown.clone(),
         ));
         let mut running = self.running.lock().expect("namespaces lock");

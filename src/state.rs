@@ -96,6 +96,10 @@ pub struct Shared {
     pub shutdown: watch::Receiver<bool>,
     /// The scrape-time figures of `/metrics`, cached briefly.
     pub scrape: Scrape,
+    /// Told when a queue of this namespace was subscribed to push delivery here, so
+    /// that this qlessd starts delivering at once rather than at its next look at
+    /// the list of pushed queues (`push::run`).
+    pub pushes_changed: Arc<tokio::sync::Notify>,
     stopping: watch::Sender<bool>,
 }
 
@@ -119,6 +123,7 @@ impl AppState {
             leasing,
             shutdown,
             scrape: Scrape::default(),
+            pushes_changed: Arc::default(),
             stopping,
         }))
     }

@@ -147,12 +147,14 @@ impl Deliverer {
 }
 
 /// Delivers the pushed queues of one namespace until `stopping` turns true: follows
-/// the list of pushed queues and runs a loop for each.
+/// the list of pushed queues (read every [`REFRESH`], and at once when `changed` is
+/// told of a subscription made here) and runs a loop for each.
 pub async fn run(
     deliverer: Arc<Deliverer>,
     qless: Qless,
     leasing: Arc<Leasing>,
     clock: Clock,
+    changed: Arc<Notify>,
     mut stopping: watch::Receiver<bool>,
 ) {
     let mut loops: HashMap<String, JoinHandle<()>> = HashMap::new();
@@ -193,6 +195,7 @@ pub async fn run(
         }
         tokio::select! {
             _ = tokio::time::sleep(REFRESH) => {}
+            _ = changed.notified() => {}
             _ = stopping.changed() => {}
         }
     }

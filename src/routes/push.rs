@@ -77,6 +77,7 @@ async fn set_push(
         .qless
         .push_set(now, queue.as_str(), &config, &secret)
         .await?;
+    state.pushes_changed.notify_one();
     let settings = read(&state, &queue).await?;
     let (status, secret) = if created {
         (StatusCode::CREATED, Some(secret.expose().to_owned()))
