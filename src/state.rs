@@ -99,7 +99,7 @@ pub struct Shared {
     /// Told when a queue of this namespace was subscribed to push delivery here, so
     /// that this qlessd starts delivering at once rather than at its next look at
     /// the list of pushed queues (`push::run`).
-    pub pushes_changed: Arc<tokio::sync::Notify>,
+    pub pushes_changed: Arc<crate::push::Changes>,
     stopping: watch::Sender<bool>,
 }
 

@@ -23,7 +23,7 @@ pub mod signature;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
@@ -43,6 +43,25 @@ const REFRESH: Duration = Duration::from_secs(2);
 
 /// Most jobs one lease of a queue's loop asks for.
 const MOST_PER_LEASE: u32 = 50;
+
+/// Subscriptions and settings changed through this qlessd, so that its deliveries
+/// follow them at once rather than at their next [`REFRESH`] (other qlessd on the
+/// namespace follow within it).
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Wakes [`run`] to read the list of pushed queues again.
+    listed: Notify,
+    /// Counts the changes: a queue's loop reads its settings again when it moved.
+    generation: AtomicU64,
+}
+
+impl Changes {
+    /// A queue was subscribed, changed, rotated or forgotten here.
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.listed.notify_one();
+    }
+}
 
 /// What every delivery of this process shares: the HTTP client (pooled, kept-alive
 /// connections; no redirects; addresses checked as they resolve), the bound on
@@ -147,14 +166,14 @@ impl Deliverer {
 }
 
 /// Delivers the pushed queues of one namespace until `stopping` turns true: follows
-/// the list of pushed queues (read every [`REFRESH`], and at once when `changed` is
-/// told of a subscription made here) and runs a loop for each.
+/// the list of pushed queues (read every [`REFRESH`], and at once when `changes` tells
+/// of a subscription made here) and runs a loop for each.
 pub async fn run(
     deliverer: Arc<Deliverer>,
     qless: Qless,
     leasing: Arc<Leasing>,
     clock: Clock,
-    changed: Arc<Notify>,
+    changes: Arc<Changes>,
     mut stopping: watch::Receiver<bool>,
 ) {
     let mut loops: HashMap<String, JoinHandle<()>> = HashMap::new();
@@ -180,6 +199,7 @@ pub async fn run(
                             qless: qless.clone(),
                             leasing: leasing.clone(),
                             clock: clock.clone(),
+                            changes: changes.clone(),
                             queue: name,
                             local: Arc::default(),
                         };
@@ -195,7 +215,7 @@ pub async fn run(
         }
         tokio::select! {
             _ = tokio::time::sleep(REFRESH) => {}
-            _ = changed.notified() => {}
+            _ = changes.listed.notified() => {}
             _ = stopping.changed() => {}
         }
     }
@@ -218,24 +238,27 @@ struct QueueLoop {
     qless: Qless,
     leasing: Arc<Leasing>,
     clock: Clock,
+    changes: Arc<Changes>,
     queue: String,
     local: Arc<Local>,
 }
 
 impl QueueLoop {
     async fn run(self, stopping: watch::Receiver<bool>) {
-        let mut settings: Option<(tokio::time::Instant, Arc<PushState>)> = None;
+        // The settings, when they were read, and the generation of changes then.
+        let mut settings: Option<(tokio::time::Instant, u64, Arc<PushState>)> = None;
         loop {
             if *stopping.borrow() {
                 return;
             }
-            let fresh = settings
-                .as_ref()
-                .is_some_and(|(read, _)| read.elapsed() < REFRESH);
+            let generation = self.changes.generation.load(Ordering::Acquire);
+            let fresh = settings.as_ref().is_some_and(|(read, seen, _)| {
+                read.elapsed() < REFRESH && *seen == generation
+            });
             if !fresh {
                 match self.qless.push_get(self.clock.now(), &self.queue).await {
                     Ok(Some(state)) => {
-                        settings = Some((tokio::time::Instant::now(), Arc::new(state)))
+                        settings = Some((tokio::time::Instant::now(), generation, Arc::new(state)))
                     }
                     Ok(None) => return,
                     Err(err) => {
@@ -245,7 +268,7 @@ impl QueueLoop {
                     }
                 }
             }
-            let state = settings.as_ref().expect("read above").1.clone();
+            let state = settings.as_ref().expect("read above").2.clone();
             let Ok(url) = reqwest::Url::parse(&state.url) else {
                 tracing::warn!(queue = %self.queue, "a pushed queue's url does not parse; not delivering");
                 tokio::time::sleep(REFRESH).await;
@@ -307,6 +330,14 @@ impl QueueLoop {
                 }
             };
             let permits = std::mem::take(&mut *held.lock());
+            // Settings changed here while the lease waited (a rotation, say): these
+            // jobs go out with the new ones.
+            let mut state = state;
+            if self.changes.generation.load(Ordering::Acquire) != generation
+                && let Ok(Some(fresh)) = self.qless.push_get(self.clock.now(), &self.queue).await
+            {
+                state = Arc::new(fresh);
+            }
             for (job, permit) in jobs.into_iter().zip(permits) {
                 self.start(job, state.clone(), url.clone(), permit);
             }

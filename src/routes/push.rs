@@ -77,7 +77,7 @@ async fn set_push(
         .qless
         .push_set(now, queue.as_str(), &config, &secret)
         .await?;
-    state.pushes_changed.notify_one();
+    state.pushes_changed.changed();
     let settings = read(&state, &queue).await?;
     let (status, secret) = if created {
         (StatusCode::CREATED, Some(secret.expose().to_owned()))
@@ -130,6 +130,7 @@ async fn delete_push(
         .push_forget(state.clock.now(), queue.as_str())
         .await?
     {
+        state.pushes_changed.changed();
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(not_pushed(&queue))
@@ -174,6 +175,7 @@ async fn rotate_push_secret(
     if !rotated {
         return Err(not_pushed(&queue));
     }
+    state.pushes_changed.changed();
     let settings = read(&state, &queue).await?;
     Ok(Json(PushSubscription {
         secret: Some(secret.expose().to_owned()),

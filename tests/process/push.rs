@@ -589,6 +589,16 @@ async fn concurrency_holds_across_two_qlessd_and_both_deliver() {
     let two = Gateway::start(&redis).await;
     let receiver = Receiver::start(|_, _| Behaviour::Slow(Duration::from_millis(100))).await;
     one.push("q", &receiver, json!({"concurrency": 3})).await;
+    // The same settings through the other qlessd: each starts delivering at once
+    // (without it, the other finds the queue at its next look, within two seconds).
+    let (status, _) = two
+        .call(
+            reqwest::Method::PUT,
+            "/v1/queues/q/push",
+            Some(json!({"url": receiver.url(), "concurrency": 3})),
+        )
+        .await;
+    assert_eq!(status, 200, "a later PUT keeps the secret");
     for i in 0..24 {
         one.put("q", &format!("j{i}"), json!({})).await;
     }
