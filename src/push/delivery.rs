@@ -259,14 +259,29 @@ fn failure(err: &reqwest::Error) -> Reply {
 
 /// Whether a TLS error is among the causes of `err`.
 fn caused_by_tls(err: &reqwest::Error) -> bool {
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(err);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
     while let Some(cause) = source {
-        if cause.downcast_ref::<rustls::Error>().is_some() {
+        if is_tls(cause) {
             return true;
         }
         source = cause.source();
     }
     false
+}
+
+/// Whether `err` is a rustls error, or one inside I/O errors: the connector hands a
+/// handshake's failure on wrapped in I/O errors, whose `source` skips what they wrap.
+fn is_tls(err: &(dyn std::error::Error + 'static)) -> bool {
+    if err.downcast_ref::<rustls::Error>().is_some() {
+        return true;
+    }
+    match err
+        .downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::get_ref)
+    {
+        Some(inner) => is_tls(inner),
+        None => false,
+    }
 }
 
 /// Counts a delivery in flight for as long as it lives (also when its task is

@@ -95,8 +95,20 @@ impl Deliverer {
         let policy = AddressPolicy {
             allow_private: settings.push_allow_private,
         };
-        let tls = crate::core::tls_config(settings.push_ca_file.as_deref(), "--push-ca-file")
-            .map_err(|err| err.to_string())?;
+        let tls = match crate::core::tls_config(settings.push_ca_file.as_deref(), "--push-ca-file")
+        {
+            Ok(tls) => tls,
+            // A file given but unreadable is the operator's mistake: say so at start. A
+            // system without CA certificates still serves; only `https` deliveries fail
+            // (into `push-tls`), and the log says why.
+            Err(err) if settings.push_ca_file.is_some() => return Err(err.to_string()),
+            Err(err) => {
+                tracing::warn!(%err, "https push endpoints cannot be verified until CA certificates are installed");
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth()
+            }
+        };
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .redirect(reqwest::redirect::Policy::none())
@@ -252,9 +264,9 @@ impl QueueLoop {
                 return;
             }
             let generation = self.changes.generation.load(Ordering::Acquire);
-            let fresh = settings.as_ref().is_some_and(|(read, seen, _)| {
-                read.elapsed() < REFRESH && *seen == generation
-            });
+            let fresh = settings
+                .as_ref()
+                .is_some_and(|(read, seen, _)| read.elapsed() < REFRESH && *seen == generation);
             if !fresh {
                 match self.qless.push_get(self.clock.now(), &self.queue).await {
                     Ok(Some(state)) => {

@@ -18,4 +18,4 @@ mod metrics;
 mod operations;
 mod queues;
 mod tenants;
-mod tls;
+pub(crate) mod tls;

@@ -30,7 +30,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// A CA (`ca.crt`) and a certificate it signed for `localhost` (`server.crt`,
 /// `server.key`), in `dir`.
-fn make_certificates(dir: &Path) {
+pub(crate) fn make_certificates(dir: &Path) {
     openssl(
         dir,
         &[

@@ -852,3 +852,95 @@ async fn jobs_go_out_in_the_queues_order_priority_then_time() {
         .collect();
     assert_eq!(order, ["first-high", "second-high", "mid", "low"]);
 }
+
+/// An HTTPS receiver on loopback with a certificate for `localhost` from a CA made
+/// for the test (`ca.crt` in `dir`), answering every POST 200 `{"tls":true}`.
+async fn https_receiver(dir: &std::path::Path) -> (u16, tokio::task::JoinHandle<()>) {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    crate::api::tls::make_certificates(dir);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.crt"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(socket).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(|_request| async {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        http_body_util::Full::new(Bytes::from_static(br#"{"tls":true}"#)),
+                    ))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (port, server)
+}
+
+#[tokio::test]
+async fn https_endpoints_are_verified_against_the_given_ca_or_the_systems_roots() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (port, server) = https_receiver(dir.path()).await;
+    let url = format!("https://localhost:{port}/hook");
+    let ca = dir.path().join("ca.crt");
+    let trusting =
+        Gateway::start_with(&redis, &[("QLESSD_PUSH_CA_FILE", ca.to_str().unwrap())]).await;
+    let (status, answer) = trusting
+        .call(
+            reqwest::Method::PUT,
+            "/v1/queues/trusted/push",
+            Some(json!({"url": url})),
+        )
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    trusting.put("trusted", "over-tls", json!({})).await;
+    let job = trusting
+        .job_until("over-tls", "completed", |job| job["state"] == "complete")
+        .await;
+    assert_eq!(job["result"], json!({"tls": true}));
+
+    // The system's roots do not know the test's CA: the handshake fails, and so does
+    // the job, into push-tls.
+    // (A Redis of its own, or the first qlessd would deliver this queue too.)
+    let other_redis = RedisServer::start();
+    let doubting = Gateway::start(&other_redis).await;
+    let (status, _) = doubting
+        .call(
+            reqwest::Method::PUT,
+            "/v1/queues/doubted/push",
+            Some(json!({"url": url})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    doubting
+        .put("doubted", "untrusted", json!({"retries": 0}))
+        .await;
+    let job = doubting
+        .job_until("untrusted", "failed", |job| job["state"] == "failed")
+        .await;
+    assert_eq!(job["failure"]["group"], "push-tls", "{job}");
+    server.abort();
+}
