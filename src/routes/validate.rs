@@ -92,6 +92,15 @@ impl JobData {
 /// wrong, to follow "the job's data".
 fn script_json(text: &str) -> Result<(), String> {
     let bytes = text.as_bytes();
+    // The usual data opens few arrays and objects and has no `\u` escape: then it can
+    // be neither too deep nor hold a lone surrogate, and two vectorized scans say so
+    // (a byte-by-byte walk of a 100-byte payload cost 1.4 % of a job's gateway
+    // instructions on the worker path, 2026-11-29).
+    if memchr::memchr2_iter(b'[', b'{', bytes).count() <= MAX_JSON_DEPTH
+        && memchr::memmem::find(bytes, b"\\u").is_none()
+    {
+        return Ok(());
+    }
     let (mut depth, mut in_string, mut i) = (0usize, false, 0usize);
     // Whether the escape just read was a high surrogate, which a low one must follow.
     let mut high = false;
