@@ -45,7 +45,7 @@ impl Delivery {
     pub async fn deliver(self, job: Job) {
         let started = Instant::now();
         let _counted = InFlight::start();
-        let attempt = (job.retries - job.remaining + 1).max(1);
+        let attempt = attempt_of(&job);
         let span =
             telemetry::delivery_span(job.traceparent.as_deref(), &self.state.queue, &job.jid);
         // With tracing on, the receiver's work is a child of this delivery's span;
@@ -102,7 +102,7 @@ impl Delivery {
         let attempted = Attempted {
             status,
             ms: took_ms,
-            attempt: attempt as u64,
+            attempt,
         };
         let finished = self
             .qless
@@ -143,7 +143,7 @@ impl Delivery {
     }
 
     /// The POST itself, read up to `max_result` bytes of its answer and one more.
-    async fn post(&self, job: &Job, attempt: i64, traceparent: Option<&str>) -> Reply {
+    async fn post(&self, job: &Job, attempt: u64, traceparent: Option<&str>) -> Reply {
         let body = match serde_json::to_vec(job) {
             Ok(body) => body,
             Err(err) => {
@@ -282,6 +282,25 @@ fn is_tls(err: &(dyn std::error::Error + 'static)) -> bool {
         Some(inner) => is_tls(inner),
         None => false,
     }
+}
+
+/// Which delivery of the job this is: the leases of it to push deliveries that its
+/// history records, this one included. It counts on across retries, lost leases and
+/// unfails (which give the job its retries back), as `qlessd-attempt` promises.
+fn attempt_of(job: &Job) -> u64 {
+    let delivered = job
+        .history
+        .iter()
+        .filter(|entry| {
+            entry.what == "popped"
+                && entry
+                    .extra
+                    .get("worker")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|worker| worker.starts_with(super::WORKER_PREFIX))
+        })
+        .count();
+    delivered.max(1) as u64
 }
 
 /// Counts a delivery in flight for as long as it lives (also when its task is

@@ -41,6 +41,10 @@ use endpoint::{AddressPolicy, PublicResolver};
 /// settings (a change made elsewhere applies to the next deliveries within that).
 const REFRESH: Duration = Duration::from_secs(2);
 
+/// What the worker name of every push delivery starts with; the rest names the qlessd
+/// holding the lease.
+const WORKER_PREFIX: &str = "qlessd-push:";
+
 /// Most jobs one lease of a queue's loop asks for.
 const MOST_PER_LEASE: u32 = 50;
 
@@ -127,7 +131,7 @@ impl Deliverer {
             policy,
             permits: Arc::new(Semaphore::new(settings.push_max_in_flight as usize)),
             max_in_flight: settings.push_max_in_flight,
-            worker: format!("qlessd-push:{gateway}"),
+            worker: format!("{WORKER_PREFIX}{gateway}"),
             max_result: usize::try_from(settings.max_job_size).unwrap_or(usize::MAX),
             in_flight: parking_lot::Mutex::default(),
         }))

@@ -534,7 +534,13 @@ async fn each_answer_decides_the_fate_of_its_job() {
         )
         .await;
     assert!(status < 300, "unfail answered {status}");
-    receiver.wait_for(deliveries.len() + 1).await;
+    let again = receiver.wait_for(deliveries.len() + 1).await.pop().unwrap();
+    assert_eq!(again.jid(), "refused");
+    assert_eq!(
+        again.header("qlessd-attempt"),
+        "2",
+        "attempts count on after an unfail"
+    );
 }
 
 #[tokio::test]
