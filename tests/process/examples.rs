@@ -15,8 +15,30 @@ use std::time::{Duration, Instant};
 
 use super::running::{Qlessd, toolchain};
 
-fn examples() -> PathBuf {
+/// The project's `examples/` directory.
+pub(super) fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+/// Builds the Go package `package` of `examples/go` into a binary in a temporary
+/// directory (kept as long as the returned guard). Built, then run: `go run` would
+/// leave the program behind when it is stopped.
+pub(super) fn build_go(package: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("example");
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(package)
+        .current_dir(examples().join("go"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    (dir, binary)
 }
 
 /// How a run of a worker ends.
@@ -185,21 +207,7 @@ async fn the_go_worker_completes_its_jobs_and_stops_on_sigterm() {
     if !toolchain("go", "version", "the Go example") {
         return;
     }
-    // Built, then run: `go run` would leave the worker behind on SIGTERM.
-    let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("worker");
-    let built = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .arg(".")
-        .current_dir(examples().join("go"))
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let (_dir, binary) = build_go(".");
     run_worker(Command::new(binary), "go-example").await;
 }
 

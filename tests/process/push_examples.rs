@@ -12,7 +12,6 @@
 //! skip a failure.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -24,11 +23,8 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::binary::free_port;
+use super::examples::{build_go, examples};
 use super::running::{Qlessd, available, toolchain};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
-}
 
 /// A receiver example listening on loopback; killed on drop.
 struct Receiver {
@@ -297,20 +293,6 @@ async fn the_go_receiver_verifies_and_greets() {
     if !toolchain("go", "version", "the Go receiver example") {
         return;
     }
-    // Built, then run: `go run` would leave the receiver behind when killed.
-    let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("receiver");
-    let built = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .arg("./receiver")
-        .current_dir(examples().join("go"))
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let (_dir, binary) = build_go("./receiver");
     run_receiver(Command::new(binary), "go-push").await;
 }
