@@ -152,16 +152,12 @@ local function command(name)
       return jid, worker, queue, data, nextq, delay, depends, result
     end
     local function run(now, A, jid, worker, queue, data, nextq, delay, depends, result)
-      local state = Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends)
-      -- (A completion may purge the job at once: no result is written then.)
-      if result and redis.call('exists', Qless.P .. 'j:' .. jid) == 1 then
-        redis.call('hset', Qless.P .. 'j:' .. jid, 'result', result)
-      end
-      return state
+      return Qless.Job.complete(now, jid, worker, queue, data, nextq, delay, depends, result)
     end
     return function(now, A) return run(now, A, check(A)) end, check, run
 
-  elseif name == 'batch' or name == 'pop.after' then
+  elseif name == 'batch' or name == 'pop.after' or name == 'batch.open' or
+      name == 'batch.add' or name == 'workflow.open' then
     -- The two commands that run calls of other commands share these helpers, which
     -- are made only for them: a function the chunk made at its top level would cost
     -- every invocation.
@@ -289,6 +285,172 @@ local function command(name)
         end
       end
       return replies, any
+    end
+
+    -- The puts of a batch.open, batch.add or workflow.open from A[i] on: every call a
+    -- `put` of a new jid, no jid twice (nor among `taken`, jids already claimed by
+    -- the call, which are checked the same way). Returns the checked calls and their
+    -- jids; raises before anything is written.
+    local function new_jobs(A, i, who, taken)
+      local calls = { nil, nil }
+      if i <= #A then calls = batch_calls(A, i, who) end
+      local jids, seen = {}, {}
+      for _, jid in ipairs(taken) do
+        if seen[jid] then Qless.raise('QL_ARG', who, 'Jid ' .. jid .. ' is given twice') end
+        seen[jid] = true
+      end
+      for k = 2, #calls, 2 do
+        local args = calls[k]
+        if args[1] ~= 'put' then
+          Qless.raise('QL_ARG', who, 'Call ' .. (k / 2) .. ' must be put: ' .. args[1])
+        end
+        local jid = args[5]
+        if seen[jid] then Qless.raise('QL_ARG', who, 'Jid ' .. jid .. ' is given twice') end
+        seen[jid] = true
+        jids[#jids + 1] = jid
+      end
+      for jid in pairs(seen) do
+        if redis.call('exists', Qless.P .. 'j:' .. jid) == 1 then
+          Qless.raise('QL_STATE', who, 'Job ' .. jid .. ' already exists')
+        end
+      end
+      return calls, jids
+    end
+
+    -- Runs checked puts, in order, each writing (checks all passed before).
+    local function run_puts(now, calls)
+      for k = 1, #calls, 2 do
+        local handler, args = calls[k], calls[k + 1]
+        handler(now, args, unpack(args.v, 2, args.v.n))
+      end
+    end
+
+    if name == 'batch.open' then
+      -- Extension. batch.open(bid, meta, put calls as batch has them...) -> the jids.
+      -- `meta` is JSON {description, parent, callbacks: {kind: spec}} (batches.lua).
+      -- Every job and the batch record are written in this one call, or nothing.
+      return function(now, A)
+        local bid, meta = A[3], Qless.json_decode(A[4])
+        if bid == nil or bid == '' then Qless.raise('QL_ARG', 'BatchOpen', 'Arg "bid" missing') end
+        if type(meta) ~= 'table' then
+          Qless.raise('QL_ARG', 'BatchOpen', 'Arg "meta" not a JSON object: ' .. tostring(A[4]))
+        end
+        if Qless.Batches.state(bid) then
+          Qless.raise('QL_STATE', 'BatchOpen', 'Batch ' .. bid .. ' already exists')
+        end
+        local parent = meta.parent
+        if type(parent) ~= 'string' then parent = nil end
+        if parent then
+          local pstate = Qless.Batches.state(parent)
+          if not pstate then
+            Qless.raise('QL_NOTFOUND', 'BatchOpen', 'Batch ' .. parent .. ' does not exist')
+          elseif pstate ~= 'open' then
+            Qless.raise('QL_STATE', 'BatchOpen', 'Batch ' .. parent .. ' is ' .. pstate)
+          end
+        end
+        local specs, taken = {}, {}
+        if type(meta.callbacks) == 'table' then
+          for _, kind in ipairs({ 'on_success', 'on_complete', 'on_death' }) do
+            local spec = meta.callbacks[kind]
+            if spec ~= nil then
+              local text = cjson.encode(spec)
+              specs[kind] = text
+              taken[#taken + 1] = Qless.Batches.spec(text, 'BatchOpen', kind).jid
+            end
+          end
+        end
+        local description = type(meta.description) == 'string' and meta.description or ''
+        local calls, jids = new_jobs(A, 5, 'BatchOpen', taken)
+        run_puts(now, calls)
+        Qless.Batches.open(now, bid, description, parent, specs, jids)
+        return jids
+      end
+
+    elseif name == 'batch.add' then
+      -- Extension. batch.add(bid, put calls...) -> the jids: more jobs for a batch that
+      -- has not finished (a job of it may add some while it runs).
+      return function(now, A)
+        local bid = A[3]
+        if bid == nil or bid == '' then Qless.raise('QL_ARG', 'BatchAdd', 'Arg "bid" missing') end
+        local state = Qless.Batches.state(bid)
+        if not state then
+          Qless.raise('QL_NOTFOUND', 'BatchAdd', 'Batch ' .. bid .. ' does not exist')
+        elseif state ~= 'open' then
+          Qless.raise('QL_STATE', 'BatchAdd', 'Batch ' .. bid .. ' is ' .. state)
+        end
+        if #A < 4 then Qless.raise('QL_ARG', 'BatchAdd', 'At least one job is required') end
+        local calls, jids = new_jobs(A, 4, 'BatchAdd', {})
+        run_puts(now, calls)
+        Qless.Batches.add(now, bid, jids)
+        return jids
+      end
+
+    elseif name == 'workflow.open' then
+      -- Extension. workflow.open(wid, meta, put calls...) -> the jids, in order.
+      -- `meta` is JSON {name, tasks: [{name, after: [names], policy}]}, one task per
+      -- put, parents before children (which is what makes the graph acyclic: a task
+      -- may only wait for tasks before it). Each put's depends are its parents' jids.
+      return function(now, A)
+        local wid, meta = A[3], Qless.json_decode(A[4])
+        local who = 'WorkflowOpen'
+        if wid == nil or wid == '' then Qless.raise('QL_ARG', who, 'Arg "wid" missing') end
+        if type(meta) ~= 'table' or type(meta.tasks) ~= 'table' then
+          Qless.raise('QL_ARG', who, 'Arg "meta" not a JSON object with tasks: ' ..
+            tostring(A[4]))
+        end
+        if redis.call('exists', Qless.Workflow.key(wid)) == 1 then
+          Qless.raise('QL_STATE', who, 'Workflow ' .. wid .. ' already exists')
+        end
+        local calls, jids = new_jobs(A, 5, who, {})
+        local tasks, known = meta.tasks, {}
+        if #tasks ~= #jids then
+          Qless.raise('QL_ARG', who, #tasks .. ' tasks for ' .. #jids .. ' puts')
+        end
+        local policies = { cancel = true, fail = true, ignore = true, continue = true }
+        for i = 1, #tasks do
+          local t = tasks[i]
+          if type(t) ~= 'table' or type(t.name) ~= 'string' or t.name == '' then
+            Qless.raise('QL_ARG', who, 'Task ' .. i .. ' has no name')
+          end
+          if known[t.name] then Qless.raise('QL_ARG', who, 'Task ' .. t.name .. ' is given twice') end
+          if type(t.after) ~= 'table' then t.after = {} end
+          local wanted = {}
+          for k = 1, #t.after do
+            local pjid = known[t.after[k]]
+            if not pjid then
+              Qless.raise('QL_ARG', who, 'Task ' .. t.name .. ' waits for ' ..
+                tostring(t.after[k]) .. ', which is not a task before it')
+            end
+            wanted[pjid] = true
+          end
+          t.policy = t.policy or 'cancel'
+          if not policies[t.policy] then
+            Qless.raise('QL_ARG', who, 'Task ' .. t.name .. ' has an unknown policy: ' ..
+              tostring(t.policy))
+          end
+          -- Its put waits for exactly its parents.
+          local depends = calls[2 * i].v[10] or {}
+          local given = 0
+          for k = 1, #depends do
+            if not wanted[depends[k]] then
+              Qless.raise('QL_ARG', who, 'Task ' .. t.name .. ' depends on ' .. depends[k] ..
+                ', not one of its parents')
+            end
+            given = given + 1
+          end
+          local parents = 0
+          for _ in pairs(wanted) do parents = parents + 1 end
+          if given ~= parents then
+            Qless.raise('QL_ARG', who, 'Task ' .. t.name .. ' must depend on its parents')
+          end
+          t.jid = jids[i]
+          known[t.name] = t.jid
+        end
+        run_puts(now, calls)
+        local wname = type(meta.name) == 'string' and meta.name or ''
+        Qless.Workflow.open(now, wid, wname, tasks)
+        return jids
+      end
     end
 
     if name == 'batch' then
@@ -1186,6 +1348,42 @@ local function command(name)
       end
       return Qless.Push.finish(now, queue, jid, worker, status, ms, attempt, outcome, A[10],
         A[11], A[12])
+    end
+
+  elseif name == 'batch.get' then
+    -- Extension. batch.get(bid, offset, count) -> JSON (batches.lua), or nil.
+    return function(now, A)
+      local bid = A[3]
+      if bid == nil or bid == '' then Qless.raise('QL_ARG', 'BatchGet', 'Arg "bid" missing') end
+      local offset = Qless.count_arg(A[4], 0, 'BatchGet', 'Arg "offset" not a number: ', 0)
+      local count = Qless.count_arg(A[5], 25, 'BatchGet', 'Arg "count" not a number: ', 0)
+      return Qless.Batches.get(now, bid, offset, count)
+    end
+
+  elseif name == 'batch.cancel' then
+    -- Extension. batch.cancel(bid) -> how many jobs were canceled, or nil.
+    return function(now, A)
+      local bid = A[3]
+      if bid == nil or bid == '' then Qless.raise('QL_ARG', 'BatchCancel', 'Arg "bid" missing') end
+      return Qless.Batches.cancel(now, bid)
+    end
+
+  elseif name == 'workflow.get' then
+    -- Extension. workflow.get(wid) -> JSON (workflow.lua), or nil.
+    return function(now, A)
+      local wid = A[3]
+      if wid == nil or wid == '' then Qless.raise('QL_ARG', 'WorkflowGet', 'Arg "wid" missing') end
+      return Qless.Workflow.get(wid)
+    end
+
+  elseif name == 'workflow.cancel' then
+    -- Extension. workflow.cancel(wid) -> how many tasks were canceled, or nil.
+    return function(now, A)
+      local wid = A[3]
+      if wid == nil or wid == '' then
+        Qless.raise('QL_ARG', 'WorkflowCancel', 'Arg "wid" missing')
+      end
+      return Qless.Workflow.cancel(now, wid)
     end
 
   elseif name == 'migrate' then

@@ -38,7 +38,7 @@ local Qless
 local config_factory, job_factory, queue_factory, recurring_factory, worker_factory
 -- The gateway's own features (extra.lua, throttle.lua): progress and results,
 -- idempotent puts, retry backoff, throttles.
-local extra_factory, throttle_factory, push_factory
+local extra_factory, throttle_factory, push_factory, batches_factory, workflow_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -366,6 +366,10 @@ Qless = setmetatable({
     return setmetatable({ [0] = throttle_factory }, LAZY)
   elseif name == 'Push' then
     return setmetatable({ [0] = push_factory }, LAZY)
+  elseif name == 'Batches' then
+    return setmetatable({ [0] = batches_factory }, LAZY)
+  elseif name == 'Workflow' then
+    return setmetatable({ [0] = workflow_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code
@@ -482,6 +486,14 @@ Qless = setmetatable({
     return function(list)
       if #list == 0 then return '{}' end
       return cjson.encode(list)
+    end
+
+  elseif name == 'json_array' then
+    -- A list as a JSON array, `[]` when empty (json_list keeps the spec's `{}` for the
+    -- protocol's answers; qlessd's own answers are plain JSON).
+    return function(items)
+      if #items == 0 then return '[]' end
+      return cjson.encode(items)
     end
 
   elseif name == 'json_decode' then

@@ -9,14 +9,14 @@ function extra_factory(name)
   if name == 'job_json' then
     -- The job object of jid (as `get` gives it) plus, when the job has them, its
     -- `progress` and `result` (JSON text, as strings like `data`), `throttles`, its
-    -- `backoff` policy, the throttle it waits on (`throttled`) and its `traceparent`;
-    -- nil if no job.
+    -- `backoff` policy, the throttle it waits on (`throttled`), its `traceparent`, and
+    -- its `batch`, `workflow` and workflow `parents`; nil if no job.
     return function(jid)
       local buf = {}
       if not Qless.job_buffer(buf, jid) then return nil end
       local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'progress', 'result', 'throttles',
-        'backoff', 'throttled', 'traceparent')
-      if f[1] or f[2] or f[3] or f[4] or f[5] or f[6] then
+        'backoff', 'throttled', 'traceparent', 'batch', 'workflow', 'parents')
+      if f[1] or f[2] or f[3] or f[4] or f[5] or f[6] or f[7] or f[8] then
         -- The object ends with '}' in the buffer's last piece: insert before it.
         local last = buf[#buf]
         local extra = ''
@@ -26,6 +26,10 @@ function extra_factory(name)
         if f[4] and f[4] ~= '' then extra = extra .. ',"backoff":' .. f[4] end
         if f[5] and f[5] ~= '' then extra = extra .. ',"throttled":' .. cjson.encode(f[5]) end
         if f[6] then extra = extra .. ',"traceparent":' .. cjson.encode(f[6]) end
+        -- (batches.lua, workflow.lua: the parents object as JSON text, like data.)
+        if f[7] then extra = extra .. ',"batch":' .. cjson.encode(f[7]) end
+        if f[8] then extra = extra .. ',"workflow":' .. cjson.encode(f[8]) end
+        if f[9] then extra = extra .. ',"parents":' .. cjson.encode(f[9]) end
         buf[#buf] = string.sub(last, 1, -2) .. extra .. '}'
       end
       return table.concat(buf)

@@ -67,9 +67,11 @@ function job_factory(name)
     end
 
   elseif name == 'complete' then
-    -- complete(now, jid, worker, queue, data, [next, delay, depends])
-    -- -> 'complete' | 'waiting' | 'scheduled' | 'depends'
-    return function(now, jid, worker, queue, data, nextq, delay, depends)
+    -- complete(now, jid, worker, queue, data, [next, delay, depends], [result])
+    -- -> 'complete' | 'waiting' | 'scheduled' | 'depends'. `result` (extension, JSON
+    -- text) is stored beside the data before the dependents are released, which see it
+    -- (workflow.lua).
+    return function(now, jid, worker, queue, data, nextq, delay, depends, result)
       local key = Qless.P .. 'j:' .. jid
       -- (priority only matters when the job moves on to `next`: each HMGET field costs
       -- about as much as a small Redis call.)
@@ -78,8 +80,9 @@ function job_factory(name)
         f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
           'throttles', 'priority')
       else
+        -- (8: the job's batch, batches.lua, where the branch for next reads priority.)
         f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
-          'throttles')
+          'throttles', 'batch')
       end
       local state = f[1]
       if not state then
@@ -146,32 +149,33 @@ function job_factory(name)
         Qless.history_push(jid, '[' .. when .. ',"put",{"q":' .. enext .. '}]', cap, false)
         redis.call('zadd', Qless.P .. 'queues', 'NX', Qless.NOWS, nextq)
         local nkey = Qless.P .. 'q:' .. nextq
-        local result
+        local moved
         if delay > 0 and not (depends and #depends > 0) then
           -- Fix of quirk 3: the hash says 'scheduled' while the job sits in -scheduled.
           local at = Qless.numarg(now + delay)
           redis.call('zadd', nkey .. '-scheduled', at, jid)
           Qless.due(nextq, at)
-          result = 'scheduled'
+          moved = 'scheduled'
         elseif deps and #deps > 0 then
           Qless.dependencies_link(jid, deps)
           redis.call('zadd', nkey .. '-depends', Qless.NOWS, jid)
           if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
-          result = 'depends'
+          moved = 'depends'
         else
           local score = (tonumber(f[8]) or 0) - now / 10000000000
           redis.call('zadd', nkey .. '-work', Qless.numarg(score), jid)
           Qless.available(nextq, 1)
-          result = 'waiting'
+          moved = 'waiting'
         end
         if data then
-          redis.call('hset', key, 'data', data, 'time', Qless.NOWT, 'state', result,
+          redis.call('hset', key, 'data', data, 'time', Qless.NOWT, 'state', moved,
             'worker', '', 'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         else
-          redis.call('hset', key, 'time', Qless.NOWT, 'state', result, 'worker', '',
+          redis.call('hset', key, 'time', Qless.NOWT, 'state', moved, 'worker', '',
             'failure', '{}', 'queue', nextq, 'expires', '0', 'remaining', retries)
         end
-        return result
+        if result then redis.call('hset', key, 'result', result) end
+        return moved
       end
 
       redis.call(Qless.PUBLISH, Qless.P .. 'log',
@@ -220,7 +224,12 @@ function job_factory(name)
       elseif seen then
         seen.completed = { oldest = oldest, count = count }
       end
+      -- (A completion may purge the job at once: no result is written then.)
+      if result and (not aged and count <= keep or redis.call('exists', key) == 1) then
+        redis.call('hset', key, 'result', result)
+      end
       if linked then Qless.Job.release(now, jid) end
+      if f[8] then Qless.Batches.note(now, f[8], jid, 'c') end   -- batches.lua
       return 'complete'
     end
 
@@ -264,26 +273,23 @@ function job_factory(name)
       if #list == 0 then return end
       -- In jid order, not the set's (seed-dependent) order: the same on every server.
       if #list > 1 then table.sort(list) end
+      -- (workflow.lua) A task of a workflow may release a dependent still waiting for
+      -- other parents: one whose policy is `ignore` once all of those have failed.
+      local wid
       for i = 1, #list do
         local d = list[i]
         local dkey = Qless.P .. 'j:' .. d
         redis.call('srem', dkey .. '-dependencies', jid)
         if redis.call('scard', dkey .. '-dependencies') == 0 then
-          local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority')
-          local q = f[1]
-          if q and q ~= '' then
-            local qkey = Qless.P .. 'q:' .. q
-            redis.call('zrem', qkey .. '-depends', d)
-            if f[2] then
-              redis.call('zadd', qkey .. '-scheduled', f[2], d)
-              Qless.due(q, f[2])
-              redis.call('hset', dkey, 'state', 'scheduled')
-              redis.call('hdel', dkey, 'scheduled')
-            else
-              local score = (tonumber(f[3]) or 0) - now / 10000000000
-              redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
-              redis.call('hset', dkey, 'state', 'waiting')
-              Qless.available(q, 1)
+          Qless.Job.unblock(now, d)
+        else
+          if wid == nil then
+            wid = redis.call('hget', Qless.P .. 'j:' .. jid, 'workflow') or false
+          end
+          if wid then
+            local t = Qless.Workflow.task(wid, d)
+            if t and t.policy == 'ignore' and Qless.Workflow.settled(d) then
+              Qless.Workflow.release(now, d)
             end
           end
         end
@@ -291,11 +297,85 @@ function job_factory(name)
       redis.call('del', key)
     end
 
+  elseif name == 'unblock' then
+    -- unblock(now, jid): job jid, which waits for no dependency any more, moves from its
+    -- queue's -depends to -scheduled (if a delay is pending) or -work.
+    return function(now, d)
+      local dkey = Qless.P .. 'j:' .. d
+      local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority', 'workflow', 'state')
+      local q = f[1]
+      if f[5] ~= 'depends' or not q or q == '' then return end
+      local qkey = Qless.P .. 'q:' .. q
+      redis.call('zrem', qkey .. '-depends', d)
+      if f[2] then
+        redis.call('zadd', qkey .. '-scheduled', f[2], d)
+        Qless.due(q, f[2])
+        redis.call('hset', dkey, 'state', 'scheduled')
+        redis.call('hdel', dkey, 'scheduled')
+      else
+        local score = (tonumber(f[3]) or 0) - now / 10000000000
+        redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
+        redis.call('hset', dkey, 'state', 'waiting')
+        Qless.available(q, 1)
+      end
+      if f[4] then Qless.Workflow.released(d) end   -- workflow.lua
+    end
+
+  elseif name == 'ended' then
+    -- ended(now, jid, bid, wid, to): job jid, of batch bid and/or workflow wid (either
+    -- may be nil), now stands at `to`: 'c' completed, 'f' failed for good, 'x'
+    -- canceled, 'p' back to be run. Its batch counts it (batches.lua); a workflow
+    -- decides the tasks waiting for a failed one (workflow.lua; those waiting for a
+    -- canceled one are canceled with it, as cancel requires).
+    return function(now, jid, bid, wid, to)
+      if bid then Qless.Batches.note(now, bid, jid, to) end
+      if wid then
+        if to == 'f' then
+          Qless.Workflow.ended(now, wid, jid, 'failed')
+        elseif to == 'x' then
+          redis.call('hset', Qless.Workflow.key(wid) .. '-ended', jid, 'canceled')
+        end
+      end
+    end
+
+  elseif name == 'fail_waiting' then
+    -- fail_waiting(now, jid, group, message): a job that is not running (a workflow's
+    -- task whose parent failed) fails into `group`, as a fail would, with no worker.
+    return function(now, jid, group, message)
+      local key = Qless.P .. 'j:' .. jid
+      local f = redis.call('hmget', key, 'queue', 'batch', 'workflow')
+      local queue = f[1] or ''
+      local qkey = Qless.P .. 'q:' .. queue
+      for _, set in ipairs({ '-work', '-scheduled', '-depends' }) do
+        redis.call('zrem', qkey .. set, jid)
+      end
+      local egroup, emessage = cjson.encode(group), cjson.encode(message)
+      local when = Qless.NOWF
+      local cap = Qless.history_cap(redis.call('hget', Qless.P .. 'config', 'max-job-history'))
+      Qless.history_push(jid, '[' .. when .. ',"failed",{"group":' .. egroup .. '}]', cap)
+      redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', '', 'failure',
+        '{"group":' .. egroup .. ',"message":' .. emessage .. ',"when":' .. when ..
+        ',"worker":""}')
+      redis.call('hdel', key, 'scheduled')
+      redis.call('sadd', Qless.P .. 'failures', group)
+      redis.call('lpush', Qless.P .. 'f:' .. group, jid)
+      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"message":' .. emessage .. ',"jid":' ..
+        cjson.encode(jid) .. ',"group":' .. egroup .. ',"event":"failed","worker":""}')
+      if redis.call('zscore', Qless.P .. 'tracked', jid) then
+        redis.call(Qless.PUBLISH, Qless.P .. 'failed', jid)
+      end
+      local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
+      redis.call('hincrby', skey, 'failures', '1')
+      redis.call('hincrby', skey, 'failed', '1')
+      Qless.Job.ended(now, jid, f[2] or nil, f[3] or nil, 'f')
+    end
+
   elseif name == 'fail' then
     -- fail(now, jid, worker, group, message, [data]) -> jid
     return function(now, jid, worker, group, message, data)
       local key = Qless.P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'throttles')
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'throttles', 'batch',
+        'workflow')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Fail', 'Job ' .. jid .. 'does not exist')
@@ -339,6 +419,7 @@ function job_factory(name)
       end
       redis.call('sadd', Qless.P .. 'failures', group)
       redis.call('lpush', Qless.P .. 'f:' .. group, jid)
+      if f[5] or f[6] then Qless.Job.ended(now, jid, f[5], f[6], 'f') end
       return jid
     end
 
@@ -346,7 +427,8 @@ function job_factory(name)
     -- retry(now, jid, queue, worker, delay, [group], [message]) -> floor(remaining)
     return function(now, jid, queue, worker, delay, group, message)
       local key = Qless.P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'priority', 'throttles')
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'priority', 'throttles',
+        'batch', 'workflow')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Retry', 'Job ' .. jid .. ' does not exist')
@@ -389,6 +471,7 @@ function job_factory(name)
         local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
         redis.call('hincrby', skey, 'failures', '1')
         redis.call('hincrby', skey, 'failed', '1')
+        if f[6] or f[7] then Qless.Job.ended(now, jid, f[6], f[7], 'f') end
       else
         -- Fix of quirk 4: the job waits in `queue` with no worker and no lock, and its
         -- hash says so (the original left worker/expires set and the old queue name).
@@ -439,7 +522,7 @@ function job_factory(name)
         local jid = jids[i]
         local key = Qless.P .. 'j:' .. jid
         local f = redis.call('hmget', key, 'state', 'queue', 'worker', 'failure', 'tags',
-          'throttles')
+          'throttles', 'batch', 'workflow')
         local state = f[1]
         if state ~= 'complete' then
           local queue, worker = f[2], f[3]
@@ -474,6 +557,7 @@ function job_factory(name)
             redis.call(Qless.PUBLISH, Qless.P .. 'canceled', jid)
           end
           redis.call('del', key, key .. '-history')
+          if f[7] or f[8] then Qless.Job.ended(now, jid, f[7], f[8], 'x') end
         end
       end
       return jids

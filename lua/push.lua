@@ -124,7 +124,7 @@ function push_factory(name)
       if max < room then room = max end
       if room <= 0 then return {} end
       local out = Qless.Queue.pop(now, worker, room, { queue }, { room }, true)
-      -- The jids of the flat array: each job is 14 fields, then three counted lists.
+      -- The jids of the flat array: each job is 15 fields, then three counted lists.
       local deadline = Qless.numarg(now + (tonumber(f[1]) or 0))
       local i = 1
       while i <= #out do
@@ -133,7 +133,7 @@ function push_factory(name)
         if rjobs > 0 and rsec > 0 then
           redis.call('zadd', sent, Qless.NOWS, jid .. '@' .. Qless.NOWS)
         end
-        i = i + 14
+        i = i + 15
         for _ = 1, 3 do i = i + out[i] + 1 end
       end
       return out

@@ -220,7 +220,7 @@ function queue_factory(name)
               -- queue as JSON).
               local g = call('hmget', key, 'jid', 'klass', 'queue', 'priority', 'retries',
                 'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'history',
-                'traceparent')
+                'traceparent', 'parents')
               if g[1] then
                 -- A compact history (only its put, see history_legacy) gets the popped
                 -- entry in the hash too, and the job object's history is known: no
@@ -250,9 +250,10 @@ function queue_factory(name)
                 end
                 qwaits[#qwaits + 1] = now - (tonumber(g[11]) or now)
                 -- (17: the history entries when known, 18: the put entry's object, 19: the
-                -- job's trace, an extension job_append adds.)
+                -- job's trace, an extension job_append adds, 20: a workflow task's
+                -- parents, workflow.lua.)
                 local f = { g[1], g[2], 'running', g[3], W, g[4], nil, g[5], g[6], g[7], g[8],
-                  g[9], g[10], nil, ejson, nil, history, putobj, g[13] }
+                  g[9], g[10], nil, ejson, nil, history, putobj, g[13], g[14] }
                 if g[3] == q then f[16] = eq end
                 got = got + 1
                 local m = #jobs + 1
@@ -319,7 +320,7 @@ function queue_factory(name)
         anysets = Qless.batch('exists', nil, sets) > 0
       end
       if fields then
-        -- Room for a job with two history entries (14 fields and three counted lists),
+        -- Room for a job with two history entries (15 fields and three counted lists),
         -- so that the usual pop of one never grows the array.
         local out, m = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
           nil, nil, nil, nil, nil, nil }, 0
@@ -341,8 +342,8 @@ function queue_factory(name)
             f[8] or false, f[9] or false
           out[m + 9], out[m + 10], out[m + 11], out[m + 12] = f[10] or '', f[11] or false,
             f[12] or false, f[13] or false
-          out[m + 13], out[m + 14] = t and 1 or 0, f[19] or false
-          m = m + 15
+          out[m + 13], out[m + 14], out[m + 15] = t and 1 or 0, f[19] or false, f[20] or false
+          m = m + 16
           local count = #history
           out[m] = count
           for k = 1, count do out[m + k] = history[k] end
@@ -394,7 +395,7 @@ function queue_factory(name)
       local old = {}
       if redis.call('exists', key) == 1 then
         old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
-          'retries', 'tags', 'failure', 'history', 'throttles')
+          'retries', 'tags', 'failure', 'history', 'throttles', 'batch')
         -- Moving an existing job may touch what a batch's memo holds (ql:completed).
         if Qless.SEEN then Qless.seen() end
       end
@@ -507,6 +508,10 @@ function queue_factory(name)
       end
       -- 9. No longer failed (fix of quirk 7: the gauge of the queue it failed in).
       if ostate == 'failed' then Qless.failure_forget(jid, old[8], oqueue) end
+      -- (batches.lua) A finished job of a batch put again is to be run again.
+      if old[11] and (ostate == 'failed' or ostate == 'complete') then
+        Qless.Batches.note(now, old[11], jid, 'p')
+      end
       -- 10, 11. Link dependencies, place the job, write its hash.
       local ndeps = 0
       if link then
@@ -640,7 +645,8 @@ function queue_factory(name)
       for i = 1, #jids do
         local jid = jids[i]
         local key = Qless.P .. 'j:' .. jid
-        local f = redis.call('hmget', key, 'jid', 'worker', 'grace', 'queue')
+        local f = redis.call('hmget', key, 'jid', 'worker', 'grace', 'queue', 'batch',
+          'workflow')
         if not f[1] then
           redis.call('zrem', qkey .. '-locks', jid)   -- the lock of a job that is gone
         else
@@ -685,6 +691,7 @@ function queue_factory(name)
               local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
               redis.call('hincrby', skey, 'failures', '1')
               redis.call('hincrby', skey, 'failed', '1')
+              if f[5] or f[6] then Qless.Job.ended(now, jid, f[5], f[6], 'f') end
             end
           end
         end
@@ -819,7 +826,7 @@ function queue_factory(name)
         local jid = jids[i]
         local key = Qless.P .. 'j:' .. jid
         local f = redis.call('hmget', key, 'jid', 'priority', 'retries', 'state', 'failure',
-          'queue')
+          'queue', 'batch')
         if f[1] then
           Qless.history_push(jid, entry, cap)
           redis.call('hset', key, 'state', 'waiting', 'worker', '', 'expires', '0', 'queue', queue,
@@ -833,6 +840,7 @@ function queue_factory(name)
               local skey = Qless.P .. 's:stats:' .. Qless.day_bin(when) .. ':' .. f[6]
               redis.call('hincrby', skey, 'failed', '-1')
             end
+            if f[7] then Qless.Batches.note(now, f[7], jid, 'p') end   -- batches.lua
           end
           moved = moved + 1
         end

@@ -198,6 +198,14 @@ pub const ROUTES: &[Route] = &[
     route("DELETE", "/v1/recurring/{jid}", Needs(Admin)),
     route("POST", "/v1/recurring/{jid}/tags", Needs(Admin)),
     route("DELETE", "/v1/recurring/{jid}/tags", Needs(Admin)),
+    // Batches and workflows: created by producers, canceled by operators.
+    route("POST", "/v1/batches", Needs(Produce)),
+    route("GET", "/v1/batches/{bid}", Needs(Read)),
+    route("DELETE", "/v1/batches/{bid}", Needs(Admin)),
+    route("POST", "/v1/batches/{bid}/jobs", Needs(Produce)),
+    route("POST", "/v1/workflows", Needs(Produce)),
+    route("GET", "/v1/workflows/{wid}", Needs(Read)),
+    route("DELETE", "/v1/workflows/{wid}", Needs(Admin)),
     // Tags, failures, workers, configuration.
     route("GET", "/v1/tags", Needs(Read)),
     route("GET", "/v1/tags/{tag}/jobs", Needs(Read)),

@@ -43,6 +43,10 @@ use crate::routes;
             tags, tracking, history"),
         (name = "recurring", description = "Recurring jobs: templates spawning a job \
             every interval"),
+        (name = "batches", description = "Batches: jobs put together, with callbacks \
+            put once when they finish"),
+        (name = "workflows", description = "Workflows: graphs of jobs that wait for each \
+            other, with a policy for a parent's failure"),
         (name = "tags", description = "Tags: the most used tags and the jobs carrying one"),
         (name = "throttles", description = "Throttles: concurrency and rate limits \
             shared by the jobs that name them"),

@@ -79,6 +79,14 @@ pub const SENT: &[&str] = &[
     "push.rotate",
     "push.pop",
     "push.finish",
+    // lua/api.lua, lua/batches.lua, lua/workflow.lua
+    "batch.open",
+    "batch.add",
+    "batch.get",
+    "batch.cancel",
+    "workflow.open",
+    "workflow.get",
+    "workflow.cancel",
     // lua/config.lua
     "config.get",
     "config.set",

@@ -40,7 +40,7 @@ pub struct PutArgs {
 
 impl PutArgs {
     /// `put`'s arguments (and `requeue`'s, which has the same layout).
-    fn encode(&self, args: &mut Args) {
+    pub(super) fn encode(&self, args: &mut Args) {
         args.push(&self.worker)
             .push(&self.queue)
             .push(&self.jid)

@@ -3,8 +3,8 @@
 //!
 //! `pop` (with its `fields` argument), `pop.multi` and `pop.after` answer one flat
 //! array: per job its jid, klass, queue, worker, priority, expires, retries,
-//! remaining, data, tags, failure, spawned_from_jid, tracked (1 or 0) and traceparent,
-//! then its history entries, its dependents and its dependencies, each list as a count
+//! remaining, data, tags, failure, spawned_from_jid, tracked (1 or 0), traceparent
+//! and a workflow task's parents, then its history entries, its dependents and its dependencies, each list as a count
 //! followed by its items (nil for an absent value). Building the JSON objects in Lua
 //! cost Redis ~40k instructions a job, and Redis's one thread is shared by every
 //! client, where gateways scale out; so the objects are built here, with the same
@@ -89,6 +89,7 @@ impl Fields {
         let spawned_from_jid = self.next_text()?.filter(|jid| !jid.is_empty());
         let tracked = self.integer()? == 1;
         let traceparent = self.next_text()?;
+        let parents = self.next_text()?.map(JsonData::from_stored);
         let history = self
             .list()?
             .iter()
@@ -122,6 +123,9 @@ impl Fields {
             backoff: None,
             throttled: None,
             traceparent,
+            batch: None,
+            workflow: None,
+            parents,
         })
     }
 }
@@ -300,6 +304,7 @@ mod tests {
             Value::Nil,
             Value::Int(0),
             Value::Nil,
+            text(r#"{"fetch":{"jid":"f","state":"complete","result":null}}"#),
             Value::Int(history.len() as i64),
         ];
         items.extend(history.iter().map(|entry| text(entry)));
@@ -333,6 +338,7 @@ mod tests {
         assert_eq!(json["failure"], Json::Null);
         assert_eq!(json["spawned_from_jid"], Json::Null);
         assert_eq!(json["dependents"], serde_json::json!(["a", "b"]));
+        assert_eq!(json["parents"]["fetch"]["state"], "complete");
         assert_eq!(
             json["history"],
             serde_json::json!([

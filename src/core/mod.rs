@@ -11,6 +11,7 @@
 //! to wherever the primary is now (`topology.rs`: one server, a Sentinel-managed
 //! primary, or the cluster primary of the namespace's slot).
 
+pub mod batches;
 mod command;
 mod config;
 pub mod embedded;

@@ -26,6 +26,10 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/push.lua"),
             "\n",
+            include_str!("../../lua/batches.lua"),
+            "\n",
+            include_str!("../../lua/workflow.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )

@@ -137,6 +137,18 @@ pub struct Job {
     /// the producer's trace. Absent when the put carried none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The batch it belongs to (`/v1/batches/{bid}`); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
+    /// The workflow it is a task of (`/v1/workflows/{wid}`); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// A workflow task's parents once they are done, by task name: each one's `jid`,
+    /// `state` and `result` (null when it completed without one). Absent for a job
+    /// of no workflow and for a task not yet released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub parents: Option<wire::JsonData>,
 }
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,

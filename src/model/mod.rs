@@ -3,6 +3,7 @@
 //! empty lists, JSON text for payloads) to these regular shapes.
 
 mod admin_api;
+mod batch_api;
 mod job;
 mod jobs_api;
 mod leasing_api;
@@ -19,12 +20,13 @@ pub mod wire;
 mod worker;
 
 pub use admin_api::*;
+pub use batch_api::*;
 pub use job::{Failure, HistoryEntry, Job, JobState};
 pub use jobs_api::*;
 pub use leasing_api::*;
 pub use names::{
-    GroupName, IdempotencyKey, Jid, Name, NameError, OptionName, QueueName, Tag, ThrottleName,
-    WorkerName, is_blank,
+    BatchId, GroupName, IdempotencyKey, Jid, Name, NameError, OptionName, QueueName, Tag, TaskName,
+    ThrottleName, WorkerName, WorkflowId, WorkflowName, is_blank,
 };
 pub use page::PageQuery;
 pub use problem::{

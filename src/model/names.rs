@@ -223,6 +223,13 @@ macro_rules! name_type {
             }
         }
 
+        /// Looked up by its text in maps keyed by the name.
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl TryFrom<String> for $name {
             type Error = NameError;
 
@@ -336,6 +343,30 @@ name_type!(
     /// A put's idempotency key, from the `Idempotency-Key` header or a batch item.
     IdempotencyKey,
     "idempotency key"
+);
+
+name_type!(
+    /// A batch's id (made by qlessd when the batch is created).
+    BatchId,
+    "bid"
+);
+
+name_type!(
+    /// A workflow's id (made by qlessd when the workflow is created).
+    WorkflowId,
+    "wid"
+);
+
+name_type!(
+    /// A task's name within its workflow.
+    TaskName,
+    "task name"
+);
+
+name_type!(
+    /// A workflow's name (what it is, shown with it; not unique).
+    WorkflowName,
+    "workflow name"
 );
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! HTTP handlers, one module per resource. Handlers are thin: extract and validate,
 //! make one `core` call with the server's clock, map the result.
 
+mod batches;
 mod config;
 mod events;
 pub mod extract;
@@ -29,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(health::router())
         .merge(queues::router())
+        .merge(batches::router())
         .merge(leasing::router())
         .merge(jobs::router())
         .merge(events::router())

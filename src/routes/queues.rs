@@ -481,7 +481,7 @@ const TRACEPARENT_DOC: &str = "A W3C Trace Context `traceparent` \
     put's own).";
 
 /// Checks a put request and turns it into script arguments; the flag is `if_absent`.
-fn put_args(
+pub(super) fn put_args(
     queue: &QueueName,
     job: PutJobRequest,
     state: &AppState,
@@ -617,7 +617,7 @@ pub(super) fn cron_spec(
 
 /// The given jid, or a new one: a UUID v4 as 32 lowercase hex digits, the form qless
 /// clients generate.
-fn jid_or_new(jid: Option<Jid>) -> String {
+pub(super) fn jid_or_new(jid: Option<Jid>) -> String {
     match jid {
         Some(jid) => jid.into(),
         None => uuid::Uuid::new_v4().simple().to_string(),
@@ -646,7 +646,7 @@ fn listing(state: QueueJobState) -> Option<Listing> {
 }
 
 /// `prefix` followed by `jid` as one percent-encoded path segment.
-fn location(prefix: &str, jid: &str) -> Result<HeaderValue, ApiError> {
+pub(super) fn location(prefix: &str, jid: &str) -> Result<HeaderValue, ApiError> {
     let unreserved = |byte: u8| byte.is_ascii_alphanumeric() || b"-._~".contains(&byte);
     let mut path = String::with_capacity(prefix.len() + 3 * jid.len());
     path.push_str(prefix);
@@ -681,7 +681,7 @@ fn outcomes(
 }
 
 /// Prefixes an error about one batch item with the item's index.
-fn at_item(index: usize, err: ApiError) -> ApiError {
+pub(super) fn at_item(index: usize, err: ApiError) -> ApiError {
     let at = |message: String| format!("jobs[{index}]: {message}");
     match err {
         ApiError::BadRequest(message) => ApiError::BadRequest(at(message)),

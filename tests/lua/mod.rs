@@ -2,6 +2,7 @@
 
 mod available;
 mod batch;
+mod batches;
 mod commands;
 mod compact_history;
 mod compat;
@@ -20,3 +21,4 @@ mod push;
 mod queues;
 mod recurring;
 mod workers;
+mod workflows;
