@@ -4,6 +4,7 @@ mod admin;
 mod auth;
 mod batches;
 mod browser;
+mod callbacks;
 mod complete_and_pop;
 mod connections;
 mod cron;
