@@ -3,6 +3,7 @@
 //! against it.
 
 mod auth;
+mod batch_crash;
 mod binary;
 mod clients;
 mod connection_limits;
