@@ -13,6 +13,7 @@
 //! cargo bench --bench lifecycle -- sweeper          # Redis CPU of an idle namespace
 //! cargo bench --bench lifecycle -- scrape           # GET /metrics with 1,000 queues
 //! cargo bench --bench lifecycle -- push             # push delivery vs pull workers
+//! cargo bench --bench lifecycle -- batches          # batch creation, complete in a batch
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! BENCH_OTLP=1 cargo bench --bench lifecycle -- gateway-instructions    # with spans
@@ -770,6 +771,9 @@ async fn main() {
     }
     if options.wants("push") {
         push(&options).await;
+    }
+    if options.wants("batches") {
+        batches(&options).await;
     }
     if options.wants("bullmq") {
         bullmq(&options).await;
@@ -2345,4 +2349,134 @@ async fn features(options: &Options) {
             figure.per_second, figure.usec
         );
     }
+}
+
+/// Batches (`/v1/batches`): putting a 1,000-job batch in one request against the same
+/// jobs in 100 batch puts of 10 (`/v1/queues/{q}/jobs/batch`), both through a qlessd
+/// process; then the Redis time of a complete for a job in a batch against one in
+/// none, through `core` (the batch's membership costs the complete one more field
+/// read and, for a member, the count it moves).
+async fn batches(options: &Options) {
+    println!(
+        "\n== batches: median of {} runs, ~100-byte data ==",
+        options.runs
+    );
+    let mut target = Target::start().await;
+    let gateway = Gateway::start(&target).await;
+    let mut conn = HttpConnection::connect(gateway.addr).await;
+    let job = |i: usize| {
+        let data: serde_json::Value = serde_json::from_str(&payload(i)).unwrap();
+        serde_json::json!({"queue": "b", "klass": "bench.Job", "data": data})
+    };
+    let (mut one_ms, mut one_redis, mut many_ms, mut many_redis) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..options.runs {
+        target.flush().await;
+        let body = serde_json::json!({"jobs": (0..1000).map(job).collect::<Vec<_>>(),
+            "on_success": {"queue": "cb", "klass": "bench.Done"}});
+        let body = serde_json::to_vec(&body).unwrap();
+        target.reset_stats().await;
+        let started = Instant::now();
+        conn.expect_ok("POST", "/v1/batches", &body).await;
+        one_ms.push(started.elapsed().as_secs_f64() * 1e3);
+        one_redis.push(target.commands_usec(&["evalsha"]).await / 1e3);
+
+        target.flush().await;
+        let bodies: Vec<Vec<u8>> = (0..100)
+            .map(|k| {
+                let jobs: Vec<serde_json::Value> = (0..10)
+                    .map(|i| {
+                        let mut item = job(k * 10 + i);
+                        item.as_object_mut().unwrap().remove("queue");
+                        item
+                    })
+                    .collect();
+                serde_json::to_vec(&serde_json::json!({ "jobs": jobs })).unwrap()
+            })
+            .collect();
+        target.reset_stats().await;
+        let started = Instant::now();
+        for body in &bodies {
+            conn.expect_ok("POST", "/v1/queues/b/jobs/batch", body)
+                .await;
+        }
+        many_ms.push(started.elapsed().as_secs_f64() * 1e3);
+        many_redis.push(target.commands_usec(&["evalsha"]).await / 1e3);
+    }
+    println!(
+        "{:<44} {:>10} {:>10}",
+        "1,000 jobs put as", "wall ms", "Redis ms"
+    );
+    println!(
+        "{:<44} {:>10.1} {:>10.1}",
+        "one POST /v1/batches (with a callback)",
+        median(one_ms),
+        median(one_redis)
+    );
+    println!(
+        "{:<44} {:>10.1} {:>10.1}",
+        "100 POST /v1/queues/b/jobs/batch of 10",
+        median(many_ms),
+        median(many_redis)
+    );
+    drop(gateway);
+
+    let jobs = options.jobs.min(10_000);
+    let (mut plain, mut member) = (Vec::new(), Vec::new());
+    for run in 0..options.runs {
+        // Alternate which kind goes first, so that neither always meets a warmer Redis.
+        for in_batch in [run % 2 == 0, run % 2 == 1] {
+            target.flush().await;
+            let puts: Vec<PutArgs> = (0..jobs)
+                .map(|i| put_args("c", format!("job-{i}"), i))
+                .collect();
+            if in_batch {
+                let batch = qlessd::core::batches::NewBatch {
+                    bid: "bench".into(),
+                    description: String::new(),
+                    parent: None,
+                    jobs: puts,
+                    callbacks: Vec::new(),
+                };
+                target.qless.batch_open(1.0, &batch).await.expect("batch");
+            } else {
+                for chunk in puts.chunks(100) {
+                    let items = chunk.iter().map(|p| (p.clone(), false, None)).collect();
+                    target.qless.put_batch(1.0, items).await.expect("put");
+                }
+            }
+            let leased = target
+                .qless
+                .pop(2.0, "c", "w", jobs as u32)
+                .await
+                .expect("pop");
+            target.reset_stats().await;
+            for job in &leased {
+                let args = CompleteArgs {
+                    jid: job.jid.clone(),
+                    worker: "w".into(),
+                    queue: "c".into(),
+                    data: "{}".into(),
+                    keep_data: true,
+                    ..CompleteArgs::default()
+                };
+                target.qless.complete(3.0, args).await.expect("complete");
+            }
+            let usec = target.evalsha_usec().await;
+            if in_batch {
+                member.push(usec);
+            } else {
+                plain.push(usec);
+            }
+        }
+    }
+    let (plain, member) = (median(plain), median(member));
+    println!("\ncomplete, Redis usec per call ({jobs} jobs, one at a time, side by side)");
+    println!("{:<44} {:>10.1}", "job in no batch", plain);
+    println!(
+        "{:<44} {:>10.1}   ({:+.1}%)",
+        "job in a batch",
+        member,
+        (member / plain - 1.0) * 100.0
+    );
 }

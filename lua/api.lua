@@ -444,6 +444,7 @@ local function command(name)
             Qless.raise('QL_ARG', who, 'Task ' .. t.name .. ' must depend on its parents')
           end
           t.jid = jids[i]
+          t.queue = calls[2 * i].v[2]
           known[t.name] = t.jid
         end
         run_puts(now, calls)

@@ -15,7 +15,7 @@
 --   continue the task runs at once.
 --
 -- Keys, under OWN: workflow:<W> (a hash: `name`, `created`, `count`), workflow:<W>-tasks
--- (task name -> JSON {jid, after (names), policy}), workflow:<W>-jids (jid -> task
+-- (task name -> JSON {jid, after (names), policy, queue}), workflow:<W>-jids (jid -> task
 -- name), workflow:<W>-order (the jids in the order they were put: parents first) and
 -- workflow:<W>-ended (jid -> `canceled`,
 -- for tasks whose job is gone). A task's job carries the workflow's id in its hash's
@@ -31,7 +31,7 @@ function workflow_factory(name)
 
   elseif name == 'open' then
     -- open(now, wid, wname, tasks): records the workflow whose tasks (a list of
-    -- {name, jid, after, policy}, parents before children) were just put.
+    -- {name, jid, after, policy, queue}, parents before children) were just put.
     return function(now, wid, wname, tasks)
       local W = key(wid)
       redis.call('hset', W, 'name', wname, 'created', Qless.NOWS, 'count', #tasks)
@@ -39,7 +39,8 @@ function workflow_factory(name)
       for i = 1, #tasks do
         local t = tasks[i]
         named[#named + 1] = t.name
-        named[#named + 1] = cjson.encode({ jid = t.jid, after = t.after, policy = t.policy })
+        named[#named + 1] = cjson.encode({ jid = t.jid, after = t.after, policy = t.policy,
+          queue = t.queue })
         jids[#jids + 1] = t.jid
         jids[#jids + 1] = t.name
         order[i] = t.jid
@@ -198,7 +199,8 @@ function workflow_factory(name)
         local jid = order[i]
         local tname = redis.call('hget', W .. '-jids', jid)
         local t = cjson.decode(redis.call('hget', W .. '-tasks', tname))
-        local queue = redis.call('hget', Qless.P .. 'j:' .. jid, 'queue')
+        -- (The queue it was put in: a completed job's own field is empty.)
+        local queue = t.queue
         tasks[#tasks + 1] = '{"name":' .. cjson.encode(tname) .. ',"jid":' .. cjson.encode(jid) ..
           ',"state":' .. cjson.encode(Qless.Workflow.standing(wid, jid)) .. ',"after":' ..
           Qless.json_array(type(t.after) == 'table' and t.after or {}) .. ',"policy":' ..

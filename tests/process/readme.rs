@@ -1,5 +1,6 @@
 //! The README's walkthrough, run as a reader runs it: every ```` ```sh ```` block
-//! between the `<!-- walkthrough` comment and `<!-- end of walkthrough -->`, in order,
+//! between a `<!-- walkthrough` comment and the next `<!-- end of walkthrough -->`
+//! (the walkthrough goes on in the sections on batches and workflows), in order,
 //! in one shell, against a fresh qlessd; each block's output is compared with the
 //! ```` ```text ```` block that follows it (if one does) line by line, where `...`
 //! matches anything. So the README cannot drift from what qlessd does.
@@ -16,17 +17,29 @@ struct Step {
     expected: Option<String>,
 }
 
-/// The fenced blocks of the walkthrough, paired into steps.
+/// The fenced blocks of the walkthrough, paired into steps: those of every region
+/// from a `<!-- walkthrough` comment to the next `<!-- end of walkthrough -->`, in
+/// the README's order (the walkthrough goes on in later sections, past prose whose
+/// blocks are not part of it).
 fn walkthrough(readme: &str) -> Vec<Step> {
-    let start = readme
-        .find("<!-- walkthrough")
-        .expect("README has a <!-- walkthrough marker");
-    let end = readme[start..]
-        .find("<!-- end of walkthrough -->")
-        .expect("README has an <!-- end of walkthrough --> marker")
-        + start;
     let mut steps: Vec<Step> = Vec::new();
-    let mut lines = readme[start..end].lines();
+    let mut rest = readme;
+    while let Some(start) = rest.find("<!-- walkthrough") {
+        let end = rest[start..]
+            .find("<!-- end of walkthrough -->")
+            .expect("every <!-- walkthrough marker has an <!-- end of walkthrough --> marker")
+            + start;
+        steps.extend(region_steps(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    assert!(!steps.is_empty(), "README has a <!-- walkthrough marker");
+    steps
+}
+
+/// The steps of one walkthrough region.
+fn region_steps(region: &str) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    let mut lines = region.lines();
     while let Some(line) = lines.next() {
         let Some(info) = line.strip_prefix("```") else {
             continue;
