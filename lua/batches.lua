@@ -252,8 +252,10 @@ function batches_factory(name)
         redis.call('hset', jkey, 'backoff', spec.backoff)
       end
       redis.call('hset', B, 'fired:' .. kind, spec.jid)
-      redis.call(Qless.PUBLISH, Qless.P .. 'log', '{"bid":' .. cjson.encode(bid) ..
-        ',"event":"batch_' .. kind .. '","jid":' .. cjson.encode(spec.jid) .. '}')
+      -- (qlessd's own event: on OWN log, beside the protocol's `log` events.)
+      redis.call(Qless.PUBLISH, Qless.OWN .. 'log', '{"bid":' .. cjson.encode(bid) ..
+        ',"event":"batch_fired","kind":"' .. kind .. '","jid":' .. cjson.encode(spec.jid) ..
+        ',"queue":' .. cjson.encode(spec.queue) .. '}')
     end
 
   elseif name == 'get' then

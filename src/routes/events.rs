@@ -46,6 +46,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// * `failed` `{"message","jid","group","event","worker"}`: the job failed;
 /// * `unthrottled` `{"jid","event","queue"}`: a job that waited for room in a
 ///   throttle is back in its queue (qlessd's throttles; other qless clients ignore it);
+/// * `batch_fired` `{"bid","event","kind","jid","queue"}`: a batch's callback (`kind`
+///   `on_success`, `on_complete` or `on_death`) was put as job `jid` (qlessd's batches);
 /// * `config_set` `{"option","event","value"}`, `config_unset` `{"event","option"}`.
 ///
 /// For tracked jobs also `tracked` `{"jid","transition"}` with `transition` one of
@@ -128,9 +130,10 @@ const TRANSITIONS: [&str; 6] = [
 ];
 
 /// The event types a stream can be filtered by (`ready` and `lagged` are always sent).
-const EVENT_KINDS: [&str; 11] = [
+const EVENT_KINDS: [&str; 12] = [
     "put",
     "unthrottled",
+    "batch_fired",
     "lock_lost",
     "canceled",
     "completed",
