@@ -34,11 +34,8 @@ const BAR: (u32, u32) = (480, 14);
 /// same in words.
 fn finished_bar(completed: u64, failed: u64, canceled: u64, total: u64) -> Markup {
     let finished = completed + failed + canceled;
-    let percent = if total == 0 {
-        100
-    } else {
-        finished * 100 / total
-    };
+    // Nothing to do is all done.
+    let percent = (finished * 100).checked_div(total).unwrap_or(100);
     html! {
         div.progress #finished {
             (trusted(charts::progress(

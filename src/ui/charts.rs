@@ -71,14 +71,15 @@ pub fn bucket_label(i: usize) -> String {
 
 /// A horizontal bar of `total`, filled left to right by `parts` (`(class, label,
 /// count)`, coloured by the charts' classes), the rest left blank; each part has a
-/// `<title>` (hover text).
+/// `<title>` (hover text). It stretches to its box (the charts' border is drawn
+/// inside it) rather than shrink and leave margins that read as part of the bar.
 pub fn progress(parts: &[(&str, &str, u64)], total: u64, width: u32, height: u32) -> String {
     let done: u64 = parts.iter().map(|p| p.2).sum();
     let scale = f64::from(width) / total.max(done).max(1) as f64;
     let mut svg = String::with_capacity(256 + parts.len() * 160);
     let _ = write!(
         svg,
-        r#"<svg class="chart progress" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="{done} of {total}"><rect class="rest" x="0" y="0" width="{width}" height="{height}"><title>{total} in all</title></rect>"#
+        r#"<svg class="chart progress" viewBox="0 0 {width} {height}" width="{width}" height="{height}" preserveAspectRatio="none" role="img" aria-label="{done} of {total}"><rect class="rest" x="0" y="0" width="{width}" height="{height}"><title>{total} in all</title></rect>"#
     );
     let mut x = 0.0;
     for (class, label, count) in parts {

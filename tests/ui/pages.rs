@@ -1323,7 +1323,7 @@ async fn a_workflow_too_large_to_draw_is_a_table_with_a_note() {
     let drawn = app
         .post(
             "/v1/workflows",
-            json!({"tasks": tasks(201, |i| if i <= 20 { 0 } else { i - 20 })}),
+            json!({"tasks": tasks(201, |i| i.saturating_sub(20))}),
         )
         .await;
     assert_eq!(drawn.status, StatusCode::CREATED, "{}", drawn.text);
