@@ -149,6 +149,8 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/ui/throttles", Needs(Read)),
     route("GET", "/ui/config", Needs(Read)),
     route("POST", "/ui/config", Needs(Admin)),
+    route("GET", "/ui/batches/{bid}", Needs(Read)),
+    route("GET", "/ui/workflows/{wid}", Needs(Read)),
     // Queues.
     route("GET", "/v1/queues", Needs(Read)),
     route("GET", "/v1/queues/{queue}", Needs(Read)),

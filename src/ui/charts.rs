@@ -69,7 +69,34 @@ pub fn bucket_label(i: usize) -> String {
     }
 }
 
-fn escape(text: &str) -> String {
+/// A horizontal bar of `total`, filled left to right by `parts` (`(class, label,
+/// count)`, coloured by the charts' classes), the rest left blank; each part has a
+/// `<title>` (hover text). It stretches to its box (the charts' border is drawn
+/// inside it) rather than shrink and leave margins that read as part of the bar.
+pub fn progress(parts: &[(&str, &str, u64)], total: u64, width: u32, height: u32) -> String {
+    let done: u64 = parts.iter().map(|p| p.2).sum();
+    let scale = f64::from(width) / total.max(done).max(1) as f64;
+    let mut svg = String::with_capacity(256 + parts.len() * 160);
+    let _ = write!(
+        svg,
+        r#"<svg class="chart progress" viewBox="0 0 {width} {height}" width="{width}" height="{height}" preserveAspectRatio="none" role="img" aria-label="{done} of {total}"><rect class="rest" x="0" y="0" width="{width}" height="{height}"><title>{total} in all</title></rect>"#
+    );
+    let mut x = 0.0;
+    for (class, label, count) in parts {
+        let w = *count as f64 * scale;
+        let _ = write!(
+            svg,
+            r#"<rect class="{class}" x="{x:.1}" y="0" width="{w:.1}" height="{height}"><title>{count} {}</title></rect>"#,
+            escape(label),
+        );
+        x += w;
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// Escapes text for an SVG's text and attribute values.
+pub(super) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -95,5 +122,21 @@ mod tests {
         assert!(svg.contains("&lt;a&gt;: 2"));
         assert!(svg.contains("max 4"));
         assert!(!svg.contains("<a>"));
+    }
+
+    #[test]
+    fn a_progress_bar_fills_its_parts_in_order_of_the_total() {
+        let svg = progress(&[("ok", "completed", 3), ("bad", "failed", 1)], 8, 200, 10);
+        assert!(svg.contains(r#"aria-label="4 of 8""#));
+        assert!(
+            svg.contains(r#"<rect class="ok" x="0.0" y="0" width="75.0""#),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(r#"<rect class="bad" x="75.0" y="0" width="25.0""#),
+            "{svg}"
+        );
+        // Nothing to do draws an empty bar, not a division by zero.
+        assert!(progress(&[("ok", "completed", 0)], 0, 200, 10).contains(r#"width="0.0""#));
     }
 }

@@ -11,7 +11,9 @@
 //! queues or a hundred thousand jobs in one.
 
 mod actions;
+mod batches;
 mod charts;
+mod graph;
 mod live;
 mod pages;
 mod push;
@@ -89,6 +91,8 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/recurring/{jid}/{action}", post(actions::recurring))
         .route("/ui/throttles", get(pages::throttles))
         .route("/ui/config", get(pages::config).post(actions::config))
+        .route("/ui/batches/{bid}", get(batches::batch))
+        .route("/ui/workflows/{wid}", get(batches::workflow))
         .layer(axum::middleware::from_fn(session::with_form_token))
         .with_state(ui)
 }

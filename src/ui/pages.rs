@@ -406,6 +406,15 @@ pub(super) async fn job(
                     @for d in &job.dependents { a href=(format!("/ui/jobs/{}", seg(d))) { (name(d)) } " " }
                     @if job.dependents.is_empty() { "—" }
                 }
+                @if let Some(bid) = &job.batch {
+                    dt { "Batch" } dd #batch { a href=(format!("/ui/batches/{}", seg(bid))) { (name(bid)) } }
+                }
+                @if let Some(wid) = &job.workflow {
+                    dt { "Workflow" } dd #workflow { a href=(format!("/ui/workflows/{}", seg(wid))) { (name(wid)) } }
+                }
+                @if let Some(parents) = &job.parents {
+                    dt { "Parents" } dd #parents { (workflow_parents(parents)) }
+                }
             }
             @if let Some(f) = &job.failure {
                 h2 { "Failure" }
@@ -474,6 +483,26 @@ pub(super) async fn job(
         },
     )
     .into_response())
+}
+
+/// A workflow task's parents as its job carries them (`{task: {jid, state, result}}`):
+/// each task's name linked to its job, with the state it ended in.
+fn workflow_parents(parents: &crate::model::wire::JsonData) -> Markup {
+    let value = parents.to_value();
+    let Some(map) = value.as_object().filter(|m| !m.is_empty()) else {
+        return html! { "—" };
+    };
+    html! {
+        @for (task, parent) in map {
+            @let jid = parent.get("jid").and_then(|v| v.as_str()).unwrap_or_default();
+            @let state = parent.get("state").and_then(|v| v.as_str()).unwrap_or_default();
+            span.parent {
+                a href=(format!("/ui/jobs/{}", seg(jid))) { (name(task)) }
+                " " span class=(format!("badge {state}")) { (state) }
+            }
+            " "
+        }
+    }
 }
 
 /// `GET /ui/failures`: failure groups and their counts.

@@ -296,3 +296,83 @@ async fn an_operator_retries_a_failed_job_unfails_a_group_and_pauses_a_queue() {
     let _ = stop.send(());
     serving.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_follows_a_task_to_its_workflow_graph_and_on_to_another_task() {
+    let app = TestApp::start().await;
+    let created = app
+        .post(
+            "/v1/workflows",
+            json!({"name": "thumbnails", "tasks": {
+                "fetch": {"queue": "io", "jid": "wf-fetch", "klass": "Fetch"},
+                "resize": {"queue": "cpu", "jid": "wf-resize", "klass": "Resize",
+                           "after": ["fetch"]},
+                "notify": {"queue": "io", "jid": "wf-notify", "klass": "Notify",
+                           "after": ["resize"]}}}),
+        )
+        .await;
+    assert_eq!(created.status.as_u16(), 201, "{}", created.text);
+    let wid = created.body["wid"].as_str().unwrap().to_owned();
+    let popped = app.qless.pop(app.clock.now(), "io", "w1", 1).await.unwrap();
+    assert_eq!(popped.len(), 1);
+    let done = app
+        .post(
+            "/v1/jobs/wf-fetch/complete",
+            json!({"worker": "w1", "queue": "io"}),
+        )
+        .await;
+    assert_eq!(done.status.as_u16(), 200, "{}", done.text);
+
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server::serve(listener, app.router.clone(), async {
+        let _ = stopped.await;
+    }));
+
+    // The released task's page links its workflow (and its parent).
+    client
+        .goto(&format!("{base}/ui/jobs/wf-resize"))
+        .await
+        .unwrap();
+    wait_text(&client, "#parents", |t| {
+        t.contains("fetch") && t.contains("complete")
+    })
+    .await;
+    click(&client, Locator::Css("#workflow a")).await;
+    wait_text(&client, "#wid", |t| t == wid).await;
+    wait_text(&client, "#workflow-name", |t| t == "thumbnails").await;
+    // The graph is drawn: each task a box, coloured by its state (the stylesheet's
+    // fill for a completed task is the charts' green).
+    let fetch = client
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css("a[data-task='fetch'] rect"))
+        .await
+        .unwrap();
+    assert_eq!(
+        fetch.css_value("fill").await.unwrap(),
+        "rgb(46, 158, 91)",
+        "a completed task is drawn green"
+    );
+    screenshot(&client, "ui-workflow.png").await;
+    // A task's box opens its job.
+    click(&client, Locator::Css("a[data-task='notify']")).await;
+    wait_text(&client, "#jid", |t| t == "wf-notify").await;
+    wait_text(&client, "#state", |t| t == "depends").await;
+    assert!(
+        client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .ends_with("/ui/jobs/wf-notify")
+    );
+
+    client.close().await.unwrap();
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}

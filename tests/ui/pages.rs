@@ -951,3 +951,474 @@ async fn the_push_page_needs_a_token_and_a_read_token_sees_it() {
         Some(qlessd::auth::Access::Needs(qlessd::auth::Scope::Read))
     );
 }
+
+/// Pops `jid` from `queue` as `w` (it must be next there), then completes it
+/// through the API.
+async fn run_and_complete(app: &TestApp, queue: &str, jid: &str) {
+    lease(app, queue, jid).await;
+    let done = app
+        .post(
+            &format!("/v1/jobs/{jid}/complete"),
+            serde_json::json!({"worker": "w", "queue": queue}),
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.text);
+}
+
+/// Pops `jid` from `queue` as `w` (it must be next there), then fails it for good.
+async fn run_and_fail(app: &TestApp, queue: &str, jid: &str) {
+    lease(app, queue, jid).await;
+    app.qless
+        .fail(app.clock.now(), jid, "w", "broken", "it broke", None)
+        .await
+        .expect("fail");
+}
+
+async fn lease(app: &TestApp, queue: &str, jid: &str) {
+    let popped = app
+        .qless
+        .pop(app.clock.now(), queue, "w", 1)
+        .await
+        .expect("pop");
+    let popped: Vec<&str> = popped.iter().map(|j| j.jid.as_str()).collect();
+    assert_eq!(popped, [jid], "{jid} was not next in {queue}");
+}
+
+/// The text of the element with `id` (flat elements only, as [`element`]).
+fn text_of<'a>(page: &'a str, id: &str, tag: &str) -> &'a str {
+    let part = element(page, id, tag);
+    &part[part.find('>').expect("a tag") + 1..]
+}
+
+/// A description no page may show as markup, nor let reorder the page.
+const HOSTILE: &str = "<script>alert(\"x\")</script> pay\u{202e}cod.exe & more";
+
+#[tokio::test]
+async fn a_batch_page_shows_its_counts_progress_callbacks_family_and_jobs() {
+    use serde_json::json;
+    let app = TestApp::start().await;
+    // Priorities so that they pop in this order (they are put at the same time).
+    let job = |jid: &str, priority: u32| json!({"queue": "imports", "jid": jid, "klass": "Row", "priority": priority});
+    let created = app
+        .post(
+            "/v1/batches",
+            json!({"description": HOSTILE,
+                   "jobs": [job("b1", 3), job("b2", 2), job("b3", 1)],
+                   "on_success": {"queue": "reports", "jid": "cb-success", "klass": "Report"},
+                   "on_death": {"queue": "alerts", "jid": "cb-death", "klass": "Page"}}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let bid = created.body["bid"].as_str().unwrap().to_owned();
+    let child = app
+        .post(
+            "/v1/batches",
+            json!({"description": "the child", "parent": bid,
+                   "jobs": [{"queue": "children", "jid": "c1", "klass": "Row"}]}),
+        )
+        .await;
+    assert_eq!(child.status, StatusCode::CREATED, "{}", child.text);
+    let child = child.body["bid"].as_str().unwrap().to_owned();
+    run_and_complete(&app, "imports", "b1").await;
+    run_and_fail(&app, "imports", "b2").await;
+
+    let page = app.get(&format!("/ui/batches/{bid}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    let page = page.text;
+    for (count, n) in [
+        ("total", "3"),
+        ("waiting", "1"),
+        ("running", "0"),
+        ("completed", "1"),
+        ("failed", "1"),
+        ("canceled", "0"),
+    ] {
+        assert_eq!(
+            text_of(&page, &format!("count-{count}"), "div"),
+            n,
+            "{count}"
+        );
+    }
+    assert_eq!(text_of(&page, "batch-state", "span"), "open");
+    // The bar: one of three completed, one failed, the rest blank; the same in words.
+    assert_eq!(
+        text_of(&page, "finished-text", "span"),
+        "2 of 3 finished (66%)"
+    );
+    let bar = element(&page, "finished", "svg");
+    assert!(
+        bar.contains(r#"<rect class="ok" x="0.0" y="0" width="160.0""#),
+        "{bar}"
+    );
+    assert!(
+        bar.contains(r#"<rect class="bad" x="160.0" y="0" width="160.0""#),
+        "{bar}"
+    );
+    assert!(bar.contains("<title>1 failed</title>"), "{bar}");
+    // on_death has fired (b2 died): its job is linked; on_success waits, unlinked.
+    let death = element(&page, "callback-on_death", "tr");
+    assert!(
+        death.contains(r#"<span class="badge fired">fired</span>"#),
+        "{death}"
+    );
+    assert!(death.contains(r#"href="/ui/jobs/cb-death""#), "{death}");
+    assert!(death.contains(r#"href="/ui/queues/alerts""#), "{death}");
+    let success = element(&page, "callback-on_success", "tr");
+    assert!(success.contains(r#"<span class="badge pending">pending</span>"#));
+    assert!(!success.contains("/ui/jobs/"), "{success}");
+    assert!(app.get("/ui/jobs/cb-death").await.status == StatusCode::OK);
+    // The family, linked both ways.
+    let children = element(&page, "children", "dd");
+    assert!(children.contains(&format!(r#"href="/ui/batches/{child}""#)));
+    assert_eq!(text_of(&page, "parent", "dd"), "—");
+    let child_page = app.get(&format!("/ui/batches/{child}")).await.text;
+    let parent = element(&child_page, "parent", "dd");
+    assert!(
+        parent.contains(&format!(r#"href="/ui/batches/{bid}""#)),
+        "{parent}"
+    );
+    // The jobs, each linked with its state.
+    let jobs = element(&page, "batch-jobs", "table");
+    for (jid, state) in [("b1", "complete"), ("b2", "failed"), ("b3", "waiting")] {
+        assert!(
+            jobs.contains(&format!(
+                r#"<a class="jid" href="/ui/jobs/{jid}"><bdi>{jid}</bdi></a></td><td><span class="badge {state}">{state}</span>"#
+            )),
+            "{jid}: {jobs}"
+        );
+    }
+    // The description is text, never markup, and isolated.
+    let description = element(&page, "description", "dd");
+    assert!(
+        description.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"),
+        "{description}"
+    );
+    assert!(!page.contains("<script>alert"));
+    assert_isolated(&app, &format!("/ui/batches/{bid}")).await;
+    // A job of the batch links to it.
+    let job = app.get("/ui/jobs/b3").await.text;
+    let link = element(&job, "batch", "dd");
+    assert!(
+        link.contains(&format!(r#"href="/ui/batches/{bid}""#)),
+        "{link}"
+    );
+    assert!(!job.contains(r#"id="workflow""#));
+}
+
+#[tokio::test]
+async fn a_batch_page_pages_its_jobs() {
+    use serde_json::json;
+    let app = TestApp::start().await;
+    let jobs: Vec<_> = (0..30)
+        .map(|i| json!({"queue": "imports", "jid": format!("p{i:02}"), "klass": "Row"}))
+        .collect();
+    let created = app.post("/v1/batches", json!({"jobs": jobs})).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let bid = created.body["bid"].as_str().unwrap();
+    let first = app.get(&format!("/ui/batches/{bid}")).await.text;
+    assert_eq!(first.matches(r#"<a class="jid""#).count(), 25);
+    assert!(first.contains(r#"href="/ui/jobs/p24""#) && !first.contains("/ui/jobs/p25"));
+    assert!(first.contains(&format!(r#"href="/ui/batches/{bid}?offset=25""#)));
+    assert!(first.contains("1–25 of 30"));
+    assert_eq!(
+        text_of(&first, "finished-text", "span"),
+        "0 of 30 finished (0%)"
+    );
+    let second = app.get(&format!("/ui/batches/{bid}?offset=25")).await.text;
+    assert_eq!(second.matches(r#"<a class="jid""#).count(), 5);
+    assert!(second.contains(r#"href="/ui/jobs/p29""#) && second.contains("26–30 of 30"));
+    assert!(second.contains(&format!(r#"href="/ui/batches/{bid}?offset=0""#)));
+    assert!(element(&second, "no-callbacks", "p").contains("No callbacks."));
+}
+
+#[tokio::test]
+async fn an_unknown_batch_or_workflow_is_a_404_page_and_a_bad_id_a_400() {
+    let app = TestApp::start().await;
+    for uri in ["/ui/batches/nope", "/ui/workflows/nope"] {
+        let page = app.get(uri).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{uri}");
+        assert!(
+            page.headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        assert!(page.text.contains("Error 404"), "{}", page.text);
+    }
+    for uri in ["/ui/batches/a%E2%80%AEb", "/ui/workflows/a%7Bb%7D"] {
+        assert_eq!(app.get(uri).await.status, StatusCode::BAD_REQUEST, "{uri}");
+    }
+}
+
+/// Creates the workflow `fetch -> resize -> <b>notify</b>` with `fetch -> audit`
+/// beside it; answers its wid and the tasks' jids by name.
+async fn thumbnails(app: &TestApp) -> (String, serde_json::Value) {
+    use serde_json::json;
+    let created = app
+        .post(
+            "/v1/workflows",
+            json!({"name": "thumb<i>nails\"", "tasks": {
+                "fetch": {"queue": "io", "klass": "Fetch"},
+                "resize": {"queue": "cpu", "klass": "Resize", "after": ["fetch"]},
+                "<b>notify</b>": {"queue": "io", "klass": "Notify", "after": ["resize"]},
+                "audit": {"queue": "audit", "klass": "Audit", "after": ["fetch"],
+                          "on_parent_failure": "ignore"}}}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    (
+        created.body["wid"].as_str().unwrap().to_owned(),
+        created.body["jids"].clone(),
+    )
+}
+
+/// The SVG box of task `name` in a workflow page: its link and group.
+fn task_box<'a>(page: &'a str, name: &str) -> &'a str {
+    let at = page
+        .find(&format!(r#"data-task="{name}""#))
+        .unwrap_or_else(|| panic!("no box for {name}"));
+    let start = page[..at].rfind("<a ").unwrap();
+    &page[start..at + page[at..].find("</a>").unwrap()]
+}
+
+#[tokio::test]
+async fn a_workflow_page_draws_its_graph_coloured_by_state_and_lists_its_tasks() {
+    let app = TestApp::start().await;
+    let (wid, jids) = thumbnails(&app).await;
+    let jid = |name: &str| jids[name].as_str().unwrap().to_owned();
+    run_and_complete(&app, "io", &jid("fetch")).await;
+    run_and_fail(&app, "cpu", &jid("resize")).await;
+
+    let page = app.get(&format!("/ui/workflows/{wid}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    let page = page.text;
+    let svg = element(&page, "workflow-graph", "svg");
+    // Each task a box linked to its job, coloured by its state, in its layer.
+    for (name, state, layer) in [
+        ("fetch", "complete", 0),
+        ("resize", "failed", 1),
+        ("audit", "waiting", 1),
+        ("&lt;b&gt;notify&lt;/b&gt;", "canceled", 2),
+    ] {
+        let task = task_box(svg, name);
+        let jid = jid(&name.replace("&lt;", "<").replace("&gt;", ">"));
+        assert!(
+            task.starts_with(&format!(r#"<a href="/ui/jobs/{jid}" class="task-link""#)),
+            "{task}"
+        );
+        assert!(
+            task.contains(&format!(r#"<g class="task {state}" data-layer="{layer}">"#)),
+            "{task}"
+        );
+    }
+    // Parents stand left of their children.
+    let x = |name: &str| -> f64 {
+        let task = task_box(svg, name);
+        let at = task.find(r#"<rect x=""#).unwrap() + 9;
+        task[at..at + task[at..].find('"').unwrap()]
+            .parse()
+            .unwrap()
+    };
+    assert!(x("fetch") < x("resize") && x("resize") < x("&lt;b&gt;notify&lt;/b&gt;"));
+    assert_eq!(x("resize"), x("audit"));
+    // An edge (with its arrow) per `after`, and a legend naming every state.
+    assert_eq!(svg.matches(r#"marker-end="url(#arrow)""#).count(), 3);
+    assert!(svg.contains("<title>fetch → audit</title>"));
+    let legend = &svg[svg.find(r#"<g class="legend">"#).unwrap()..];
+    for state in [
+        "waiting", "depends", "running", "complete", "failed", "canceled",
+    ] {
+        assert!(
+            legend.contains(&format!(r#"<g class="task {state}"><rect"#)),
+            "{state}"
+        );
+    }
+    // The colours are the stylesheet's, the badges' and the charts' own.
+    let css = app.get("/ui/assets/style.css").await.text;
+    for rule in [
+        ".graph .task.complete rect { fill:var(--ok);",
+        ".graph .task.failed rect { fill:#fde8e8; stroke:var(--bad);",
+        ".graph .task.running rect { fill:#e6f4ec; stroke:var(--ok); }",
+        ".badge.failed, .badge.paused { background:#fde8e8; color:var(--bad); }",
+        ".badge.running { background:#e6f4ec; color:var(--ok); }",
+    ] {
+        assert!(css.contains(rule), "{rule}");
+    }
+    // Counts and progress.
+    for (state, n) in [
+        ("complete", "1"),
+        ("failed", "1"),
+        ("canceled", "1"),
+        ("waiting", "1"),
+    ] {
+        assert_eq!(
+            text_of(&page, &format!("count-{state}"), "div"),
+            n,
+            "{state}"
+        );
+    }
+    assert_eq!(
+        text_of(&page, "finished-text", "span"),
+        "3 of 4 finished (75%)"
+    );
+    // The table: name linked, state, policy, after, queue.
+    let table = element(&page, "tasks", "table");
+    assert!(table.contains(&format!(
+        r#"<a class="task" href="/ui/jobs/{}"><bdi>audit</bdi></a></td><td><span class="badge waiting">waiting</span></td><td>ignore</td><td><bdi>fetch</bdi></td><td><a href="/ui/queues/audit"><bdi>audit</bdi></a></td>"#,
+        jid("audit")
+    )), "{table}");
+    // Names are text, never markup.
+    assert!(!page.contains("<b>notify") && !page.contains("<i>nails"));
+    assert!(page.contains("<bdi>&lt;b&gt;notify&lt;/b&gt;</bdi>"));
+    assert_eq!(
+        text_of(&page, "workflow-name", "dd"),
+        "<bdi>thumb&lt;i&gt;nails&quot;</bdi>"
+    );
+    // No action on the page but logging out.
+    assert_eq!(page.matches(r#"method="post""#).count(), 1);
+
+    // A task's job page links its workflow and its parents.
+    let resize = app.get(&format!("/ui/jobs/{}", jid("resize"))).await.text;
+    let link = element(&resize, "workflow", "dd");
+    assert!(
+        link.contains(&format!(r#"href="/ui/workflows/{wid}""#)),
+        "{link}"
+    );
+    let parents = element(&resize, "parents", "dd");
+    assert!(
+        parents.contains(&format!(
+            r#"<a href="/ui/jobs/{}"><bdi>fetch</bdi></a> <span class="badge complete">complete</span>"#,
+            jid("fetch")
+        )),
+        "{parents}"
+    );
+    let fetch = app.get(&format!("/ui/jobs/{}", jid("fetch"))).await.text;
+    assert!(element(&fetch, "workflow", "dd").contains(&format!("/ui/workflows/{wid}")));
+    assert!(!fetch.contains(r#"id="parents""#) && !fetch.contains(r#"id="batch""#));
+}
+
+/// `count` tasks named `t0000`...: task i waits for task `parent(i)` (none for the
+/// first).
+fn tasks(count: usize, parent: impl Fn(usize) -> usize) -> serde_json::Value {
+    let mut tasks = serde_json::Map::new();
+    for i in 0..count {
+        let after: Vec<String> = if i == 0 {
+            vec![]
+        } else {
+            vec![format!("t{:04}", parent(i))]
+        };
+        tasks.insert(
+            format!("t{i:04}"),
+            serde_json::json!({"queue": "q", "klass": "K", "after": after}),
+        );
+    }
+    serde_json::Value::Object(tasks)
+}
+
+#[tokio::test]
+async fn a_workflow_too_large_to_draw_is_a_table_with_a_note() {
+    use serde_json::json;
+    let app = TestApp::start().await;
+    // 200 tasks in 20 chains of 10 under one root: drawn.
+    let drawn = app
+        .post(
+            "/v1/workflows",
+            json!({"tasks": tasks(201, |i| i.saturating_sub(20))}),
+        )
+        .await;
+    assert_eq!(drawn.status, StatusCode::CREATED, "{}", drawn.text);
+    let page = app
+        .get(&format!(
+            "/ui/workflows/{}",
+            drawn.body["wid"].as_str().unwrap()
+        ))
+        .await
+        .text;
+    let svg = element(&page, "workflow-graph", "svg");
+    assert_eq!(svg.matches(r#"class="task-link""#).count(), 201);
+    assert!(
+        svg.contains(r#"aria-label="201 tasks in 11 layers""#),
+        "{}",
+        &svg[..300]
+    );
+    assert!(!page.contains(r#"id="graph-note""#));
+    // 1,000 tasks as a binary tree (10 layers, 489 in the widest): the table alone.
+    let large = app
+        .post(
+            "/v1/workflows",
+            json!({"tasks": tasks(1000, |i| (i - 1) / 2)}),
+        )
+        .await;
+    assert_eq!(large.status, StatusCode::CREATED, "{}", large.text);
+    let started = std::time::Instant::now();
+    let page = app
+        .get(&format!(
+            "/ui/workflows/{}",
+            large.body["wid"].as_str().unwrap()
+        ))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(page.status, StatusCode::OK);
+    let page = page.text;
+    assert!(!page.contains("<svg class=\"graph\""));
+    let note = element(&page, "graph-note", "p");
+    assert!(
+        note.contains("1000 tasks, 10 layers, up to 489 tasks in a layer, 999 edges"),
+        "{note}"
+    );
+    assert_eq!(page.matches(r#"<a class="task""#).count(), 1000);
+    eprintln!(
+        "a 1,000-task workflow page: {} bytes in {} ms",
+        page.len(),
+        took.as_millis()
+    );
+}
+
+#[tokio::test]
+async fn a_read_token_sees_the_batch_and_workflow_pages_without_actions() {
+    use qlessd::core::PutArgs;
+    use qlessd::core::batches::{NewBatch, NewTask, NewWorkflow};
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    let put = |jid: &str| PutArgs {
+        queue: "imports".into(),
+        jid: jid.into(),
+        klass: "Row".into(),
+        data: "{}".into(),
+        ..Default::default()
+    };
+    let now = app.clock.now();
+    let batch = NewBatch {
+        bid: "nightly".into(),
+        description: "nightly import".into(),
+        parent: None,
+        jobs: vec![put("n1")],
+        callbacks: vec![],
+    };
+    app.qless.batch_open(now, &batch).await.expect("batch.open");
+    let workflow = NewWorkflow {
+        wid: "thumbs".into(),
+        name: "thumbnails".into(),
+        tasks: vec![NewTask {
+            name: "fetch".into(),
+            put: put("f1"),
+            after: vec![],
+            on_parent_failure: Default::default(),
+        }],
+    };
+    app.qless
+        .workflow_open(now, &workflow)
+        .await
+        .expect("workflow.open");
+    for uri in ["/ui/batches/nightly", "/ui/workflows/thumbs"] {
+        let anonymous = app.get(uri).await;
+        assert_eq!(anonymous.status, StatusCode::SEE_OTHER, "{uri}");
+        assert_eq!(anonymous.headers[header::LOCATION], "/ui/login");
+        let read = with_cookie(&app, Method::GET, uri, "reader", "").await;
+        assert_eq!(read.status, StatusCode::OK, "{uri}: {}", read.text);
+        assert!(read.text.contains(r#"href="/ui/jobs/"#), "{uri}");
+        // Its only form is the navigation's logout.
+        assert_eq!(read.text.matches("<form").count(), 2, "{uri}");
+        assert_eq!(read.text.matches(r#"method="post""#).count(), 1, "{uri}");
+        assert!(read.text.contains(r#"action="/ui/logout""#));
+    }
+}
