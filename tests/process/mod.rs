@@ -4,6 +4,7 @@
 
 mod auth;
 mod batch_crash;
+mod batch_examples;
 mod binary;
 mod clients;
 mod connection_limits;
