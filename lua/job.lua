@@ -302,9 +302,10 @@ function job_factory(name)
     -- queue's -depends to -scheduled (if a delay is pending) or -work.
     return function(now, d)
       local dkey = Qless.P .. 'j:' .. d
-      local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority', 'workflow', 'state')
+      local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority', 'workflow')
       local q = f[1]
-      if f[5] ~= 'depends' or not q or q == '' then return end
+      -- (As the spec releases: whatever the dependent's state, if it still has a queue.)
+      if not q or q == '' then return end
       local qkey = Qless.P .. 'q:' .. q
       redis.call('zrem', qkey .. '-depends', d)
       if f[2] then
