@@ -79,6 +79,9 @@ pub const SENT: &[&str] = &[
     "push.rotate",
     "push.pop",
     "push.finish",
+    // lua/search.lua
+    "search",
+    "search.act",
     // lua/config.lua
     "config.get",
     "config.set",

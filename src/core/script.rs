@@ -26,6 +26,8 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/push.lua"),
             "\n",
+            include_str!("../../lua/search.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )
