@@ -19,4 +19,5 @@ mod prefix;
 mod push;
 mod queues;
 mod recurring;
+mod search;
 mod workers;
