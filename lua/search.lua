@@ -96,7 +96,7 @@ function search_factory(name)
     -- and the jobs a timeout put at the head of its -work (score +inf).
     return function(now, f, ix)
       local P = Qless.P
-      if ix == 'group' then return { { key = P .. 'f:' .. f.group, list = true } } end
+      if ix == 'group' then return { { key = P .. 'f:' .. f.group, list = true, group = f.group } } end
       if ix == 'tag' then return { { key = P .. 't:' .. f.tag, dir = 1 } } end
       if ix == 'worker' then return { { key = P .. 'w:' .. f.worker .. ':jobs', dir = 1 } } end
       if ix == 'complete' then return { { key = P .. 'completed', dir = 1 } } end
@@ -105,7 +105,7 @@ function search_factory(name)
         table.sort(groups)
         local parts = {}
         for i = 1, #groups do
-          parts[i] = { key = P .. 'f:' .. groups[i], list = true, name = groups[i] }
+          parts[i] = { key = P .. 'f:' .. groups[i], list = true, name = groups[i], group = groups[i] }
         end
         return parts
       end
@@ -417,12 +417,14 @@ function search_factory(name)
           if not e[1] then return true end
           for k = #e, 1, -1 do
             examined = examined + 1
-            st.pos = st.pos + 1
             local m = match(e[k])
             if m then
+              -- (Where it is, for an action that takes it out of the list: see act.)
+              m.list, m.at, m.group = key, st.pos, p.group
               found[#found + 1] = m
-              if #found >= limit then break end
             end
+            st.pos = st.pos + 1
+            if #found >= limit then break end
           end
         end
       end
@@ -469,7 +471,8 @@ function search_factory(name)
     -- priority, tags, retries, dependencies), with a fresh retry budget.
     return function(now, action, value, found, dry)
       local P = Qless.P
-      local changed = 0
+      -- The jobs to change, in order, each with what to do (a queue, or tags).
+      local todo, what = {}, {}
       if action == 'cancel' then
         -- A job others depend on goes only with all of them (cancel refuses otherwise):
         -- drop such jobs until the rest can go together.
@@ -478,7 +481,7 @@ function search_factory(name)
           local m = found[i]
           if m[2] ~= 'complete' and not keep[m.jid] then
             keep[m.jid] = true
-            order[#order + 1] = m.jid
+            order[#order + 1] = m
             dependents[m.jid] = redis.call('smembers', P .. 'j:' .. m.jid .. '-dependents')
           end
         end
@@ -486,7 +489,7 @@ function search_factory(name)
         while dropped do
           dropped = false
           for i = 1, #order do
-            local jid = order[i]
+            local jid = order[i].jid
             if keep[jid] then
               local d = dependents[jid]
               for k = 1, #d do
@@ -499,57 +502,94 @@ function search_factory(name)
             end
           end
         end
-        local jids = {}
         for i = 1, #order do
-          if keep[order[i]] then jids[#jids + 1] = order[i] end
+          if keep[order[i].jid] then todo[#todo + 1] = order[i] end
         end
-        if not dry and #jids > 0 then Qless.Job.cancel(now, jids) end
-        return #jids
-      end
-      local tags, want = {}, {}
-      if action == 'tag' or action == 'untag' then
-        tags = value
-        for i = 1, #tags do want[tags[i]] = true end
-      end
-      for i = 1, #found do
-        local m = found[i]
-        local jid, state, queue = m.jid, m[2], m[3] or ''
-        if action == 'retry' or action == 'move' or action == 'unfail' then
-          local to
+      else
+        for i = 1, #found do
+          local m = found[i]
+          local state, queue = m[2], m[3] or ''
+          local change
           if action == 'move' then
-            if queue ~= value then to = value end
-          elseif state == 'failed' or (action == 'retry' and (state == 'running' or
-              state == 'stalled' or state == 'scheduled')) then
-            if queue ~= '' then to = queue end
-          end
-          if to then
-            changed = changed + 1
-            if not dry then
-              local j = redis.call('hmget', P .. 'j:' .. jid, 'klass', 'data')
-              Qless.Queue.put(now, '', to, jid, j[1] or '', j[2] or '{}', 0)
+            if queue ~= value then change = value end
+          elseif action == 'retry' or action == 'unfail' then
+            if queue ~= '' and (state == 'failed' or (action == 'retry' and
+                (state == 'running' or state == 'stalled' or state == 'scheduled'))) then
+              change = queue
             end
-          end
-        elseif action == 'priority' then
-          if state ~= 'complete' and tonumber(m[9]) ~= value then
-            changed = changed + 1
-            if not dry then Qless.Job.priority(now, jid, value) end
-          end
-        else
-          local has, change = {}, {}
-          local current = Qless.stored_tags(m[6])
-          for k = 1, #current do has[tostring(current[k])] = true end
-          for k = 1, #tags do
-            if (action == 'tag') ~= (has[tags[k]] == true) then change[#change + 1] = tags[k] end
-          end
-          if #change > 0 then
-            changed = changed + 1
-            if not dry then
-              Qless.Job.tag(now, action == 'tag' and 'add' or 'remove', jid, change)
+          elseif action == 'priority' then
+            if state ~= 'complete' and tonumber(m[9]) ~= value then change = value end
+          else
+            local has, tags = {}, {}
+            local current = Qless.stored_tags(m[6])
+            for k = 1, #current do has[tostring(current[k])] = true end
+            for k = 1, #value do
+              if (action == 'tag') ~= (has[value[k]] == true) then tags[#tags + 1] = value[k] end
             end
+            if #tags > 0 then change = tags end
+          end
+          if change ~= nil then
+            todo[#todo + 1] = m
+            what[#todo] = change
           end
         end
       end
-      return changed
+      if dry or #todo == 0 then return #todo end
+
+      -- A failed job leaves its failure list when it is requeued or canceled, by an LREM
+      -- from the tail, which reads the list up to the job: deep in a list of a million
+      -- failures, a few milliseconds a job. The walk knows where each job is, so the
+      -- jobs leaving a list are first moved to its tail (their places marked, then
+      -- their jids pushed, the first to go last, so each LREM finds its job at once);
+      -- one LREM of the marks then reads the list once, to the deepest of them.
+      local MARK = '{search:moved}'
+      local moved = {}
+      if action ~= 'priority' and action ~= 'tag' and action ~= 'untag' then
+        for i = 1, #todo do
+          local m = todo[i]
+          local failure = m.list and m[2] == 'failed' and Qless.json_decode(m[7])
+          if type(failure) == 'table' and failure.group == m.group then
+            redis.call('lset', m.list, -(m.at + 1), MARK)
+            m.moved = true
+            if not moved[m.list] then
+              moved[m.list] = { group = m.group, n = 0 }
+              moved[#moved + 1] = m.list
+            end
+            moved[m.list].n = moved[m.list].n + 1
+          end
+        end
+        for i = #todo, 1, -1 do
+          if todo[i].moved then redis.call('rpush', todo[i].list, todo[i].jid) end
+        end
+      end
+
+      if action == 'cancel' then
+        local jids = {}
+        for i = 1, #todo do jids[i] = todo[i].jid end
+        Qless.Job.cancel(now, jids)
+      else
+        for i = 1, #todo do
+          local jid, change = todo[i].jid, what[i]
+          if action == 'priority' then
+            Qless.Job.priority(now, jid, change)
+          elseif action == 'tag' or action == 'untag' then
+            Qless.Job.tag(now, action == 'tag' and 'add' or 'remove', jid, change)
+          else
+            local j = redis.call('hmget', P .. 'j:' .. jid, 'klass', 'data')
+            Qless.Queue.put(now, '', change, jid, j[1] or '', j[2] or '{}', 0)
+          end
+        end
+      end
+
+      for i = 1, #moved do
+        local key = moved[i]
+        redis.call('lrem', key, -moved[key].n, MARK)
+        -- (failure_forget found the marks still there: the group may be empty now.)
+        if redis.call('llen', key) == 0 then
+          redis.call('srem', P .. 'failures', moved[key].group)
+        end
+      end
+      return #todo
     end
 
   elseif name == 'apply' then

@@ -527,3 +527,116 @@ async fn malformed_arguments_are_refused_naming_them() {
 async fn search_found(qless: &Qless) -> Value {
     search(qless, 1.0, json!({"queue": "q"}), 25, 100, &Value::Null).await
 }
+
+#[tokio::test]
+async fn jobs_leaving_a_failure_list_deep_inside_leave_the_rest_in_order() {
+    let (redis, qless) = start().await;
+    for n in 0..20 {
+        let jid = format!("f{n:02}");
+        let mut args = job("q", &jid);
+        if n % 5 == 3 {
+            args.klass = "Deep".into();
+        }
+        qless.put(f64::from(n), args).await.unwrap();
+        assert_eq!(pop(&qless, f64::from(n), "q", "w", 1).await, [jid.clone()]);
+        qless
+            .fail(f64::from(n), &jid, "w", "boom", "broke", None)
+            .await
+            .unwrap();
+    }
+    let list = |redis: &RedisServer| -> Vec<String> {
+        let mut conn = redis.client().get_connection().unwrap();
+        redis::cmd("LRANGE")
+            .arg("ql:f:boom")
+            .arg(0)
+            .arg(-1)
+            .query(&mut conn)
+            .unwrap()
+    };
+    let before = list(&redis);
+    // The matching jobs (f03, f08, f13, f18) are spread through the list: each call
+    // takes two, and the others stay where they were.
+    let filter = json!({"group": "boom", "klass": "Deep"});
+    let first = act(
+        &qless,
+        30.0,
+        "unfail",
+        "",
+        filter.clone(),
+        2,
+        false,
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (&first["changed"], &first["done"]),
+        (&json!(2), &json!(false)),
+        "{first}"
+    );
+    let rest = act(
+        &qless,
+        30.0,
+        "unfail",
+        "",
+        filter.clone(),
+        2,
+        false,
+        &first["cursor"],
+    );
+    let rest = rest.await;
+    assert_eq!(
+        (&rest["changed"], &rest["done"]),
+        (&json!(2), &json!(false)),
+        "{rest}"
+    );
+    let end = act(
+        &qless,
+        30.0,
+        "unfail",
+        "",
+        filter,
+        2,
+        false,
+        &rest["cursor"],
+    )
+    .await;
+    assert_eq!(
+        (&end["examined"], &end["done"]),
+        (&json!(1), &json!(true)),
+        "{end}"
+    );
+    let kept: Vec<String> = before
+        .into_iter()
+        .filter(|jid| !["f03", "f08", "f13", "f18"].contains(&jid.as_str()))
+        .collect();
+    assert_eq!(list(&redis), kept);
+    for jid in ["f03", "f08", "f13", "f18"] {
+        assert_eq!(super::jobs::state(&qless, jid).await, "waiting", "{jid}");
+    }
+    let groups = qless
+        .call("failed", 31.0, Vec::<String>::new())
+        .await
+        .unwrap();
+    let groups: String = redis::from_redis_value(groups).unwrap();
+    assert_eq!(groups, r#"{"boom":16}"#);
+    // The whole group, in one call: the group is gone from the failures.
+    let all = act(
+        &qless,
+        32.0,
+        "cancel",
+        "",
+        json!({"group": "boom"}),
+        100,
+        false,
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(all["changed"], 16, "{all}");
+    assert!(list(&redis).is_empty());
+    let groups = qless
+        .call("failed", 33.0, Vec::<String>::new())
+        .await
+        .unwrap();
+    let groups: String = redis::from_redis_value(groups).unwrap();
+    assert_eq!(groups, "{}");
+}
