@@ -227,7 +227,8 @@ async fn every_filter_finds_the_jobs_it_describes() {
     zoo(&app).await;
     let at = |offset: f64| (START + offset).to_string();
     let (t5, t15, t19, t20) = (at(5.0), at(15.0), at(19.0), at(20.0));
-    let cases: Vec<(Vec<(&str, &str)>, &[&str])> = vec![
+    type Case<'a> = (Vec<(&'a str, &'a str)>, &'a [&'a str]);
+    let cases: Vec<Case> = vec![
         (vec![("queue", "mail")], &["a", "b", "c", "d"]),
         (vec![("queue", "mail"), ("state", "waiting")], &["a", "b"]),
         (vec![("queue", "mail"), ("state", "scheduled")], &["c"]),

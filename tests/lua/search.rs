@@ -31,8 +31,7 @@ async fn search(
 async fn act(
     qless: &Qless,
     now: f64,
-    action: &str,
-    value: &str,
+    (action, value): (&str, &str),
     filter: Value,
     limit: u32,
     dry: bool,
@@ -318,8 +317,7 @@ async fn an_action_keeps_its_place_in_the_list_it_empties() {
         let answer = act(
             &qless,
             20.0,
-            "retry",
-            "",
+            ("retry", ""),
             json!({"group": "boom"}),
             3,
             false,
@@ -349,8 +347,7 @@ async fn an_action_keeps_its_place_in_the_list_it_empties() {
     let dry = act(
         &qless,
         40.0,
-        "unfail",
-        "",
+        ("unfail", ""),
         json!({"group": "again"}),
         3,
         true,
@@ -365,8 +362,7 @@ async fn an_action_keeps_its_place_in_the_list_it_empties() {
     let rest = act(
         &qless,
         40.0,
-        "unfail",
-        "",
+        ("unfail", ""),
         json!({"group": "again"}),
         3,
         true,
@@ -538,7 +534,7 @@ async fn jobs_leaving_a_failure_list_deep_inside_leave_the_rest_in_order() {
             args.klass = "Deep".into();
         }
         qless.put(f64::from(n), args).await.unwrap();
-        assert_eq!(pop(&qless, f64::from(n), "q", "w", 1).await, [jid.clone()]);
+        assert_eq!(pop(&qless, f64::from(n), "q", "w", 1).await, [jid.as_str()]);
         qless
             .fail(f64::from(n), &jid, "w", "boom", "broke", None)
             .await
@@ -560,8 +556,7 @@ async fn jobs_leaving_a_failure_list_deep_inside_leave_the_rest_in_order() {
     let first = act(
         &qless,
         30.0,
-        "unfail",
-        "",
+        ("unfail", ""),
         filter.clone(),
         2,
         false,
@@ -576,8 +571,7 @@ async fn jobs_leaving_a_failure_list_deep_inside_leave_the_rest_in_order() {
     let rest = act(
         &qless,
         30.0,
-        "unfail",
-        "",
+        ("unfail", ""),
         filter.clone(),
         2,
         false,
@@ -592,8 +586,7 @@ async fn jobs_leaving_a_failure_list_deep_inside_leave_the_rest_in_order() {
     let end = act(
         &qless,
         30.0,
-        "unfail",
-        "",
+        ("unfail", ""),
         filter,
         2,
         false,
@@ -623,8 +616,7 @@ async fn jobs_leaving_a_failure_list_deep_inside_leave_the_rest_in_order() {
     let all = act(
         &qless,
         32.0,
-        "cancel",
-        "",
+        ("cancel", ""),
         json!({"group": "boom"}),
         100,
         false,
