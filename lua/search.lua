@@ -280,6 +280,7 @@ function search_factory(name)
       end
       local state, queue, klass, worker = f.state, f.queue, f.klass, f.worker
       local since, upto = f.since, f['until']
+      local plain = f.text and not find(f.text, '[%c"\\/]')
       return function(jid)
         local g = redis.call('hmget', P .. 'j:' .. jid, unpack(fields))
         if not g[1] then return nil end
@@ -311,6 +312,10 @@ function search_factory(name)
           if not t or (since and t < since) or (upto and t > upto) then return nil end
         end
         if f.text and not find(g[di] or '', f.text, 1, true) then
+          -- (The failure's JSON text holds its message as cjson wrote it: a text with
+          -- nothing cjson escapes is in the message only if it is in that text, so most
+          -- failures need no decoding.)
+          if not g[7] or (plain and not find(g[7], f.text, 1, true)) then return nil end
           failure = failure or decode(g[7])
           local message = type(failure) == 'table' and failure.message
           if type(message) ~= 'string' or not find(message, f.text, 1, true) then return nil end

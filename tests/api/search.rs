@@ -279,6 +279,8 @@ async fn every_filter_finds_the_jobs_it_describes() {
         ),
         (vec![("queue", "mail"), ("data", r#"{"plan": null}"#)], &[]),
         (vec![("state", "failed"), ("text", "disk full")], &["f"]),
+        (vec![("state", "failed"), ("text", "on /var")], &["f"]),
+        (vec![("state", "failed"), ("text", "boom")], &[]),
         (vec![("queue", "mail"), ("text", "ada")], &["a"]),
         (vec![("queue", "mail"), ("text", "ADA")], &[]),
         (vec![("tag", "vip"), ("since", &t5)], &["e"]),
