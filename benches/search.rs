@@ -215,13 +215,24 @@ async fn run(options: Options) {
             "retry"
         };
         let path = format!("/v1/search/{action}");
-        let body = body.to_string();
+        // Each run is the next slice of one action: it goes on with the cursor of the
+        // run before (a new action would walk again the jobs the earlier ones passed).
+        let mut cursor = Value::Null;
         let row = Row::measure(
             &mut conn,
             &mut admin,
             runs,
             async |conn: &mut HttpConnection| {
-                conn.expect_ok("POST", &path, body.as_bytes()).await.body
+                let mut body = body.clone();
+                if !cursor.is_null() {
+                    body["cursor"] = cursor.clone();
+                }
+                let answer = conn
+                    .expect_ok("POST", &path, body.to_string().as_bytes())
+                    .await;
+                let parsed: Value = serde_json::from_slice(&answer.body).expect("JSON");
+                cursor = parsed["cursor"].clone();
+                answer.body
             },
         )
         .await;

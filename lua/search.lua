@@ -166,7 +166,8 @@ function search_factory(name)
       local ix, part, pos, anchor, stop = c[1], c[2], c[3], c[4], c[5]
       local known = false
       for k = 1, #allowed do known = known or allowed[k] == ix end
-      if not known or type(pos) ~= 'number' or pos < 0 or pos % 1 ~= 0 or pos == 1 / 0 or
+      -- (A position beyond 2^53 is no rank Redis could answer, nor a whole Lua number.)
+      if not known or type(pos) ~= 'number' or pos < 0 or pos % 1 ~= 0 or pos > 2 ^ 53 or
           (anchor ~= false and type(anchor) ~= 'string') then
         bad()
       end

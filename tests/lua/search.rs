@@ -478,6 +478,15 @@ async fn malformed_arguments_are_refused_naming_them() {
             r#"Arg "cursor""#,
         ),
         (
+            vec![
+                r#"{"queue":"q"}"#,
+                "5",
+                "5",
+                r#"["queue",1,1e300,false,false]"#,
+            ],
+            r#"Arg "cursor""#,
+        ),
+        (
             vec![r#"{"queue":"q"}"#, "5", "5", r#"["queue",1,0,false,"nan"]"#],
             r#"Arg "cursor""#,
         ),
