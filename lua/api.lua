@@ -1400,6 +1400,56 @@ local function command(name)
       local count = Qless.count_arg(A[4], 1000, 'Migrate', 'Arg "count" must be positive: ', 1)
       return Qless.Extra.migrate(now, cursor, string.format('%d', count))
     end
+
+  elseif name == 'search' then
+    -- Extension. search(filter, limit, scan, [cursor]) -> JSON {"jobs","cursor",
+    -- "examined","done"}: up to `limit` jobs matching the filter (a JSON object), having
+    -- looked at no more than `scan` entries of the smallest index it allows; the
+    -- cursor (from an earlier call with the same filter) says where to go on
+    -- (search.lua). Reads only.
+    return function(now, A)
+      local f = Qless.Search.filter(A[3])
+      local limit = Qless.count_arg(A[4], 25, 'Search', 'Arg "limit" must be a positive integer: ', 1)
+      local scan = Qless.count_arg(A[5], 2000, 'Search', 'Arg "scan" must be a positive integer: ', 1)
+      return Qless.Search.find(now, f, limit, scan, A[6])
+    end
+
+  elseif name == 'search.act' then
+    -- Extension. search.act(action, value, filter, limit, scan, dry, [cursor]) -> JSON
+    -- {"matched","changed","skipped","examined","cursor","done"}: walks as search does,
+    -- then does `action` to the jobs that matched, in the same call (dry `1`: counts
+    -- only). Actions: retry, cancel, unfail (value ''), move (value: the queue),
+    -- priority (a number), tag and untag (a JSON list of tags).
+    return function(now, A)
+      local action, value = A[3], A[4]
+      if action == 'move' then
+        value = Qless.queue_arg(value)
+      elseif action == 'priority' then
+        value = Qless.number_arg(value, 'Search', 'Arg "priority" not a number: ')
+        if value == 1 / 0 or value == -1 / 0 then
+          Qless.raise('QL_ARG', 'Search', 'Arg "priority" not a number: ' .. A[4])
+        end
+      elseif action == 'tag' or action == 'untag' then
+        local tags = Qless.json_strings(value or '')
+        if not tags or #tags == 0 then
+          Qless.raise('QL_ARG', 'Search', 'Arg "tags" must be a non-empty JSON list of tags: ' ..
+            tostring(value))
+        end
+        for i = 1, #tags do tags[i] = tostring(tags[i]) end
+        value = tags
+      elseif action ~= 'retry' and action ~= 'cancel' and action ~= 'unfail' then
+        Qless.raise('QL_ARG', 'Search', 'Arg "action" must be retry, cancel, move, unfail, ' ..
+          'priority, tag or untag: ' .. tostring(action))
+      end
+      local f = Qless.Search.filter(A[5])
+      local limit = Qless.count_arg(A[6], 100, 'Search', 'Arg "limit" must be a positive integer: ', 1)
+      local scan = Qless.count_arg(A[7], 2000, 'Search', 'Arg "scan" must be a positive integer: ', 1)
+      local dry = A[8]
+      if dry ~= '0' and dry ~= '1' then
+        Qless.raise('QL_ARG', 'Search', 'Arg "dry" must be 0 or 1: ' .. tostring(dry))
+      end
+      return Qless.Search.apply(now, action, value, f, limit, scan, dry == '1', A[9])
+    end
   end
   return nil
 end

@@ -39,6 +39,8 @@ local config_factory, job_factory, queue_factory, recurring_factory, worker_fact
 -- The gateway's own features (extra.lua, throttle.lua): progress and results,
 -- idempotent puts, retry backoff, throttles.
 local extra_factory, throttle_factory, push_factory, batches_factory, workflow_factory
+-- Finding jobs by a filter, and acting on every job that matches (search.lua).
+local search_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -370,6 +372,8 @@ Qless = setmetatable({
     return setmetatable({ [0] = batches_factory }, LAZY)
   elseif name == 'Workflow' then
     return setmetatable({ [0] = workflow_factory }, LAZY)
+  elseif name == 'Search' then
+    return setmetatable({ [0] = search_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code
@@ -795,7 +799,10 @@ Qless = setmetatable({
       if type(failure) ~= 'table' or type(failure.group) ~= 'string' then return end
       local group = failure.group
       local list = Qless.P .. 'f:' .. group
-      redis.call('lrem', list, '0', jid)
+      -- Once, from the tail: a job is in its group's list once, and jobs mostly leave
+      -- a group oldest first (unfail, and search actions walk it from the tail), so the
+      -- scan stops near the tail rather than reading a list of a million failures whole.
+      redis.call('lrem', list, '-1', jid)
       if redis.call('llen', list) == 0 then
         redis.call('srem', Qless.P .. 'failures', group)
       end

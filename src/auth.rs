@@ -216,6 +216,7 @@ pub const ROUTES: &[Route] = &[
     route("PUT", "/v1/queues/{queue}/push", Needs(Admin)),
     route("DELETE", "/v1/queues/{queue}/push", Needs(Admin)),
     route("POST", "/v1/queues/{queue}/push/rotate", Needs(Admin)),
+    route("GET", "/v1/throttles", Needs(Read)),
     route("GET", "/v1/throttles/{name}", Needs(Read)),
     route("PUT", "/v1/throttles/{name}", Needs(Admin)),
     route("DELETE", "/v1/throttles/{name}", Needs(Admin)),
@@ -229,6 +230,10 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/config/{option}", Needs(Read)),
     route("PUT", "/v1/config/{option}", Needs(Admin)),
     route("DELETE", "/v1/config/{option}", Needs(Admin)),
+    // Search: finding jobs is a read; acting on every job a filter matches is an
+    // operator's, as acting on one job is.
+    route("GET", "/v1/search", Needs(Read)),
+    route("POST", "/v1/search/{action}", Needs(Admin)),
 ];
 
 /// Who may call `method path` by [`ROUTES`]; `None` for a route not listed.
@@ -567,6 +572,9 @@ impl Auth {
                 path = request.uri().path(),
                 "admin action"
             );
+            // For the handlers that log what an operator did (bulk actions): by name.
+            let name = TokenName(token.name.clone());
+            request.extensions_mut().insert(name);
         }
         if let Some(name) = by_token {
             let addressed = Addressed(name.to_owned());
@@ -614,6 +622,12 @@ impl Grants {
         self.0 & (scope.bit() | Scope::Admin.bit()) != 0
     }
 }
+
+/// The name of the token an `admin` request was let through with (a request
+/// extension), for handlers that log what was done and by whom. Absent without
+/// `--auth-file`.
+#[derive(Debug, Clone)]
+pub struct TokenName(pub Arc<str>);
 
 /// The namespaces whose figures a `/metrics` request's token may see (`None`: every
 /// namespace, and the figures of none, such as HTTP and Redis calls).

@@ -59,6 +59,9 @@ use crate::routes;
         (name = "events", description = "Server-Sent Events: job transitions, lost \
             locks and cancellations as they happen"),
         (name = "operations", description = "Health and readiness"),
+        (name = "search", description = "Search: finding jobs by queue, state, class, \
+            tag, worker, failure group, time, data or text, and acting on every job that \
+            matches, a bounded slice per request"),
     )
 )]
 pub struct ApiDoc;

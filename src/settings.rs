@@ -202,6 +202,12 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idempotency_ttl: u64,
 
+    /// Most index entries one search (`GET /v1/search`), or one slice of a bulk
+    /// action, looks at: what it costs Redis, however many jobs are stored.
+    #[arg(help_heading = "Limits", long, env = "QLESSD_SEARCH_SCAN_LIMIT", default_value_t = 2000,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub search_scan_limit: u32,
+
     /// Requests taking longer than this are answered with 503 (seconds).
     ///
     /// Long polls are bounded separately by `--max-wait`, which this must exceed.

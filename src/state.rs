@@ -32,6 +32,8 @@ pub struct Limits {
     pub browser: BrowserPolicy,
     /// How long an idempotency key answers its first put (`--idempotency-ttl`).
     pub idempotency_ttl: f64,
+    /// Most index entries a search request looks at (`--search-scan-limit`).
+    pub search_scan_limit: u32,
     /// Probes and scrapes leave no access-log line (`--quiet-probes`).
     pub quiet_probes: bool,
     /// Which push endpoints may be subscribed (`--push-allow-private`).
@@ -54,6 +56,7 @@ impl Limits {
             max_job_size: settings.max_job_size,
             browser: BrowserPolicy::new(settings.listen.is_loopback(), &settings.cors_origins),
             idempotency_ttl: settings.idempotency_ttl as f64,
+            search_scan_limit: settings.search_scan_limit,
             quiet_probes: settings.quiet_probes,
             push: crate::push::endpoint::AddressPolicy {
                 allow_private: settings.push_allow_private,

@@ -87,6 +87,9 @@ pub const SENT: &[&str] = &[
     "workflow.open",
     "workflow.get",
     "workflow.cancel",
+    // lua/search.lua
+    "search",
+    "search.act",
     // lua/config.lua
     "config.get",
     "config.set",

@@ -27,6 +27,7 @@ pub mod recurring;
 mod reply;
 mod resp;
 pub mod script;
+mod search;
 mod subscription;
 mod throttles;
 mod topology;
@@ -49,6 +50,7 @@ pub use queues::Listing;
 pub use recurring::{CronDue, CronSpec, RecurArgs, RecurUpdate};
 pub use resp::{Endpoint, tls_config};
 pub use script::Script;
+pub use search::{Acted, Bounds, Bulk, Found};
 pub use throttles::ThrottleLimits;
 pub use topology::{is_cluster, is_local};
 

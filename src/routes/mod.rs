@@ -13,6 +13,7 @@ pub mod metrics;
 mod push;
 mod queues;
 mod recurring;
+mod search;
 mod tags;
 mod throttles;
 pub mod validate;
@@ -41,6 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(failures::router())
         .merge(workers::router())
         .merge(config::router())
+        .merge(search::router())
 }
 
 /// Leased `jobs` appear in their own traces (with spans exported): a span per job that

@@ -1,21 +1,49 @@
-//! `/v1/throttles/{name}`: concurrency and rate limits shared by the jobs that name
-//! them at put (`"throttles": [...]`).
+//! `/v1/throttles`: concurrency and rate limits shared by the jobs that name them at
+//! put (`"throttles": [...]`), one by one and all of them.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{Json, Path};
+use super::extract::{Json, Path, Query};
+use super::validate;
 use crate::core::ThrottleLimits;
 use crate::error::ApiError;
 use crate::model::{
-    PayloadTooLarge, Problem, SetThrottleRequest, Throttle, ThrottleName, Unavailable,
+    PageQuery, PayloadTooLarge, Problem, SetThrottleRequest, Throttle, ThrottleName, Unavailable,
 };
 use crate::state::AppState;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(get_throttle, set_throttle, delete_throttle))
+    OpenApiRouter::new()
+        .routes(routes!(list_throttles))
+        .routes(routes!(get_throttle, set_throttle, delete_throttle))
+}
+
+/// List the throttles.
+///
+/// Every throttle with limits, by name, `count` from `offset` (page on until a page is
+/// shorter than `count`), each as `GET /v1/throttles/{name}` shows it.
+#[utoipa::path(get, path = "/v1/throttles", tag = "throttles",
+    operation_id = "list_throttles",
+    params(PageQuery),
+    responses(
+        (status = 200, description = "A page of the throttles, by name (`[]` when there \
+            is none)", body = [Throttle]),
+        (status = 400, description = "offset or count is not a number, or count is not \
+            between 1 and 1000", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
+    ))]
+async fn list_throttles(
+    State(state): State<AppState>,
+    Query(page): Query<PageQuery>,
+) -> Result<Json<Vec<Throttle>>, ApiError> {
+    let count = validate::page_count(page.count)?;
+    let now = state.clock.now();
+    Ok(Json(
+        state.qless.throttle_list(now, page.offset, count).await?,
+    ))
 }
 
 /// A throttle's limits, holders and waiting jobs.

@@ -90,7 +90,7 @@ impl JobData {
 /// [`MAX_JSON_DEPTH`] deep, and every `\u` escape of a UTF-16 surrogate in a pair
 /// (serde_json keeps a lone one in raw text; cjson refuses it). The error says what is
 /// wrong, to follow "the job's data".
-fn script_json(text: &str) -> Result<(), String> {
+pub fn script_json(text: &str) -> Result<(), String> {
     let bytes = text.as_bytes();
     // The usual data opens few arrays and objects and has no `\u` escape: then it can
     // be neither too deep nor hold a lone surrogate, and two vectorized scans say so

@@ -213,7 +213,7 @@ async fn metrics_need_a_token_with_the_read_scope() {
 
 /// Captured log output.
 #[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
+pub(super) struct Captured(pub(super) Arc<Mutex<Vec<u8>>>);
 
 thread_local! {
     /// Where the log lines of events on this thread go, while a test captures them.
@@ -243,7 +243,7 @@ impl Write for ThreadCapture {
 /// a thread's default: tracing caches per call site whether anyone listens, and with
 /// only a thread-local subscriber another test's thread could cache "nobody" for the
 /// access log at the very moment this one starts, losing its lines.
-fn capture_logs() -> (Captured, impl Drop) {
+pub(super) fn capture_logs() -> (Captured, impl Drop) {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         let subscriber = tracing_subscriber::fmt()

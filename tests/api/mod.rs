@@ -18,5 +18,6 @@ mod memory;
 mod metrics;
 mod operations;
 mod queues;
+mod search;
 mod tenants;
 pub(crate) mod tls;

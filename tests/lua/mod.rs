@@ -20,5 +20,6 @@ mod prefix;
 mod push;
 mod queues;
 mod recurring;
+mod search;
 mod workers;
 mod workflows;
