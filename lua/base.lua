@@ -39,6 +39,9 @@ local config_factory, job_factory, queue_factory, recurring_factory, worker_fact
 -- The gateway's own features (extra.lua, throttle.lua): progress and results,
 -- idempotent puts, retry backoff, throttles.
 local extra_factory, throttle_factory, push_factory
+-- The dashboard's (rates.lua, failures.lua): per-minute counts of each queue, failure
+-- groups described.
+local rates_factory, failures_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -366,6 +369,10 @@ Qless = setmetatable({
     return setmetatable({ [0] = throttle_factory }, LAZY)
   elseif name == 'Push' then
     return setmetatable({ [0] = push_factory }, LAZY)
+  elseif name == 'Rates' then
+    return setmetatable({ [0] = rates_factory }, LAZY)
+  elseif name == 'Failures' then
+    return setmetatable({ [0] = failures_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code
@@ -771,6 +778,8 @@ Qless = setmetatable({
           for c = 1, #p.calls do failed[p.calls[c]] = err end
         end
       end
+      -- The per-minute counts the calls folded (rates.lua).
+      if pending and pending.rates then Qless.Rates.flush(now, pending.rates) end
       return failed
     end
 

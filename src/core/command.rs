@@ -79,6 +79,9 @@ pub const SENT: &[&str] = &[
     "push.rotate",
     "push.pop",
     "push.finish",
+    // lua/rates.lua, lua/failures.lua (the dashboard's)
+    "rates",
+    "failed.summary",
     // lua/config.lua
     "config.get",
     "config.set",

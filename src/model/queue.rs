@@ -101,3 +101,31 @@ pub struct SweepReport {
     #[serde(deserialize_with = "wire::number")]
     pub next: f64,
 }
+
+/// A failure group described: when the jobs it holds failed first and last, and the
+/// most common message among its newest jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"group": "smtp-refused", "total": 1200, "first": 1764100000.5,
+    "last": 1764103600.25, "message": "connection refused", "count": 97, "sampled": 100}))]
+pub struct FailureSummary {
+    /// The failure group.
+    pub group: String,
+    /// Jobs in the group.
+    pub total: i64,
+    /// When the oldest job in the group failed (Unix seconds); absent for an empty
+    /// group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<f64>,
+    /// When the newest job in the group failed (Unix seconds); absent for an empty
+    /// group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<f64>,
+    /// The most common failure message among the group's newest `sampled` jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How many of the `sampled` jobs failed with `message`.
+    pub count: i64,
+    /// How many of the group's newest jobs were looked at for `message`: a bounded
+    /// sample, so the answer costs the same for a group of any size.
+    pub sampled: i64,
+}

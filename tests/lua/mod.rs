@@ -18,5 +18,6 @@ mod pop_after;
 mod prefix;
 mod push;
 mod queues;
+mod rates;
 mod recurring;
 mod workers;
