@@ -125,6 +125,11 @@ Qless = setmetatable({
     return setmetatable({ [0] = job_factory }, LAZY)
   elseif name == 'Queue' then
     return setmetatable({ [0] = queue_factory }, LAZY)
+  elseif name == 'rates_count' or name == 'rates_waited' then
+    -- The two hot entries of rates.lua (put, pop, complete and fail each make one), as
+    -- methods of Qless itself and early in this chain: a class of its own would cost
+    -- each of those calls a table and a metatable more (~3k instructions).
+    return rates_factory(name)
   -- (The hot paths' helpers come first: a method is found by walking this chain of
   -- comparisons the first time a call uses it.)
   elseif name == 'job_append' then
@@ -778,8 +783,9 @@ Qless = setmetatable({
           for c = 1, #p.calls do failed[p.calls[c]] = err end
         end
       end
-      -- The per-minute counts the calls folded (rates.lua).
-      if pending and pending.rates then Qless.Rates.flush(now, pending.rates) end
+      -- The per-minute counts of the calls (rates.lua): from the same samples, and the
+      -- puts and failures they added.
+      if pending and (pending[1] or pending.rates) then Qless.Rates.flush(now, pending) end
       return failed
     end
 

@@ -303,7 +303,7 @@ function queue_factory(name)
       for k = 1, #distinct do
         if waits[k] and #waits[k] > 0 then
           Qless.stats_add('wait', now, distinct[k], waits[k])
-          Qless.Rates.waited(now, distinct[k], waits[k])   -- rates.lua
+          Qless.rates_waited(now, distinct[k], waits[k])   -- rates.lua
         end
       end
       -- Job objects: tracked flags with one ZMSCORE, dependency sets only if any exist.
@@ -559,7 +559,7 @@ function queue_factory(name)
           'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
           'retries', rarg, 'remaining', rarg, 'time', Qless.NOWT)
       end
-      Qless.Rates.count(now, queue, 'put')   -- rates.lua
+      Qless.rates_count(now, queue, 'put')   -- rates.lua
       -- 12, 13. Register the queue; tell trackers. (Within a batch, once per queue,
       -- and the ZSCORE only while some job is tracked.)
       local seen = Qless.SEEN
@@ -689,7 +689,7 @@ function queue_factory(name)
               local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
               redis.call('hincrby', skey, 'failures', '1')
               redis.call('hincrby', skey, 'failed', '1')
-              Qless.Rates.count(now, queue, 'failed')   -- rates.lua
+              Qless.rates_count(now, queue, 'failed')   -- rates.lua
             end
           end
         end

@@ -16,25 +16,71 @@
 -- (and a second one a few times per minute at most); it is Redis's own clock that
 -- ends a hash, so a caller's logical `now` (tests) never makes one expire early.
 --
--- The hot paths (put, pop, complete, fail) call `count` or `waited` once. Inside a
--- `batch` (the gateway's group commit) the counts are folded while the calls run and
--- written when its statistics are (Qless.stats_flush): one HINCRBY per queue and field
--- per batch, not per call. A count is never worth failing a call for: the writes use
--- redis.pcall, so a key of another type (someone else's) is left alone, silently.
+-- The hot paths (put, pop, complete, fail) call `Qless.rates_count` or
+-- `Qless.rates_waited` once: one HINCRBY. Those two are methods of Qless itself, made
+-- by this file's factory (see base.lua): a class table of their own would cost each of
+-- those calls more than their write. (`flush` and `get` are Qless.Rates's.)
+--
+-- Inside a `batch` (the gateway's group commit) nothing is written call by call: puts
+-- and failures are counted in the batch's collected statistics (Qless.STATS), and the
+-- completions and waits are already there, as the run and wait samples the day's
+-- statistics collect (one `run` sample per complete, one `wait` sample per job
+-- popped). When the batch ends (Qless.stats_flush), `flush` writes it all: one HINCRBY
+-- per queue and field per batch.
+--
+-- A count is never worth failing a call for: the writes use redis.pcall, so a key of
+-- another type (someone else's) is left alone, silently.
 
 -- A minute's hash lives 3,720 seconds, the hour shown (the current minute and the 59
 -- before it) and two minutes to spare: '3720' is written out at each EXPIRE, so that
--- the methods keep `Qless` as their one upvalue.
+-- the methods keep `Qless` as their one upvalue (and `bucket`, made with them).
 
--- The methods of Qless.Rates, made on first use (see base.lua).
+-- The methods of Qless.Rates, and Qless.rates_count and Qless.rates_waited, made on first
+-- use (see base.lua).
 function rates_factory(name)
-  if name == 'count' then
-    -- count(now, queue, field, [n]): one more job (or n) of `queue` was put, completed
-    -- or failed (`field`: put, done, failed) at `now`.
+  -- The histogram bucket of a wait of v seconds, as the day's statistics name them (a
+  -- negative wait, from clocks that disagree, counts as 0 s, and six days or more as
+  -- d6), made with string.char: concatenating a number would format it with sprintf,
+  -- several times dearer.
+  local function bucket(v)
+    local s = v - v % 1   -- floor(v), without a C call
+    if s ~= s then s = v > 0 and 518400 or 0 end   -- (an infinite wait: v % 1 is NaN)
+    local unit, c
+    if s < 60 then
+      unit, c = 115, s > 0 and s or 0
+    elseif s < 3600 then
+      unit, c = 109, (s - s % 60) / 60
+    elseif s < 86400 then
+      unit, c = 104, (s - s % 3600) / 3600
+    else
+      unit, c = 100, (s - s % 86400) / 86400
+      if c > 6 then c = 6 end
+    end
+    if c < 10 then return string.char(unit, 48 + c) end
+    return string.char(unit, 48 + (c - c % 10) / 10, 48 + c % 10)
+  end
+
+  if name == 'rates_count' then
+    -- rates_count(now, queue, field, [n]): one more job (or n) of `queue` was put,
+    -- completed or failed (`field`: put, done, failed) at `now`.
     return function(now, queue, field, n)
       local pending = Qless.STATS
       if pending then
-        Qless.Rates.defer(pending, queue, field, n or 1)
+        -- Inside a batch: a completion is counted from the batch's run samples; a put
+        -- or a failure is added to the batch's collected statistics (inline: a method
+        -- call per count would cost more than the addition).
+        if field == 'done' then return end
+        local rates = pending.rates
+        if not rates then
+          rates = {}
+          pending.rates = rates
+        end
+        local fields = rates[queue]
+        if not fields then
+          fields = {}
+          rates[queue] = fields
+        end
+        fields[field] = (fields[field] or 0) + (n or 1)
         return
       end
       local key = Qless.OWN .. 'rate:' .. string.format('%d', now - now % 60) .. ':' .. queue
@@ -48,17 +94,16 @@ function rates_factory(name)
       end
     end
 
-  elseif name == 'waited' then
-    -- waited(now, queue, samples): jobs of `queue` were popped after waiting `samples`
-    -- seconds (a list), counted in their histogram buckets.
+  elseif name == 'rates_waited' then
+    -- rates_waited(now, queue, samples): jobs of `queue` were popped after waiting
+    -- `samples` seconds (a list), counted in their histogram buckets. (Inside a batch
+    -- nothing: `flush` counts the batch's wait samples.)
     return function(now, queue, samples)
       local n = #samples
-      if n == 0 then return end
-      local bucket = Qless.Rates.bucket
-      local pending = Qless.STATS
-      if n == 1 and not pending then
+      if n == 0 or Qless.STATS then return end
+      local key = Qless.OWN .. 'rate:' .. string.format('%d', now - now % 60) .. ':' .. queue
+      if n == 1 then
         -- The usual case (a pop of one job), without tables.
-        local key = Qless.OWN .. 'rate:' .. string.format('%d', now - now % 60) .. ':' .. queue
         if redis.pcall('hincrby', key, bucket(samples[1]), '1') == 1 then
           redis.pcall('expire', key, '3720')
         end
@@ -75,11 +120,6 @@ function rates_factory(name)
           names[#names + 1] = b
         end
       end
-      if pending then
-        for i = 1, #names do Qless.Rates.defer(pending, queue, names[i], counts[names[i]]) end
-        return
-      end
-      local key = Qless.OWN .. 'rate:' .. string.format('%d', now - now % 60) .. ':' .. queue
       for i = 1, #names do
         local c = counts[names[i]]
         if redis.pcall('hincrby', key, names[i], string.format('%d', c)) == c then
@@ -88,63 +128,55 @@ function rates_factory(name)
       end
     end
 
-  elseif name == 'bucket' then
-    -- The histogram bucket of a wait of v seconds (as the day's statistics name them;
-    -- a negative wait, from clocks that disagree, counts as 0 s, and six days or more
-    -- as d6). Named with string.char: concatenating a number would format it with
-    -- sprintf, several times dearer.
-    return function(v)
-      local s = v - v % 1   -- floor(v), without a C call
-      if s ~= s then s = v > 0 and 518400 or 0 end   -- (an infinite wait: v % 1 is NaN)
-      local unit, c
-      if s < 60 then
-        unit, c = 115, s > 0 and s or 0
-      elseif s < 3600 then
-        unit, c = 109, (s - s % 60) / 60
-      elseif s < 86400 then
-        unit, c = 104, (s - s % 3600) / 3600
-      else
-        unit, c = 100, (s - s % 86400) / 86400
-        if c > 6 then c = 6 end
-      end
-      if c < 10 then return string.char(unit, 48 + c) end
-      return string.char(unit, 48 + (c - c % 10) / 10, 48 + c % 10)
-    end
-
-  elseif name == 'defer' then
-    -- Inside a batch: adds n to (queue, field) in `pending` (the batch's collected
-    -- statistics, Qless.STATS), for `flush` to write when the batch ends.
-    return function(pending, queue, field, n)
-      local rates = pending.rates
-      if not rates then
-        rates = {}
-        pending.rates = rates
-      end
-      local fields = rates[queue]
-      if not fields then
-        -- (Queues and fields are kept in the order first met, so the writes are made
-        -- in the same order on every server.)
-        fields = {}
-        rates[queue] = fields
-        rates[#rates + 1] = queue
-      end
-      local c = fields[field]
-      if c then
-        fields[field] = c + n
-      else
-        fields[field] = n
-        fields[#fields + 1] = field
-      end
-    end
-
   elseif name == 'flush' then
-    -- Writes what `defer` folded during a batch (every call of which shares `now`).
-    return function(now, rates)
+    -- flush(now, pending): writes a batch's counts when it ends (every call of a batch
+    -- shares `now`), from what the batch collected (`pending`, Qless.STATS: see
+    -- base.lua's stats_add): the puts and failures rates_count added (`rates`), and
+    -- each queue's completions (one `run` sample each) and waits (its `wait` samples).
+    return function(now, pending)
+      local queues, names = {}, {}   -- queue -> its fields (field -> count, in order)
+      local function fields_of(queue)
+        local fields = queues[queue]
+        if not fields then
+          fields = {}
+          queues[queue] = fields
+          names[#names + 1] = queue
+        end
+        return fields
+      end
+      local function add(fields, field, n)
+        local c = fields[field]
+        if c then
+          fields[field] = c + n
+        else
+          fields[field] = n
+          fields[#fields + 1] = field
+        end
+      end
+      local rates = pending.rates
+      if rates then
+        for queue, counts in pairs(rates) do
+          local fields = fields_of(queue)
+          if counts.put then add(fields, 'put', counts.put) end
+          if counts.failed then add(fields, 'failed', counts.failed) end
+        end
+      end
+      for i = 1, #pending do
+        local p = pending[i]
+        if p.kind == 'run' then
+          add(fields_of(p.queue), 'done', #p.samples)
+        elseif p.kind == 'wait' then
+          local fields, samples = fields_of(p.queue), p.samples
+          for k = 1, #samples do add(fields, bucket(samples[k]), 1) end
+        end
+      end
+      -- (pairs has no order: sorted, the writes are made in the same order on every
+      -- server.)
+      if #names > 1 then table.sort(names) end
       local minute = Qless.OWN .. 'rate:' .. string.format('%d', now - now % 60) .. ':'
-      for i = 1, #rates do
-        local queue = rates[i]
-        local fields = rates[queue]
-        local key = minute .. queue
+      for i = 1, #names do
+        local key = minute .. names[i]
+        local fields = queues[names[i]]
         for j = 1, #fields do
           local field = fields[j]
           local c = fields[field]

@@ -31,7 +31,9 @@ pub use problem::{
     Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMediaType, problem_example,
 };
 pub use push_api::*;
-pub use queue::{FailureSummary, JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
+pub use queue::{
+    FailedJobs, FailureSummary, JidPage, QueueCounts, QueueStats, SweepReport, TimingStats,
+};
 pub use queues_api::*;
 pub use recurring::RecurringJob;
 pub use text::Text;

@@ -133,8 +133,9 @@ pub fn waits_per_minute(series: &[Option<(u64, u64, u64)>], width: u32, height: 
             );
             continue;
         };
-        let h95 = (p95 as f64 / max as f64) * plot;
-        let h50 = (p50 as f64 / max as f64) * plot;
+        // (At least a pixel: a minute whose jobs waited under a second still shows.)
+        let h95 = ((p95 as f64 / max as f64) * plot).max(1.0);
+        let h50 = ((p50 as f64 / max as f64) * plot).max(1.0);
         let _ = write!(
             svg,
             r#"<g><title>{ago} min ago: median {}, 95th percentile {} ({popped} popped)</title><rect class="p95" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{h95:.1}"/><rect class="p50" x="{x:.1}" y="{:.1}" width="{w:.1}" height="{h50:.1}"/></g>"#,

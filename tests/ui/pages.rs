@@ -1056,6 +1056,13 @@ async fn failure_groups_show_their_first_and_last_failure_and_commonest_message(
     let api = app.get("/v1/failures/smtp").await;
     assert_eq!(api.status, StatusCode::OK);
     assert_eq!(api.body["total"], 3);
+    assert_eq!(api.body["first"], 1_700_000_060.0);
+    assert_eq!(api.body["last"], 1_700_000_180.0);
+    assert_eq!(api.body["message"], "refused");
+    assert_eq!(
+        (&api.body["message_count"], &api.body["sampled"]),
+        (&2.into(), &3.into())
+    );
 }
 
 #[tokio::test]
