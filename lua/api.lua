@@ -249,7 +249,9 @@ local function command(name)
         local handler, args = calls[2 * k - 1], calls[2 * k]
         if collect then
           local sub = args[1]
-          if sub == 'stats' then
+          -- (A call that reads the statistics, or the per-minute counts drawn from
+          -- them, sees those of the calls before it.)
+          if sub == 'stats' or sub == 'rates' then
             flush()
             Qless.stats_defer()
           end

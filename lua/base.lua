@@ -95,6 +95,7 @@ Qless = setmetatable({
   -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
   -- be written with one HMGET/HSET each when the batch ends (Qless.stats_flush). All
   -- calls of a batch share `now`, so they share the day bin too. false otherwise.
+  -- (rates.lua reads the same samples, and keeps its own counts under `rates`.)
   STATS = false,
 
   -- While a `batch` runs: what its calls learnt of keys that only other commands

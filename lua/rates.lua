@@ -33,7 +33,7 @@
 
 -- A minute's hash lives 3,720 seconds, the hour shown (the current minute and the 59
 -- before it) and two minutes to spare: '3720' is written out at each EXPIRE, so that
--- the methods keep `Qless` as their one upvalue (and `bucket`, made with them).
+-- the methods' only upvalues stay `Qless` and `bucket` (made with them).
 
 -- The methods of Qless.Rates, and Qless.rates_count and Qless.rates_waited, made on first
 -- use (see base.lua).

@@ -338,7 +338,8 @@ fn last_hour(minutes: &[Minute]) -> Markup {
             }
             div.card {
                 h3 { "Wait per minute" }
-                p.muted.legend { span.p50 {} "median" span.p95 {} "95th percentile" }
+                p.muted.legend { span.p50 {} "median" span.p95 {} "95th percentile"
+                    " of the jobs popped (each the start of its histogram bucket)" }
                 (trusted(charts::waits_per_minute(&waits, 480, 90)))
             }
         }

@@ -173,6 +173,20 @@ async fn a_batch_counts_what_its_calls_count_one_by_one() {
     assert_eq!((q1[1].popped(), q1[1].waits[0], q1[1].waits[40]), (2, 1, 1));
     let q2 = together.rates(M + 20.0, "q2", 1).await.unwrap().remove(0);
     assert_eq!((counts(&q2), q2.popped()), ((2, 1, 0), 1));
+    // A `rates` call in a batch sees the counts of the calls before it.
+    let mut calls = calls();
+    calls.truncate(4);
+    calls.push(("rates", strs(&["q1", "1"])));
+    let (_third, fresh) = start().await;
+    put(&fresh, M - 30.0, "q1", "old").await;
+    let replies = fresh.call_many(M + 10.0, &calls).await.unwrap();
+    let Ok(redis::Value::Array(seen)) = &replies[4] else {
+        panic!("rates answered {:?}", replies[4]);
+    };
+    let fields: Vec<String> = redis::from_redis_value(seen[1].clone()).unwrap();
+    let mut pairs: Vec<&[String]> = fields.chunks(2).collect();
+    pairs.sort();
+    assert_eq!(pairs.concat(), strs(&["put", "1", "s0", "1", "s40", "1"]));
 }
 
 /// The keys holding per-minute counts, with their time to live.
