@@ -338,8 +338,9 @@ fn last_hour(minutes: &[Minute]) -> Markup {
             }
             div.card {
                 h3 { "Wait per minute" }
-                p.muted.legend { span.p50 {} "median" span.p95 {} "95th percentile"
-                    " of the jobs popped (each the start of its histogram bucket)" }
+                // (Each value is the start of its histogram bucket: `5s` is 5 to 6 s.)
+                p.muted.legend title="each the start of its histogram bucket: 5s is 5 to 6 s" {
+                    span.p50 {} "median" span.p95 {} "95th percentile" }
                 (trusted(charts::waits_per_minute(&waits, 480, 90)))
             }
         }
