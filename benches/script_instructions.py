@@ -18,13 +18,18 @@ more and pop them 100 at a time, as JSON and (the gateway's way) as fields; then
 single-job worker's path as the gateway groups it (`batch` invocations of 10 puts and
 10 `pop.after`s, per job); `now` has a fractional part, as real clocks give.
 Prints the mean per call (per job for the pop of 100). `--namespace NS` makes every
-call in the namespace `ql:{NS}` (one key) instead of on the plain `ql:` prefix. Lua's
+call in the namespace `ql:{NS}` (one key) instead of on the plain `ql:` prefix.
+`--lease` holds the sweeper lease (`qlessd:sweeper`, or the namespace's) as a running
+gateway always does: a key with an expiry, and while any key has one, Redis looks up
+the expiry of every key a command reads or writes, which the other figures leave out.
+Lua's
 garbage collector runs in steps, so figures move by ~1 % between runs; differences
 below that are noise.
 """
 import argparse
 import glob
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -34,12 +39,20 @@ import time
 # per invocation on the single-job worker path at full speed).
 GROUP = 10
 
-FILES = ["base", "config", "job", "queue", "recurring", "worker", "extra", "throttle", "api"]
+def files(checkout):
+    """The class files in their load order, as the checkout's `src/core/script.rs`
+    joins them (its `lua_files!` macro), so that a checkout with files the other one
+    lacks is measured as qlessd loads it."""
+    script = open(os.path.join(checkout, "src", "core", "script.rs")).read()
+    joined = script[script.index("macro_rules! lua_files"):]
+    joined = joined[:joined.index("\n}\n")]
+    return re.findall(r'include_str!\("\.\./\.\./lua/([a-z_]+)\.lua"\)', joined)
 
 
 def source(checkout):
     """The script as qlessd loads it (src/core/script.rs): shebang, files in order."""
-    parts = [open(os.path.join(checkout, "lua", f + ".lua")).read() + "\n" for f in FILES]
+    parts = [open(os.path.join(checkout, "lua", f + ".lua")).read() + "\n"
+             for f in files(checkout)]
     return "#!lua\n" + "".join(parts)
 
 
@@ -115,10 +128,13 @@ def payload(i):
             '"note":"welcome mail, retry ok"}' % (i, i))
 
 
-def measure(checkout, calls, namespace=None):
+def measure(checkout, calls, namespace=None, lease=False):
     redis = Redis()
     sha = redis.call("SCRIPT", "LOAD", source(checkout)).decode()
     keys = ["1", "ql:{%s}" % namespace] if namespace else ["0"]
+    if lease:
+        own = "ql:{%s}:" % namespace if namespace else "qlessd:"
+        redis.call("SET", own + "sweeper", "bench-gateway", "PX", "86400000")
 
     def q(*args):
         return redis.call("EVALSHA", sha, *keys, *args)
@@ -198,8 +214,10 @@ def main():
     parser.add_argument("checkouts", nargs="+", help="directories holding lua/")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--namespace", help="run in the namespace ql:{NAMESPACE}")
+    parser.add_argument("--lease", action="store_true",
+                        help="hold the sweeper lease, as a running gateway does")
     args = parser.parse_args()
-    results = [measure(c, args.calls, args.namespace) for c in args.checkouts]
+    results = [measure(c, args.calls, args.namespace, args.lease) for c in args.checkouts]
     print(f"{'instructions per call':<26}" + "".join(f"{c[-24:]:>26}" for c in args.checkouts)
           + ("   ratio (last / first)" if len(results) > 1 else ""))
     for k, (label, _) in enumerate(results[0]):

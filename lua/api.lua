@@ -245,7 +245,9 @@ local function command(name)
         local handler, args = calls[2 * k - 1], calls[2 * k]
         if collect then
           local sub = args[1]
-          if sub == 'stats' then
+          -- (A call that reads the statistics, or the per-minute counts drawn from
+          -- them, sees those of the calls before it.)
+          if sub == 'stats' or sub == 'rates' then
             flush()
             Qless.stats_defer()
           end
@@ -1449,6 +1451,39 @@ local function command(name)
         Qless.raise('QL_ARG', 'Search', 'Arg "dry" must be 0 or 1: ' .. tostring(dry))
       end
       return Qless.Search.apply(now, action, value, f, limit, scan, dry == '1', A[9])
+    end
+
+  elseif name == 'rates' then
+    -- Extension. rates(queue, [minutes=60]) -> { minute, fields, minute, fields, ... }:
+    -- what the queue did in each of the last `minutes` minutes (1 to 60) up to now's,
+    -- oldest first: the minute's first second, and its counts and wait histogram as
+    -- HGETALL answers them (rates.lua). Only reads.
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      local minutes = 60
+      if A[4] ~= nil then
+        minutes = tonumber(A[4])
+        -- (NaN passes the comparisons, not the last test.)
+        if minutes == nil or minutes < 1 or minutes > 60 or minutes % 1 ~= 0 then
+          Qless.raise('QL_ARG', 'Rates', 'Arg "minutes" must be a whole number from 1 to 60: ' ..
+            A[4])
+        end
+      end
+      return Qless.Rates.get(now, queue, minutes)
+    end
+
+  elseif name == 'failed.summary' then
+    -- Extension. failed.summary(sample, group...) -> JSON array: for each group, in
+    -- order, its total, the failure times of its oldest and newest job, and its most
+    -- common message among its newest `sample` jobs (1 to 1000) (failures.lua). Only
+    -- reads.
+    return function(now, A)
+      local sample = tonumber(A[3])
+      if sample == nil or sample < 1 or sample > 1000 or sample % 1 ~= 0 then
+        Qless.raise('QL_ARG', 'FailedSummary',
+          'Arg "sample" must be a whole number from 1 to 1000: ' .. tostring(A[3]))
+      end
+      return Qless.Failures.summary(Qless.rest(A, 4), sample)
     end
   end
   return nil

@@ -41,6 +41,9 @@ local config_factory, job_factory, queue_factory, recurring_factory, worker_fact
 local extra_factory, throttle_factory, push_factory, batches_factory, workflow_factory
 -- Finding jobs by a filter, and acting on every job that matches (search.lua).
 local search_factory
+-- The dashboard's (rates.lua, failures.lua): per-minute counts of each queue, failure
+-- groups described.
+local rates_factory, failures_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -94,6 +97,7 @@ Qless = setmetatable({
   -- While a `batch` runs: the run/wait samples its calls recorded, per (kind, queue), to
   -- be written with one HMGET/HSET each when the batch ends (Qless.stats_flush). All
   -- calls of a batch share `now`, so they share the day bin too. false otherwise.
+  -- (rates.lua reads the same samples, and keeps its own counts under `rates`.)
   STATS = false,
 
   -- While a `batch` runs: what its calls learnt of keys that only other commands
@@ -124,6 +128,11 @@ Qless = setmetatable({
     return setmetatable({ [0] = job_factory }, LAZY)
   elseif name == 'Queue' then
     return setmetatable({ [0] = queue_factory }, LAZY)
+  elseif name == 'rates_count' or name == 'rates_waited' then
+    -- The two hot entries of rates.lua (put, pop, complete and fail each make one), as
+    -- methods of Qless itself and early in this chain: a class of its own would cost
+    -- each of those calls a table and a metatable more (~3k instructions).
+    return rates_factory(name)
   -- (The hot paths' helpers come first: a method is found by walking this chain of
   -- comparisons the first time a call uses it.)
   elseif name == 'job_append' then
@@ -374,6 +383,10 @@ Qless = setmetatable({
     return setmetatable({ [0] = workflow_factory }, LAZY)
   elseif name == 'Search' then
     return setmetatable({ [0] = search_factory }, LAZY)
+  elseif name == 'Rates' then
+    return setmetatable({ [0] = rates_factory }, LAZY)
+  elseif name == 'Failures' then
+    return setmetatable({ [0] = failures_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code
@@ -787,6 +800,9 @@ Qless = setmetatable({
           for c = 1, #p.calls do failed[p.calls[c]] = err end
         end
       end
+      -- The per-minute counts of the calls (rates.lua): from the same samples, and the
+      -- puts and failures they added.
+      if pending and (pending[1] or pending.rates) then Qless.Rates.flush(now, pending) end
       return failed
     end
 

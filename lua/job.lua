@@ -132,6 +132,7 @@ function job_factory(name)
       if cfg[4] then Qless.slot_freed(queue, cfg[4]) end
       if f[7] then Qless.Throttle.release(now, jid, f[7], queue) end   -- throttle.lua
       Qless.stats_add('run', now, queue, { now - (tonumber(f[4]) or now) })
+      Qless.rates_count(now, queue, 'done')   -- rates.lua
       redis.call('zrem', Qless.P .. 'w:' .. worker .. ':jobs', jid)
       -- Usually neither ql:tracked nor the job's -dependents set exists: one EXISTS then
       -- spares the ZSCORE here and the SMEMBERS of the release below.
@@ -405,6 +406,7 @@ function job_factory(name)
       local skey = Qless.P .. 's:stats:' .. Qless.day_bin(now) .. ':' .. queue
       redis.call('hincrby', skey, 'failures', '1')
       redis.call('hincrby', skey, 'failed', '1')
+      Qless.rates_count(now, queue, 'failed')   -- rates.lua
       local qkey = Qless.P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-work', jid)
       redis.call('zrem', qkey .. '-locks', jid)
@@ -473,6 +475,7 @@ function job_factory(name)
         redis.call('hincrby', skey, 'failures', '1')
         redis.call('hincrby', skey, 'failed', '1')
         if f[6] or f[7] then Qless.Job.ended(now, jid, f[6], f[7], 'f') end
+        Qless.rates_count(now, queue, 'failed')   -- rates.lua
       else
         -- Fix of quirk 4: the job waits in `queue` with no worker and no lock, and its
         -- hash says so (the original left worker/expires set and the old queue name).

@@ -302,7 +302,10 @@ function queue_factory(name)
         Qless.batch('zadd', P .. 'w:' .. W .. ':jobs', wjobs)
       end
       for k = 1, #distinct do
-        if waits[k] and #waits[k] > 0 then Qless.stats_add('wait', now, distinct[k], waits[k]) end
+        if waits[k] and #waits[k] > 0 then
+          Qless.stats_add('wait', now, distinct[k], waits[k])
+          Qless.rates_waited(now, distinct[k], waits[k])   -- rates.lua
+        end
       end
       -- Job objects: tracked flags with one ZMSCORE, dependency sets only if any exist.
       -- Usually neither ql:tracked nor any of the sets exists: one EXISTS over all of
@@ -561,6 +564,7 @@ function queue_factory(name)
           'tags', etags, 'state', state, 'worker', '', 'expires', '0', 'queue', queue,
           'retries', rarg, 'remaining', rarg, 'time', Qless.NOWT)
       end
+      Qless.rates_count(now, queue, 'put')   -- rates.lua
       -- 12, 13. Register the queue; tell trackers. (Within a batch, once per queue,
       -- and the ZSCORE only while some job is tracked.)
       local seen = Qless.SEEN
@@ -692,6 +696,7 @@ function queue_factory(name)
               redis.call('hincrby', skey, 'failures', '1')
               redis.call('hincrby', skey, 'failed', '1')
               if f[5] or f[6] then Qless.Job.ended(now, jid, f[5], f[6], 'f') end
+              Qless.rates_count(now, queue, 'failed')   -- rates.lua
             end
           end
         end

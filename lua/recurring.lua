@@ -90,6 +90,7 @@ function recurring_factory(name)
           end
         end
       end
+      if moved > 0 then Qless.rates_count(now, queue, 'put', moved) end   -- rates.lua
       return moved, (ntemplates < limit and moved < limit)
     end
 

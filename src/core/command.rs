@@ -90,6 +90,9 @@ pub const SENT: &[&str] = &[
     // lua/search.lua
     "search",
     "search.act",
+    // lua/rates.lua, lua/failures.lua (the dashboard's)
+    "rates",
+    "failed.summary",
     // lua/config.lua
     "config.get",
     "config.set",

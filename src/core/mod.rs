@@ -17,12 +17,14 @@ mod config;
 pub mod embedded;
 mod error;
 pub mod events;
+mod failures;
 mod group;
 pub mod info;
 pub mod jobs;
 mod leased;
 pub mod push;
 pub mod queues;
+mod rates;
 pub mod recurring;
 mod reply;
 mod resp;
@@ -47,6 +49,7 @@ pub use jobs::{
     Tracked,
 };
 pub use queues::Listing;
+pub use rates::{MINUTES as RATE_MINUTES, Minute};
 pub use recurring::{CronDue, CronSpec, RecurArgs, RecurUpdate};
 pub use resp::{Endpoint, tls_config};
 pub use script::Script;

@@ -32,6 +32,10 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/search.lua"),
             "\n",
+            include_str!("../../lua/rates.lua"),
+            "\n",
+            include_str!("../../lua/failures.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )

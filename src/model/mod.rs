@@ -34,7 +34,9 @@ pub use problem::{
     Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMediaType, problem_example,
 };
 pub use push_api::*;
-pub use queue::{JidPage, QueueCounts, QueueStats, SweepReport, TimingStats};
+pub use queue::{
+    FailedJobs, FailureSummary, JidPage, QueueCounts, QueueStats, SweepReport, TimingStats,
+};
 pub use queues_api::*;
 pub use recurring::RecurringJob;
 pub use search_api::*;

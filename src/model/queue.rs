@@ -101,3 +101,75 @@ pub struct SweepReport {
     #[serde(deserialize_with = "wire::number")]
     pub next: f64,
 }
+
+/// A failure group described: when the jobs it holds failed first and last, and the
+/// most common message among its newest jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"group": "smtp-refused", "total": 1200, "first": 1764100000.5,
+    "last": 1764103600.25, "message": "connection refused", "count": 97, "sampled": 100}))]
+pub struct FailureSummary {
+    /// The failure group.
+    pub group: String,
+    /// Jobs in the group.
+    pub total: i64,
+    /// When the oldest job in the group failed (Unix seconds); absent for an empty
+    /// group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<f64>,
+    /// When the newest job in the group failed (Unix seconds); absent for an empty
+    /// group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<f64>,
+    /// The most common failure message among the group's newest `sampled` jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How many of the `sampled` jobs failed with `message`.
+    pub count: i64,
+    /// How many of the group's newest jobs were looked at for `message`: a bounded
+    /// sample, so the answer costs the same for a group of any size.
+    pub sampled: i64,
+}
+
+/// A page of a failure group's jids, newest failure first, with the group described:
+/// when its jobs failed first and last, and its most common message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"total": 3, "jids": ["8a4c1f0e6d3b4b5c9f2e7a1d0c3b5e6f"],
+    "first": 1764100000.0, "last": 1764103600.0, "message": "connection refused",
+    "message_count": 2, "sampled": 3}))]
+pub struct FailedJobs {
+    /// How many jobs the group holds.
+    pub total: i64,
+    /// This page, newest failure first.
+    pub jids: Vec<String>,
+    /// When the group's oldest job failed (Unix seconds); absent for an empty group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<f64>,
+    /// When the group's newest job failed (Unix seconds); absent for an empty group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<f64>,
+    /// The most common failure message among the group's newest `sampled` jobs;
+    /// absent for an empty group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How many of the `sampled` jobs failed with `message`.
+    pub message_count: i64,
+    /// How many of the group's newest jobs `message` was counted over (at most 100:
+    /// the answer costs the same for a group of any size).
+    pub sampled: i64,
+}
+
+impl FailedJobs {
+    /// A page of the group `summary` describes.
+    pub fn new(page: JidPage, summary: Option<FailureSummary>) -> Self {
+        let summary = summary.filter(|s| s.total > 0);
+        FailedJobs {
+            total: page.total,
+            jids: page.jids,
+            first: summary.as_ref().and_then(|s| s.first),
+            last: summary.as_ref().and_then(|s| s.last),
+            message_count: summary.as_ref().map_or(0, |s| s.count),
+            sampled: summary.as_ref().map_or(0, |s| s.sampled),
+            message: summary.and_then(|s| s.message),
+        }
+    }
+}

@@ -8,8 +8,12 @@ use super::extract::{Json, Path, Query};
 use super::validate;
 use crate::error::ApiError;
 use crate::model::{
-    FailureGroups, GroupName, JidPage, PageQuery, Problem, Unavailable, UnfailRequest, UnfailResult,
+    FailedJobs, FailureGroups, GroupName, PageQuery, Problem, Unavailable, UnfailRequest,
+    UnfailResult,
 };
+
+/// How many of a group's newest jobs its most common message is counted over.
+const MESSAGE_SAMPLE: u32 = 100;
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -40,13 +44,15 @@ async fn list_failure_groups(
 
 /// List the failed jobs of a failure group.
 ///
-/// Jids, newest failure first, with the total number of jobs in the group. An unknown
-/// group is an empty page with total 0.
+/// Jids, newest failure first, with the total number of jobs in the group, when its
+/// oldest and newest job failed, and its most common failure message (counted over its
+/// newest 100 jobs). An unknown group is an empty page with total 0.
 #[utoipa::path(get, path = "/v1/failures/{group}", tag = "failures",
     operation_id = "list_failed_jobs",
     params(("group" = crate::model::GroupName, Path, description = "Failure group"), PageQuery),
     responses(
-        (status = 200, description = "A page of the group's jids", body = JidPage),
+        (status = 200, description = "A page of the group's jids, and the group described",
+         body = FailedJobs),
         (status = 400, description = "A bad group name, offset or count not a number, or \
             count not between 1 and 1000", body = Problem,
          content_type = "application/problem+json"),
@@ -56,13 +62,17 @@ async fn list_failed_jobs(
     State(state): State<AppState>,
     Path(group): Path<GroupName>,
     Query(page): Query<PageQuery>,
-) -> Result<Json<JidPage>, ApiError> {
+) -> Result<Json<FailedJobs>, ApiError> {
     let count = validate::page_count(page.count)?;
-    let jobs = state
-        .qless
-        .failed_group(state.clock.now(), group.as_str(), page.offset, count)
-        .await?;
-    Ok(Json(jobs))
+    let now = state.clock.now();
+    let groups = [String::from(group)];
+    let (jobs, summary) = tokio::try_join!(
+        state
+            .qless
+            .failed_group(now, &groups[0], page.offset, count),
+        state.qless.failed_summary(now, &groups, MESSAGE_SAMPLE)
+    )?;
+    Ok(Json(FailedJobs::new(jobs, summary.into_iter().next())))
 }
 
 /// Put failed jobs back into a queue.

@@ -205,7 +205,8 @@ fn refused(status: StatusCode, message: &str) -> UiError {
     })
 }
 
-/// The page frame: navigation, search box, and the content.
+/// The page frame: navigation, search box, "Log out" when the request came with a
+/// token, and the content.
 fn layout(title: &str, content: Markup) -> Markup {
     html! {
         (DOCTYPE)
@@ -234,9 +235,11 @@ fn layout(title: &str, content: Markup) -> Markup {
                     form.search action="/ui/search" method="get" {
                         input type="search" name="q" placeholder="jid or tag" aria-label="Search by jid or tag";
                     }
-                    form.inline method="post" action="/ui/logout" {
-                        (csrf_field())
-                        button.logout type="submit" { "Log out" }
+                    @if session::signed_in() {
+                        form.inline method="post" action="/ui/logout" {
+                            (csrf_field())
+                            button.logout type="submit" { "Log out" }
+                        }
                     }
                 }
                 main { (content) }

@@ -11,8 +11,10 @@ use super::{
     Can, PAGE, Path, Ui, UiResult, action_button, csrf_field, layout, name, names, pager, refused,
     seg, trusted, when,
 };
-use crate::core::Listing;
-use crate::model::{GroupName, Jid, Job, QueueCounts, QueueName, Tag, TimingStats, WorkerName};
+use crate::core::{Listing, Minute, RATE_MINUTES};
+use crate::model::{
+    FailureSummary, GroupName, Jid, Job, QueueCounts, QueueName, Tag, TimingStats, WorkerName,
+};
 
 /// `?offset=` of a paged listing.
 #[derive(Debug, Default, Deserialize)]
@@ -225,11 +227,12 @@ pub(super) async fn queue(
             Some(l) => qless.jobs(now, l, &queue, p.offset, PAGE).await,
         }
     };
-    let (counts, jids, stats, pushed) = tokio::try_join!(
+    let (counts, jids, stats, pushed, minutes) = tokio::try_join!(
         qless.queue(now, &queue),
         jids,
         qless.stats(now, &queue, now),
-        qless.push_list(now)
+        qless.push_list(now),
+        qless.rates(now, &queue, RATE_MINUTES)
     )?;
     let pushed = pushed.contains(&queue);
     let total = match state {
@@ -296,6 +299,7 @@ pub(super) async fn queue(
                 a href="/ui/throttles" { "throttle" } ")" }
             (rows)
             (pager(&base, p.offset, jids.len(), Some(total)))
+            (last_hour(&minutes))
             h2 { "Today" }
             p.muted { (stats.failures) " failures, " (stats.failed) " still failed, "
                 (stats.retries) " lock expiries" }
@@ -305,6 +309,42 @@ pub(super) async fn queue(
             }
         },
     ))
+}
+
+/// A queue's last hour, minute by minute: jobs put, completed and failed, and the
+/// median and 95th percentile wait of the jobs popped.
+fn last_hour(minutes: &[Minute]) -> Markup {
+    let jobs: Vec<(u64, u64, u64)> = minutes
+        .iter()
+        .map(|m| (m.put, m.completed, m.failed))
+        .collect();
+    let waits: Vec<Option<(u64, u64, u64)>> = minutes
+        .iter()
+        .map(|m| Some((m.wait_quantile(0.5)?, m.wait_quantile(0.95)?, m.popped())))
+        .collect();
+    let total = jobs
+        .iter()
+        .fold((0, 0, 0), |t, j| (t.0 + j.0, t.1 + j.1, t.2 + j.2));
+    html! {
+        h2 { "Last hour" }
+        div.cards #last-hour {
+            div.card {
+                h3 { "Jobs per minute" }
+                p.muted.legend #hour-totals {
+                    span.put {} (total.0) " put" span.ok {} (total.1) " completed"
+                    span.bad {} (total.2) " failed"
+                }
+                (trusted(charts::jobs_per_minute(&jobs, 480, 90)))
+            }
+            div.card {
+                h3 { "Wait per minute" }
+                // (Each value is the start of its histogram bucket: `5s` is 5 to 6 s.)
+                p.muted.legend title="each the start of its histogram bucket: 5s is 5 to 6 s" {
+                    span.p50 {} "median" span.p95 {} "95th percentile" }
+                (trusted(charts::waits_per_minute(&waits, 480, 90)))
+            }
+        }
+    }
 }
 
 fn timing(stats: &TimingStats) -> Markup {
@@ -505,25 +545,66 @@ fn workflow_parents(parents: &crate::model::wire::JsonData) -> Markup {
     }
 }
 
-/// `GET /ui/failures`: failure groups and their counts.
-pub(super) async fn failures(State(ui): State<Ui>) -> UiResult {
-    let failed = ui.app.qless.failed(ui.app.clock.now()).await?;
+/// Jobs of each group the failures page looks at for its most common message.
+const LISTING_SAMPLE: u32 = 20;
+
+/// Jobs a failure group's page looks at for its most common message.
+const GROUP_SAMPLE: u32 = 100;
+
+/// `GET /ui/failures`: failure groups, largest first, a page at a time, each with
+/// when its jobs failed first and last and its most common message.
+pub(super) async fn failures(State(ui): State<Ui>, Query(p): Query<Paging>) -> UiResult {
+    let now = ui.app.clock.now();
+    let failed = ui.app.qless.failed(now).await?;
     let mut groups: Vec<(&String, &i64)> = failed.iter().collect();
     groups.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let start = (p.offset as usize).min(groups.len());
+    let shown: Vec<String> = groups[start..(start + PAGE as usize).min(groups.len())]
+        .iter()
+        .map(|(group, _)| (*group).clone())
+        .collect();
+    let summaries = if shown.is_empty() {
+        Vec::new()
+    } else {
+        ui.app
+            .qless
+            .failed_summary(now, &shown, LISTING_SAMPLE)
+            .await?
+    };
     Ok(layout(
         "Failures",
         html! {
             h1 { "Failures" }
             @if groups.is_empty() { p.muted #no-failures { "No failures." } } @else {
                 table #failure-groups {
-                    tr { th { "Group" } th.n { "Jobs" } }
-                    @for (group, count) in &groups {
-                        tr { td { a href=(format!("/ui/failures/{}", seg(group))) { (name(group)) } } td.n { (count) } }
+                    tr { th { "Group" } th.n { "Jobs" } th { "First failure" } th { "Last failure" }
+                        th { "Most common message" } }
+                    @for s in &summaries {
+                        tr {
+                            td { a href=(format!("/ui/failures/{}", seg(&s.group))) { (name(&s.group)) } }
+                            td.n { (s.total) }
+                            td.first { (when(s.first.unwrap_or(0.0))) }
+                            td.last { (when(s.last.unwrap_or(0.0))) }
+                            td.message { (common_message(s, 120)) }
+                        }
                     }
                 }
+                (pager("/ui/failures", p.offset, shown.len(), Some(groups.len() as i64)))
             }
         },
     ))
+}
+
+/// A group's most common message (its first `chars` characters) and how many of the
+/// jobs looked at carry it.
+fn common_message(summary: &FailureSummary, chars: usize) -> Markup {
+    html! {
+        @if let Some(message) = &summary.message {
+            @let shown: String = message.chars().take(chars).collect();
+            (shown) @if shown.len() < message.len() { "…" }
+            " " span.muted { "(" (summary.count) " of the latest " (summary.sampled) ")" }
+        } @else { "—" }
+    }
 }
 
 /// `GET /ui/failures/{group}`: a page of one group's jobs, with unfail and cancel.
@@ -535,11 +616,11 @@ pub(super) async fn failure_group(
 ) -> UiResult {
     let group = String::from(group);
     let now = ui.app.clock.now();
-    let page = ui
-        .app
-        .qless
-        .failed_group(now, &group, p.offset, PAGE)
-        .await?;
+    let groups = std::slice::from_ref(&group);
+    let (page, summary) = tokio::try_join!(
+        ui.app.qless.failed_group(now, &group, p.offset, PAGE),
+        ui.app.qless.failed_summary(now, groups, GROUP_SAMPLE)
+    )?;
     let jobs = ui.app.qless.multiget(now, &page.jids).await?;
     let base = format!("/ui/failures/{}", seg(&group));
     let page_fields: Vec<(&str, &str)> = std::iter::once(("scope", "jobs"))
@@ -550,6 +631,13 @@ pub(super) async fn failure_group(
         html! {
             h1 { "Failure group " (name(&group)) }
             p { span #group-total { (page.total) } " jobs" }
+            @if let Some(s) = summary.first().filter(|s| s.total > 0) {
+                dl.facts #group-summary {
+                    dt { "First failure" } dd #first-failure { (when(s.first.unwrap_or(0.0))) }
+                    dt { "Last failure" } dd #last-failure { (when(s.last.unwrap_or(0.0))) }
+                    dt { "Most common message" } dd #common-message { (common_message(s, 1000)) }
+                }
+            }
             div.actions {
                 @if !jobs.is_empty() && can.admin {
                     (action_button(&format!("{base}/unfail"), "Unfail this page", "", &page_fields))

@@ -12,7 +12,9 @@
 //!
 //! Each dashboard request's form token is worked out once, by [`with_form_token`], and
 //! read by the templates that write forms ([`current`]): the page frame and the error
-//! page write a form too, and are made where no request is at hand.
+//! page write a form too, and are made where no request is at hand. So is whether the
+//! request was let in with a token ([`signed_in`]): the frame offers "Log out" only
+//! then, since without `--auth-file` there is nothing to log out of.
 
 use std::sync::LazyLock;
 
@@ -24,7 +26,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::auth::{UI_COOKIE, dashboard_secret};
+use crate::auth::{Grants, UI_COOKIE, dashboard_secret};
 
 /// The key of the form tokens: random per process, so tokens end with it.
 static KEY: LazyLock<[u8; 32]> = LazyLock::new(|| {
@@ -34,8 +36,17 @@ static KEY: LazyLock<[u8; 32]> = LazyLock::new(|| {
 });
 
 tokio::task_local! {
-    /// The form token of the request being answered.
-    static FORM_TOKEN: String;
+    /// The session of the request being answered.
+    static SESSION: Session;
+}
+
+/// What the templates need to know of the request being answered.
+#[derive(Debug, Clone)]
+struct Session {
+    /// Its form token.
+    form_token: String,
+    /// Whether it was let in with a token (the auth layer then leaves its grants).
+    signed_in: bool,
 }
 
 /// The form token of the session whose secret is `secret` (none: no session): 32 hex
@@ -57,16 +68,30 @@ pub(super) fn form_token(headers: &HeaderMap) -> String {
     form_token_of(dashboard_secret(headers))
 }
 
-/// Answers the dashboard's request with its form token at hand for [`current`].
+/// Answers the dashboard's request with its form token at hand for [`current`], and
+/// whether it came with a token for [`signed_in`].
 pub(super) async fn with_form_token(request: Request, next: Next) -> Response {
-    let token = form_token(request.headers());
-    FORM_TOKEN.scope(token, next.run(request)).await
+    let session = Session {
+        form_token: form_token(request.headers()),
+        signed_in: request.extensions().get::<Grants>().is_some(),
+    };
+    SESSION.scope(session, next.run(request)).await
 }
 
 /// The form token of the request being answered (empty outside one, which matches no
 /// form).
 pub(super) fn current() -> String {
-    FORM_TOKEN.try_with(String::clone).unwrap_or_default()
+    SESSION
+        .try_with(|session| session.form_token.clone())
+        .unwrap_or_default()
+}
+
+/// Whether the request being answered was let in with a token (`--auth-file`): only
+/// then is there a session to log out of.
+pub(super) fn signed_in() -> bool {
+    SESSION
+        .try_with(|session| session.signed_in)
+        .unwrap_or(false)
 }
 
 /// Whether `given` is the form token of the request being answered (compared in

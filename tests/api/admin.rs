@@ -522,7 +522,11 @@ async fn failed_jobs_are_listed_by_group_and_unfailed_back_to_waiting() {
 
     let response = app.get("/v1/failures/smtp").await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-    assert_eq!(response.body, json!({"total": 1, "jids": ["j1"]}));
+    assert_eq!(
+        response.body,
+        json!({"total": 1, "jids": ["j1"], "first": 1_700_000_000.0,
+            "last": 1_700_000_000.0, "message": "it broke", "message_count": 1, "sampled": 1})
+    );
     assert_eq!(state_of(&app, "j1").await, "failed");
 
     let response = app
@@ -535,7 +539,7 @@ async fn failed_jobs_are_listed_by_group_and_unfailed_back_to_waiting() {
     assert_eq!(app.get("/v1/failures").await.body, json!({}));
     assert_eq!(
         app.get("/v1/failures/smtp").await.body,
-        json!({"total": 0, "jids": []})
+        json!({"total": 0, "jids": [], "message_count": 0, "sampled": 0})
     );
     let popped = app
         .qless
@@ -566,13 +570,21 @@ async fn failed_jobs_are_paged_newest_failure_first() {
         app.get("/v1/failures").await.body,
         json!({"boom": 3, "timeout": 1})
     );
+    // The page, and the group described: its oldest and newest failure, its most
+    // common message.
+    let described = json!({"first": 1_700_000_000.0, "last": 1_700_000_002.0,
+        "message": "it broke", "message_count": 3, "sampled": 3});
+    let page = |total: i64, jids: &[&str]| {
+        let mut page = json!({"total": total, "jids": jids});
+        page.as_object_mut()
+            .unwrap()
+            .extend(described.as_object().unwrap().clone());
+        page
+    };
     let response = app.get("/v1/failures/boom").await;
-    assert_eq!(
-        response.body,
-        json!({"total": 3, "jids": ["j3", "j2", "j1"]})
-    );
+    assert_eq!(response.body, page(3, &["j3", "j2", "j1"]));
     let response = app.get("/v1/failures/boom?offset=1&count=1").await;
-    assert_eq!(response.body, json!({"total": 3, "jids": ["j2"]}));
+    assert_eq!(response.body, page(3, &["j2"]));
 }
 
 #[tokio::test]
@@ -592,9 +604,11 @@ async fn unfail_moves_only_the_oldest_count_jobs() {
     assert_eq!(state_of(&app, "j1").await, "waiting");
     assert_eq!(state_of(&app, "j2").await, "waiting");
     assert_eq!(state_of(&app, "j3").await, "failed");
+    let left = app.get("/v1/failures/boom").await.body;
+    assert_eq!((&left["total"], &left["jids"]), (&json!(1), &json!(["j3"])));
     assert_eq!(
-        app.get("/v1/failures/boom").await.body,
-        json!({"total": 1, "jids": ["j3"]})
+        (&left["first"], &left["last"]),
+        (&json!(1_700_000_002.0), &json!(1_700_000_002.0))
     );
 }
 

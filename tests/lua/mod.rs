@@ -19,6 +19,7 @@ mod pop_after;
 mod prefix;
 mod push;
 mod queues;
+mod rates;
 mod recurring;
 mod search;
 mod workers;

@@ -472,6 +472,7 @@ async fn a_full_lifecycle_on_the_plain_prefix_writes_only_what_the_spec_names_th
             "idem:",
             "migrated",
             "q:",
+            "rate:",
             "sweeper",
             "th:",
             "throttles"

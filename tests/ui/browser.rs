@@ -376,3 +376,85 @@ async fn an_operator_follows_a_task_to_its_workflow_graph_and_on_to_another_task
     let _ = stop.send(());
     serving.await.unwrap().unwrap();
 }
+
+/// A Chrome DevTools Protocol command, sent through chromedriver's
+/// `goog/cdp/execute` (WebDriver itself cannot change what the page's media queries
+/// see).
+#[derive(Debug)]
+struct Cdp {
+    cmd: &'static str,
+    params: serde_json::Value,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        let session = session_id.unwrap_or_default();
+        base_url.join(&format!("session/{session}/goog/cdp/execute"))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        let body = json!({ "cmd": self.cmd, "params": self.params });
+        (axum::http::Method::POST, Some(body.to_string()))
+    }
+}
+
+/// The page's background colour and whether it matches `prefers-color-scheme: dark`.
+async fn scheme(client: &Client) -> (String, bool) {
+    let seen = client
+        .execute(
+            "return [getComputedStyle(document.body).backgroundColor, \
+             matchMedia('(prefers-color-scheme: dark)').matches];",
+            Vec::new(),
+        )
+        .await
+        .expect("the page's colours");
+    (
+        seen[0].as_str().unwrap_or_default().to_owned(),
+        seen[1].as_bool().unwrap_or_default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_turns_dark_when_the_browser_prefers_it() {
+    let app = TestApp::start().await;
+    put_and_fail(&app, "emails", "broken-1", "smtp-refused").await;
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server::serve(listener, app.router.clone(), async {
+        let _ = stopped.await;
+    }));
+
+    client.goto(&format!("{base}/ui")).await.unwrap();
+    wait_text(&client, "#queues", |t| t.contains("emails")).await;
+    let light = scheme(&client).await;
+    assert_eq!(light, ("rgb(247, 248, 250)".to_owned(), false));
+    // The system prefers dark: the same page follows without a reload.
+    let dark = Cdp {
+        cmd: "Emulation.setEmulatedMedia",
+        params: json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),
+    };
+    client
+        .issue_cmd(dark)
+        .await
+        .expect("emulate a dark preference");
+    assert_eq!(scheme(&client).await, ("rgb(17, 21, 28)".to_owned(), true));
+    client
+        .goto(&format!("{base}/ui/queues/emails"))
+        .await
+        .unwrap();
+    wait_text(&client, "#queue-name", |t| t == "emails").await;
+    assert_eq!(scheme(&client).await.0, "rgb(17, 21, 28)");
+    screenshot(&client, "ui-queue-dark.png").await;
+
+    client.close().await.unwrap();
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}

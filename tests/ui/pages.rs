@@ -1422,3 +1422,321 @@ async fn a_read_token_sees_the_batch_and_workflow_pages_without_actions() {
         assert!(read.text.contains(r#"action="/ui/logout""#));
     }
 }
+
+/// The titles of the slots of the chart `class` in `page` (one per minute, oldest
+/// first).
+fn slot_titles(page: &str, class: &str) -> Vec<String> {
+    let start = page
+        .find(&format!(r#"<svg class="chart {class}""#))
+        .unwrap_or_else(|| panic!("no {class} chart in {page}"));
+    let chart = &page[start..start + page[start..].find("</svg>").expect("a closed chart")];
+    chart
+        .split("<title>")
+        .skip(1)
+        .map(|title| title[..title.find("</title>").expect("a closed title")].to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_queue_page_charts_its_last_hour_minute_by_minute() {
+    use qlessd::core::CompleteArgs;
+    let app = TestApp::start().await;
+    // The minute before: three jobs put, popped 5 s later.
+    for jid in ["a", "b", "c"] {
+        put(&app, "emails", jid).await;
+    }
+    app.clock.advance(5.0);
+    let popped = app.qless.pop(app.clock.now(), "emails", "w1", 3).await;
+    assert_eq!(popped.unwrap().len(), 3);
+    // This minute: one completed, one failed, one more put.
+    app.clock.advance(60.0);
+    let args = CompleteArgs {
+        jid: "a".into(),
+        worker: "w1".into(),
+        queue: "emails".into(),
+        data: "{}".into(),
+        ..Default::default()
+    };
+    app.qless.complete(app.clock.now(), args).await.unwrap();
+    app.qless
+        .fail(app.clock.now(), "b", "w1", "smtp", "refused", None)
+        .await
+        .unwrap();
+    put(&app, "emails", "d").await;
+
+    let page = app.get("/ui/queues/emails").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    let jobs = slot_titles(&page.text, "jobs-per-minute");
+    assert_eq!(jobs.len(), 60, "{jobs:?}");
+    assert_eq!(jobs[58], "1 min ago: 3 put, 0 completed, 0 failed");
+    assert_eq!(jobs[59], "0 min ago: 1 put, 1 completed, 1 failed");
+    assert_eq!(jobs[0], "59 min ago: 0 put, 0 completed, 0 failed");
+    let waits = slot_titles(&page.text, "waits-per-minute");
+    assert_eq!(waits.len(), 60);
+    assert_eq!(
+        waits[58],
+        "1 min ago: median 5s, 95th percentile 5s (3 popped)"
+    );
+    assert_eq!(waits[59], "0 min ago: nothing popped");
+    let totals = element(&page.text, "hour-totals", "p");
+    for shown in ["4 put", "1 completed", "1 failed"] {
+        assert!(totals.contains(shown), "{totals}");
+    }
+    // A queue without activity still shows its (empty) hour.
+    let quiet = app.get("/ui/queues/quiet").await;
+    assert_eq!(quiet.status, StatusCode::OK);
+    let titles = slot_titles(&quiet.text, "waits-per-minute");
+    assert!(titles.iter().all(|t| t.ends_with("nothing popped")));
+}
+
+#[tokio::test]
+async fn failure_groups_show_their_first_and_last_failure_and_commonest_message() {
+    let app = TestApp::start().await;
+    for (jid, message) in [("a", "refused"), ("b", "timed out"), ("c", "refused")] {
+        app.clock.advance(60.0);
+        put(&app, "emails", jid).await;
+        app.qless
+            .pop(app.clock.now(), "emails", "w1", 1)
+            .await
+            .unwrap();
+        app.qless
+            .fail(app.clock.now(), jid, "w1", "smtp", message, None)
+            .await
+            .unwrap();
+    }
+    // a failed at START + 60, c at START + 180.
+    let listing = app.get("/ui/failures").await.text;
+    let groups = element(&listing, "failure-groups", "table");
+    assert!(groups.contains("2023-11-14 22:14:20Z"), "{groups}");
+    assert!(groups.contains("2023-11-14 22:16:20Z"), "{groups}");
+    assert!(
+        groups.contains("refused <span class=\"muted\">(2 of the latest 3)</span>"),
+        "{groups}"
+    );
+    let page = app.get("/ui/failures/smtp").await.text;
+    assert!(
+        element(&page, "first-failure", "dd").contains("2023-11-14 22:14:20Z"),
+        "{page}"
+    );
+    assert!(
+        element(&page, "last-failure", "dd").contains("2023-11-14 22:16:20Z"),
+        "{page}"
+    );
+    assert!(element(&page, "common-message", "dd").contains("refused"));
+    // The API tells the same.
+    let api = app.get("/v1/failures/smtp").await;
+    assert_eq!(api.status, StatusCode::OK);
+    assert_eq!(api.body["total"], 3);
+    assert_eq!(api.body["first"], 1_700_000_060.0);
+    assert_eq!(api.body["last"], 1_700_000_180.0);
+    assert_eq!(api.body["message"], "refused");
+    assert_eq!(
+        (&api.body["message_count"], &api.body["sampled"]),
+        (&2.into(), &3.into())
+    );
+}
+
+#[tokio::test]
+async fn the_failures_page_is_paged() {
+    let app = TestApp::start().await;
+    for i in 0..27 {
+        put_and_fail(&app, "emails", &format!("j{i}"), &format!("group-{i:02}")).await;
+    }
+    let first = app.get("/ui/failures").await.text;
+    let rows = element(&first, "failure-groups", "table")
+        .matches("<tr>")
+        .count();
+    assert_eq!(rows, 1 + 25, "{first}");
+    assert!(
+        first.contains(r#"href="/ui/failures?offset=25""#),
+        "{first}"
+    );
+    let second = app.get("/ui/failures?offset=25").await.text;
+    let table = element(&second, "failure-groups", "table");
+    assert_eq!(table.matches("<tr>").count(), 1 + 2, "{second}");
+    assert!(table.contains("group-25") && table.contains("group-26"));
+}
+
+#[tokio::test]
+async fn log_out_is_offered_only_when_tokens_are_in_use() {
+    let open = TestApp::start().await;
+    let page = open.get("/ui").await.text;
+    assert!(!page.contains("/ui/logout"), "{page}");
+    assert!(!page.contains("Log out"));
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    let login = app.get("/ui/login").await.text;
+    assert!(!login.contains("Log out"), "nobody is logged in: {login}");
+    for token in ["reader", "ops"] {
+        let page = with_cookie(&app, Method::GET, "/ui", token, "").await.text;
+        assert!(page.contains(r#"action="/ui/logout""#), "{token}: {page}");
+        assert!(page.contains("Log out"));
+    }
+}
+
+#[tokio::test]
+async fn the_stylesheet_follows_the_browsers_dark_preference() {
+    let app = TestApp::start().await;
+    let css = app.get("/ui/assets/style.css").await.text;
+    assert!(css.contains("color-scheme:light dark"), "{css}");
+    let dark = &css[css
+        .find("@media (prefers-color-scheme: dark)")
+        .expect("a dark scheme")..];
+    for variable in ["--bg:", "--fg:", "--card:", "--line:", "--code-bg:"] {
+        assert!(
+            dark.contains(variable),
+            "dark mode leaves {variable} as it is"
+        );
+    }
+}
+
+/// The `action` of every POST form in `page`.
+fn post_actions(page: &str) -> Vec<String> {
+    page.split("<form")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('>').expect("a closed form tag")])
+        .filter(|tag| tag.contains(r#"method="post""#))
+        .map(|tag| {
+            let at = tag.find(r#"action=""#).expect("an action") + 8;
+            tag[at..at + tag[at..].find('"').expect("a closed action")].to_owned()
+        })
+        .collect()
+}
+
+/// Every key with its `DUMP` serialization.
+fn dataset(app: &TestApp) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut conn = app.redis.client().get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.into_iter()
+        .map(|key| {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut conn).unwrap();
+            (key, dump)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_read_token_sees_no_action_anywhere_and_every_action_route_refuses_it() {
+    use qlessd::core::RecurArgs;
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    // Something for every form the dashboard has: a waiting job with a tag, a failed
+    // job, a paused queue, a recurring template, a stored option, a pushed queue.
+    put(&app, "emails", "j1").await;
+    put_and_fail(&app, "emails", "j2", "smtp").await;
+    put(&app, "held", "h1").await;
+    let now = app.clock.now();
+    app.qless.pause(now, &["held".to_owned()]).await.unwrap();
+    let template = RecurArgs {
+        queue: "emails".into(),
+        jid: "nightly".into(),
+        klass: "Report".into(),
+        data: "{}".into(),
+        interval: 3600.0,
+        offset: 60.0,
+        ..Default::default()
+    };
+    app.qless.recur(now, template).await.unwrap();
+    app.qless.config_set(now, "heartbeat", "90").await.unwrap();
+    pushed(&app, "hooks", "qlessd-push:gw-1").await;
+    let pages = [
+        "/ui",
+        "/ui/queues/emails",
+        "/ui/queues/emails?state=recurring",
+        "/ui/queues/held",
+        "/ui/queues/hooks/push",
+        "/ui/jobs/j1",
+        "/ui/jobs/j2",
+        "/ui/failures",
+        "/ui/failures/smtp",
+        "/ui/workers",
+        "/ui/workers/w1",
+        "/ui/tags",
+        "/ui/tags?tag=signup",
+        "/ui/tracked",
+        "/ui/recurring",
+        "/ui/recurring/nightly",
+        "/ui/throttles",
+        "/ui/config",
+    ];
+    // What an admin is offered: every action route of the dashboard.
+    let mut offered = std::collections::BTreeSet::new();
+    for page in pages {
+        let admin = with_cookie(&app, Method::GET, page, "ops", "").await;
+        assert_eq!(admin.status, StatusCode::OK, "{page}: {}", admin.text);
+        offered.extend(post_actions(&admin.text));
+    }
+    let routes: std::collections::BTreeSet<&str> = offered
+        .iter()
+        .map(|action| qlessd::auth::route_of(&Method::POST, action).route)
+        .collect();
+    let actions: std::collections::BTreeSet<&str> = qlessd::auth::ROUTES
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.starts_with("/ui"))
+        .filter(|r| r.access == qlessd::auth::Access::Needs(qlessd::auth::Scope::Admin))
+        .map(|r| r.path)
+        .collect();
+    let mut expected = actions.clone();
+    expected.insert("/ui/logout");
+    assert_eq!(
+        routes, expected,
+        "the pages offer other routes than the admin ones"
+    );
+
+    // A reader is offered nothing but logging out, on every page.
+    let mut reader_token = String::new();
+    for page in pages {
+        let read = with_cookie(&app, Method::GET, page, "reader", "").await;
+        assert_eq!(read.status, StatusCode::OK, "{page}: {}", read.text);
+        assert_eq!(
+            post_actions(&read.text),
+            ["/ui/logout"],
+            "{page}: {}",
+            read.text
+        );
+        for label in [
+            ">Retry<",
+            ">Cancel",
+            ">Pause<",
+            ">Unpause<",
+            ">Unfail",
+            ">Delete<",
+            ">Save<",
+            ">Set<",
+            ">Move<",
+            ">Track<",
+            ">×<",
+        ] {
+            assert!(
+                !read.text.contains(label),
+                "{page} offers {label} to a reader"
+            );
+        }
+        reader_token = token_in(&read.text);
+    }
+    // And every action the admin was offered is refused to the reader's session, with
+    // its own form token, changing nothing.
+    let before = dataset(&app);
+    for action in offered.iter().filter(|a| *a != "/ui/logout") {
+        let form = format!(
+            "csrf={reader_token}&scope=all&queue=other&priority=1&tag=x&option=heartbeat&value=1"
+        );
+        let refused = with_cookie(&app, Method::POST, action, "reader", &form).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::FORBIDDEN,
+            "{action}: {}",
+            refused.text
+        );
+    }
+    assert_eq!(dataset(&app), before, "a refused action changed something");
+    // (The same form from the admin's session does act: the refusal is the scope's.)
+    let admin = with_cookie(&app, Method::GET, "/ui/queues/held", "ops", "").await;
+    let acted = with_cookie(
+        &app,
+        Method::POST,
+        "/ui/queues/held/unpause",
+        "ops",
+        &format!("csrf={}", token_in(&admin.text)),
+    )
+    .await;
+    assert_eq!(acted.status, StatusCode::SEE_OTHER, "{}", acted.text);
+}
