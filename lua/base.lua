@@ -39,6 +39,8 @@ local config_factory, job_factory, queue_factory, recurring_factory, worker_fact
 -- The gateway's own features (extra.lua, throttle.lua): progress and results,
 -- idempotent puts, retry backoff, throttles.
 local extra_factory, throttle_factory, push_factory, batches_factory, workflow_factory
+-- Deadlines of jobs (deadlines.lua): start_by and max_run.
+local deadlines_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -370,6 +372,8 @@ Qless = setmetatable({
     return setmetatable({ [0] = batches_factory }, LAZY)
   elseif name == 'Workflow' then
     return setmetatable({ [0] = workflow_factory }, LAZY)
+  elseif name == 'Deadlines' then
+    return setmetatable({ [0] = deadlines_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code

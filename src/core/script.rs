@@ -30,6 +30,8 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/workflow.lua"),
             "\n",
+            include_str!("../../lua/deadlines.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )
