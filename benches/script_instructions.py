@@ -34,12 +34,12 @@ import time
 # per invocation on the single-job worker path at full speed).
 GROUP = 10
 
-FILES = ["base", "config", "job", "queue", "recurring", "worker", "extra", "throttle", "api"]
+FILES = ["base", "config", "job", "queue", "recurring", "worker", "extra", "throttle", "push", "batches", "workflow", "deadlines", "api"]
 
 
 def source(checkout):
     """The script as qlessd loads it (src/core/script.rs): shebang, files in order."""
-    parts = [open(os.path.join(checkout, "lua", f + ".lua")).read() + "\n" for f in FILES]
+    parts = [open(os.path.join(checkout, "lua", f + ".lua")).read() + "\n" for f in FILES if os.path.exists(os.path.join(checkout, "lua", f + ".lua"))]
     return "#!lua\n" + "".join(parts)
 
 
