@@ -555,6 +555,7 @@ local function command(name)
       end
       local priority, tags, retries, depends
       local throttles, backoff, traceparent   -- extension options (extra.lua, throttle.lua)
+      local start_by, max_run                 -- (deadlines.lua)
       if n > 8 then
         local opts = {}
         for i = 9, n, 2 do opts[A[i]] = A[i + 1] end
@@ -596,12 +597,20 @@ local function command(name)
             Qless.raise('QL_ARG', 'Put', 'Arg "backoff" not a backoff policy: ' .. backoff)
           end
         end
+        if opts['start-by'] ~= nil then
+          start_by = Qless.Deadlines.option(opts['start-by'], 'Put', 'start-by')
+        end
+        if opts['max-run'] == '' then
+          max_run = ''
+        elseif opts['max-run'] ~= nil then
+          max_run = Qless.Deadlines.option(opts['max-run'], 'Put', 'max-run', true)
+        end
       end
       return queue, jid, klass, data, delay, priority, tags, retries, depends, throttles,
-        backoff, traceparent
+        backoff, traceparent, start_by, max_run
     end
     local function run(now, A, queue, jid, klass, data, delay, priority, tags, retries,
-                       depends, throttles, backoff, traceparent)
+                       depends, throttles, backoff, traceparent, start_by, max_run)
       local n = #A
       if name == 'requeue' and not redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
@@ -643,6 +652,7 @@ local function command(name)
           redis.call('hdel', Qless.P .. 'j:' .. jid, 'backoff')
         end
       end
+      if start_by or max_run then Qless.Deadlines.put(queue, jid, start_by, max_run) end
       return result
     end
     return function(now, A) return run(now, A, check(A)) end, check, run

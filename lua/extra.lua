@@ -10,13 +10,16 @@ function extra_factory(name)
     -- The job object of jid (as `get` gives it) plus, when the job has them, its
     -- `progress` and `result` (JSON text, as strings like `data`), `throttles`, its
     -- `backoff` policy, the throttle it waits on (`throttled`), its `traceparent`, and
-    -- its `batch`, `workflow` and workflow `parents`; nil if no job.
+    -- its `batch`, `workflow` and workflow `parents`, its deadlines `start_by` and
+    -- `max_run` (deadlines.lua); nil if no job.
     return function(jid)
       local buf = {}
       if not Qless.job_buffer(buf, jid) then return nil end
       local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'progress', 'result', 'throttles',
-        'backoff', 'throttled', 'traceparent', 'batch', 'workflow', 'parents')
-      if f[1] or f[2] or f[3] or f[4] or f[5] or f[6] or f[7] or f[8] then
+        'backoff', 'throttled', 'traceparent', 'batch', 'workflow', 'parents', 'start_by',
+        'max_run')
+      if f[1] or f[2] or f[3] or f[4] or f[5] or f[6] or f[7] or f[8] or f[9] or f[10] or
+          f[11] then
         -- The object ends with '}' in the buffer's last piece: insert before it.
         local last = buf[#buf]
         local extra = ''
@@ -30,6 +33,8 @@ function extra_factory(name)
         if f[7] then extra = extra .. ',"batch":' .. cjson.encode(f[7]) end
         if f[8] then extra = extra .. ',"workflow":' .. cjson.encode(f[8]) end
         if f[9] then extra = extra .. ',"parents":' .. cjson.encode(f[9]) end
+        if f[10] then extra = extra .. ',"start_by":' .. Qless.jnum(f[10]) end
+        if f[11] then extra = extra .. ',"max_run":' .. Qless.jnum(f[11]) end
         buf[#buf] = string.sub(last, 1, -2) .. extra .. '}'
       end
       return table.concat(buf)

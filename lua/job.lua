@@ -15,17 +15,22 @@ function job_factory(name)
     return function(now, jid, worker, data)
       local P = Qless.P
       local key = P .. 'j:' .. jid
-      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace')
+      local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'grace', 'max_run')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Heartbeat', 'Job ' .. jid .. ' does not exist')
       elseif state ~= 'running' then
+        Qless.Deadlines.lost('Heartbeat', jid, key, worker)   -- (deadlines.lua)
         Qless.raise('QL_STATE', 'Heartbeat', 'Job ' .. jid .. ' not currently running: ' .. state)
       elseif f[2] ~= worker or worker == '' then
+        Qless.Deadlines.lost('Heartbeat', jid, key, worker)
         -- (An empty worker never holds a lock, whatever the job's field says: spec.)
         Qless.raise('QL_WORKER', 'Heartbeat', 'Job ' .. jid .. ' given out to another worker: ' ..
           tostring(f[2]))
       end
+      -- (deadlines.lua) A job with a max_run: refused once it has run that long, and
+      -- its lock never goes past then.
+      local run_by = f[5] and Qless.Deadlines.run_by(now, 'Heartbeat', jid, key, f[5])
       local queue = f[3] or ''
       local cfg = redis.call('hmget', P .. 'config', queue .. '-heartbeat', 'heartbeat')
       local hb = cfg[1] and tonumber(cfg[1]) or cfg[2] and tonumber(cfg[2]) or 60
@@ -47,6 +52,10 @@ function job_factory(name)
           eargs = string.format('%.17g', expires)
         end
         expires = math.floor(expires)
+      end
+      if run_by and run_by < now + hb then
+        eargs = Qless.numarg(run_by)
+        expires = math.floor(run_by)
       end
       -- A lock that expires at once (no heartbeat) is due to the next pop of a batch.
       local seen = Qless.SEEN
@@ -78,24 +87,28 @@ function job_factory(name)
       local f
       if nextq then
         f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
-          'throttles', 'priority')
+          'throttles', 'priority', 'max_run')
       else
         -- (8: the job's batch, batches.lua, where the branch for next reads priority.)
         f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
-          'throttles', 'batch')
+          'throttles', 'batch', 'max_run')
       end
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Complete', 'Job ' .. jid .. ' does not exist')
       elseif state ~= 'running' then
+        Qless.Deadlines.lost('Complete', jid, key, worker)   -- (deadlines.lua)
         Qless.raise('QL_STATE', 'Complete', 'Job ' .. jid .. ' is not currently running: ' .. state)
       elseif f[2] ~= worker then
+        Qless.Deadlines.lost('Complete', jid, key, worker)
         Qless.raise('QL_WORKER', 'Complete', 'Job ' .. jid ..
           ' has been handed out to another worker: ' .. tostring(f[2]))
       elseif f[3] ~= queue then
         Qless.raise('QL_QUEUE', 'Complete', 'Job ' .. jid .. ' running in another queue: ' ..
           tostring(f[3]))
       end
+      -- (deadlines.lua) A job that ran longer than its max_run is not completed.
+      if f[9] then Qless.Deadlines.run_by(now, 'Complete', jid, key, f[9], f[4]) end
       local deps
       if nextq and depends and #depends > 0 then
         deps = Qless.dependable(jid, depends, 'Complete')

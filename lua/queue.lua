@@ -51,7 +51,7 @@ function queue_factory(name)
           probed = 0
         else
           probed = call('exists', P .. 'paused_queues', Qless.OWN .. 'throttles', qkey .. '-recur',
-            qkey .. '-scheduled')
+            qkey .. '-scheduled', Qless.OWN .. 'q:' .. q .. '-deadlines')
           if seen and probed == 0 then seen.probe[q] = true end
         end
       else
@@ -69,6 +69,7 @@ function queue_factory(name)
             qkeys[#distinct] = qkey
             probe[#probe + 1] = qkey .. '-recur'
             probe[#probe + 1] = qkey .. '-scheduled'
+            probe[#probe + 1] = Qless.OWN .. 'q:' .. q .. '-deadlines'
           end
         end
         cfg = call('hmget', P .. 'config', unpack(fields))
@@ -77,7 +78,7 @@ function queue_factory(name)
       local paused, throttles
       if probed == 0 then
         paused, throttles = {}, false
-        for i = 1, #distinct do done[i] = { recur = true, sched = true } end
+        for i = 1, #distinct do done[i] = { recur = true, sched = true, dl = true } end
       else
         paused = call('smismember', P .. 'paused_queues', unpack(distinct))
         local any = false
@@ -172,6 +173,11 @@ function queue_factory(name)
               -- one call; a member whose hash is gone is dropped, as it would be anyway.
               local top = call('zpopmax', qkey .. '-work', limit)
               for i = 1, #top, 2 do jids[#jids + 1] = top[i] end
+              -- (deadlines.lua) Jobs past their start_by fail instead, and the next jobs
+              -- take their place.
+              if not st.dl and #top > 0 then
+                jids, top, st.dlz = Qless.Deadlines.admit(now, q, qkey, jids, handed, top)
+              end
               -- (throttle.lua) Only once some throttle has limits: jobs whose throttle
               -- is full wait apart and the next jobs take their place.
               if throttles == nil then throttles = call('exists', Qless.OWN .. 'throttles') == 1 end
@@ -220,8 +226,14 @@ function queue_factory(name)
               -- queue as JSON).
               local g = call('hmget', key, 'jid', 'klass', 'queue', 'priority', 'retries',
                 'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'history',
-                'traceparent', 'parents')
+                'traceparent', 'parents', 'max_run')
               if g[1] then
+                -- (deadlines.lua) A job with a max_run may have an earlier lock.
+                local je, jj = eargs, ejson
+                if g[15] then
+                  je, jj = Qless.Deadlines.cap(now, q, key, W, hb, g[15])
+                  if not je then je, jj = eargs, ejson end
+                end
                 -- A compact history (only its put, see history_legacy) gets the popped
                 -- entry in the hash too, and the job object's history is known: no
                 -- RPUSH, no LRANGE. Any other history is converted and appended to.
@@ -231,7 +243,7 @@ function queue_factory(name)
                 end
                 local history, putobj
                 if hq then
-                  call('hset', key, 'time', Qless.NOWT, 'worker', W, 'expires', eargs, 'state',
+                  call('hset', key, 'time', Qless.NOWT, 'worker', W, 'expires', je, 'state',
                     'running', 'history', '[{"q":' .. hq .. ',"put":' .. ht .. '},{"popped":' ..
                     Qless.NOWF .. ',"worker":' .. eW .. '}]')
                   history = { '[' .. ht .. ',"put",{"q":' .. hq .. '}]', popped }
@@ -245,7 +257,7 @@ function queue_factory(name)
                   local hkey = key .. '-history'
                   local n = call('rpush', hkey, popped)
                   if cap > 0 and n > cap then Qless.history_trim(hkey, n, cap) end
-                  call('hset', key, 'time', Qless.NOWT, 'worker', W, 'expires', eargs, 'state',
+                  call('hset', key, 'time', Qless.NOWT, 'worker', W, 'expires', je, 'state',
                     'running')
                 end
                 qwaits[#qwaits + 1] = now - (tonumber(g[11]) or now)
@@ -253,16 +265,16 @@ function queue_factory(name)
                 -- job's trace, an extension job_append adds, 20: a workflow task's
                 -- parents, workflow.lua.)
                 local f = { g[1], g[2], 'running', g[3], W, g[4], nil, g[5], g[6], g[7], g[8],
-                  g[9], g[10], nil, ejson, nil, history, putobj, g[13], g[14] }
+                  g[9], g[10], nil, jj, nil, history, putobj, g[13], g[14] }
                 if g[3] == q then f[16] = eq end
                 got = got + 1
                 local m = #jobs + 1
                 jobs[m], ids[m] = f, jid
                 sets[#sets + 1] = key .. '-dependents'
                 sets[#sets + 1] = key .. '-dependencies'
-                locks[#locks + 1] = eargs
+                locks[#locks + 1] = je
                 locks[#locks + 1] = jid
-                wjobs[#wjobs + 1] = eargs
+                wjobs[#wjobs + 1] = je
                 wjobs[#wjobs + 1] = jid
               end
             end
@@ -283,6 +295,11 @@ function queue_factory(name)
               local h = {}
               for i = 1, handed do h[i] = jids[i] end
               Qless.batch('zrem', qkey .. '-work', h)
+            end
+            -- (deadlines.lua) The leased jobs' start_by is met.
+            if st.dlz then
+              Qless.Deadlines.leased(q, jids)
+              st.dlz = nil
             end
           end
           remaining = remaining - got
@@ -398,7 +415,7 @@ function queue_factory(name)
       local old = {}
       if redis.call('exists', key) == 1 then
         old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
-          'retries', 'tags', 'failure', 'history', 'throttles', 'batch')
+          'retries', 'tags', 'failure', 'history', 'throttles', 'batch', 'start_by')
         -- Moving an existing job may touch what a batch's memo holds (ql:completed).
         if Qless.SEEN then Qless.seen() end
       end
@@ -498,6 +515,8 @@ function queue_factory(name)
         if ostate == 'complete' then redis.call('zrem', Qless.P .. 'completed', jid) end
         -- (throttle.lua) Its throttle slots, or its wait for one, end.
         if old[10] then Qless.Throttle.release(now, jid, old[10], oqueue) end
+        -- (deadlines.lua) Its start_by was for its old wait (the put may give a new one).
+        if old[12] then Qless.Deadlines.clear(jid, oqueue) end
       end
       -- 8. Tags into the index, score now (the counter moves only for new ones).
       if #tags > 0 then
@@ -625,6 +644,7 @@ function queue_factory(name)
     -- The notice half of lock expiry (spec 6.4 step 3): tell the worker, give it `grace`
     -- more seconds, count a retry in the stats. The job is not handed out.
     return function(now, queue, jid, key, worker, grace, cap)
+      Qless.Deadlines.noticed(now, queue, jid, key, worker)   -- (deadlines.lua) max_run
       if redis.call('zscore', Qless.P .. 'tracked', jid) then
         redis.call(Qless.PUBLISH, Qless.P .. 'stalled', jid)
       end
@@ -831,8 +851,10 @@ function queue_factory(name)
         local jid = jids[i]
         local key = Qless.P .. 'j:' .. jid
         local f = redis.call('hmget', key, 'jid', 'priority', 'retries', 'state', 'failure',
-          'queue', 'batch')
+          'queue', 'batch', 'start_by')
         if f[1] then
+          -- (deadlines.lua) Put back to run: a start_by, passed or not, no longer holds.
+          if f[8] then Qless.Deadlines.clear(jid, f[6]) end
           Qless.history_push(jid, entry, cap)
           redis.call('hset', key, 'state', 'waiting', 'worker', '', 'expires', '0', 'queue', queue,
             'remaining', f[3] or '5')
@@ -900,6 +922,8 @@ function queue_factory(name)
       local promoted = Qless.Queue.check_scheduled(now, q, limit)
       local spawned, all = Qless.Queue.check_recurring(now, q, limit, cap)
       local stalled, expired = 0, 0
+      -- (deadlines.lua) Jobs past their start_by fail.
+      local late, dnext = Qless.Deadlines.visit(now, q, limit)
       local jids = redis.call('zrangebyscore', qkey .. '-locks', '-inf', Qless.NOWS, 'LIMIT', '0',
         string.format('%d', limit))
       for k = 1, #jids do
@@ -919,9 +943,10 @@ function queue_factory(name)
       end
       if expired > 0 then Qless.available(q, expired) end
       local nextt
-      if promoted >= limit or not all or #jids >= limit then
+      if promoted >= limit or not all or #jids >= limit or late >= limit then
         nextt = now   -- more is due than one visit handles: come back at once
       else
+        nextt = dnext
         local after = '(' .. Qless.NOWS
         local suffixes = { '-scheduled', '-recur', '-locks' }
         for s = 1, 3 do

@@ -46,6 +46,10 @@ pub enum ApiError {
     /// 409 `lock_lost`: the job is held by another worker.
     #[error("{0}")]
     LockLost(String),
+    /// 409 `timed_out`: the job ran longer than its `max_run`; its run is over (it is
+    /// retried or failed by its retries, as on a lock expiry).
+    #[error("{0}")]
+    TimedOut(String),
     /// 421 `misdirected_request`: a `Host` this server does not answer for (see
     /// `browser.rs`).
     #[error("{0}")]
@@ -99,7 +103,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
-            ApiError::Conflict(_) | ApiError::LockLost(_) => StatusCode::CONFLICT,
+            ApiError::Conflict(_) | ApiError::LockLost(_) | ApiError::TimedOut(_) => {
+                StatusCode::CONFLICT
+            }
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -123,6 +129,7 @@ impl ApiError {
             ApiError::Misdirected(_) => "misdirected_request",
             ApiError::Conflict(_) => "conflict",
             ApiError::LockLost(_) => "lock_lost",
+            ApiError::TimedOut(_) => "timed_out",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::RequestTimeout(_) => "request_timeout",
@@ -207,6 +214,7 @@ impl From<core::Error> for ApiError {
                     ApiError::Conflict(message)
                 }
                 ScriptCode::Worker => ApiError::LockLost(message),
+                ScriptCode::TimedOut => ApiError::TimedOut(message),
                 ScriptCode::Command | ScriptCode::Keys => {
                     ApiError::Internal(format!("{code} {message}"))
                 }
@@ -286,6 +294,7 @@ mod tests {
             (ScriptCode::Worker, StatusCode::CONFLICT, "lock_lost"),
             (ScriptCode::Queue, StatusCode::CONFLICT, "conflict"),
             (ScriptCode::Dependency, StatusCode::CONFLICT, "conflict"),
+            (ScriptCode::TimedOut, StatusCode::CONFLICT, "timed_out"),
             (
                 ScriptCode::Command,
                 StatusCode::INTERNAL_SERVER_ERROR,

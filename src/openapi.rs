@@ -155,7 +155,8 @@ fn push_webhook() -> utoipa::openapi::Paths {
 /// Gives every operation's own error response (a problem whose description says what
 /// went wrong there) an example: its status, its `code`, and the description as the
 /// detail. The shared responses (413, 415, 503) carry theirs already. A 409 that names
-/// `lock_lost` gets both of its codes as named examples.
+/// `lock_lost` gets each of its codes (`conflict`, `lock_lost`, and `timed_out` when it
+/// names it) as named examples.
 fn problem_examples(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::RefOr;
     use utoipa::openapi::example::ExampleBuilder;
@@ -182,7 +183,12 @@ fn problem_examples(doc: &mut utoipa::openapi::OpenApi) {
                 let example =
                     |code: &str| crate::model::problem_example(status, title, code, &detail);
                 if status == 409 && detail.contains("lock_lost") {
-                    for code in ["conflict", "lock_lost"] {
+                    let codes: &[&str] = if detail.contains("timed_out") {
+                        &["conflict", "lock_lost", "timed_out"]
+                    } else {
+                        &["conflict", "lock_lost"]
+                    };
+                    for &code in codes {
                         let named = ExampleBuilder::new().value(Some(example(code))).build();
                         content.examples.insert(code.to_owned(), named.into());
                     }

@@ -27,6 +27,8 @@ pub enum ScriptCode {
     Command,
     /// `QL_KEYS`: the namespace key was refused (a gateway bug).
     Keys,
+    /// `QL_TIMEDOUT`: the job's run was ended by its `max_run` (`lua/deadlines.lua`).
+    TimedOut,
 }
 
 impl ScriptCode {
@@ -41,6 +43,7 @@ impl ScriptCode {
             ScriptCode::Dependency => "QL_DEPENDENCY",
             ScriptCode::Command => "QL_COMMAND",
             ScriptCode::Keys => "QL_KEYS",
+            ScriptCode::TimedOut => "QL_TIMEDOUT",
         }
     }
 
@@ -55,6 +58,7 @@ impl ScriptCode {
             "QL_DEPENDENCY" => ScriptCode::Dependency,
             "QL_COMMAND" => ScriptCode::Command,
             "QL_KEYS" => ScriptCode::Keys,
+            "QL_TIMEDOUT" => ScriptCode::TimedOut,
             _ => return None,
         })
     }

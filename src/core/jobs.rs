@@ -36,6 +36,11 @@ pub struct PutArgs {
     pub backoff: Option<String>,
     /// The W3C `traceparent` of the job's trace (extension), handed back with it.
     pub traceparent: Option<String>,
+    /// Unix time by which the job must have been popped, else it fails into the group
+    /// `expired` (extension, `lua/deadlines.lua`). Unset: none (a re-put drops the old).
+    pub start_by: Option<f64>,
+    /// Seconds the job may run from its pop (extension). Unset: kept.
+    pub max_run: Option<f64>,
 }
 
 impl PutArgs {
@@ -53,7 +58,9 @@ impl PutArgs {
             .option("depends", self.depends.as_deref().map(json_list))
             .option("throttles", self.throttles.as_deref().map(json_list))
             .option("backoff", self.backoff.as_ref())
-            .option("traceparent", self.traceparent.as_ref());
+            .option("traceparent", self.traceparent.as_ref())
+            .option("start-by", self.start_by)
+            .option("max-run", self.max_run);
     }
 }
 

@@ -126,6 +126,8 @@ impl Fields {
             batch: None,
             workflow: None,
             parents,
+            start_by: None,
+            max_run: None,
         })
     }
 }

@@ -36,6 +36,8 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/failures.lua"),
             "\n",
+            include_str!("../../lua/deadlines.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )

@@ -149,6 +149,13 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub parents: Option<wire::JsonData>,
+    /// Unix time by which it must have been popped, else it fails into the group
+    /// `expired`; absent when none (or once unfailed or put again without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_by: Option<f64>,
+    /// Seconds it may run from its pop; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_run: Option<f64>,
 }
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,

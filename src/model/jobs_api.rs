@@ -222,6 +222,21 @@ pub struct RequeueJobRequest {
     #[serde(default)]
     #[schema(minimum = 0)]
     pub delay: Option<f64>,
+    /// Unix time by which the job must have been popped, else it fails into `expired`
+    /// (see `put_job`). Absent: none (a requeue drops an old one: it was for the
+    /// job's old wait).
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_by: Option<f64>,
+    /// Seconds from now by which the job must have been popped; not with `start_by`.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_within: Option<f64>,
+    /// Seconds the job may run from its pop (see `put_job`). Absent: the job keeps its
+    /// own.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub max_run: Option<f64>,
 }
 
 /// Reply of a requeue.

@@ -21,7 +21,7 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong, for humans.
     pub detail: String,
-    /// A stable machine word: `bad_request`, `not_found`, `conflict`, `lock_lost`,
+    /// A stable machine word: `bad_request`, `not_found`, `conflict`, `lock_lost`, `timed_out`,
     /// `payload_too_large`, `unsupported_media_type`, `unavailable`, `out_of_memory`,
     /// `internal`, ...
     pub code: String,

@@ -59,6 +59,26 @@ pub struct PutJobRequest {
     /// `<queue>-backoff` option, else none.
     #[serde(default)]
     pub backoff: Option<Backoff>,
+    /// Unix time (seconds) by which the job must have been popped: a job not popped
+    /// by then is not run but fails into the failure group `expired` (when a pop
+    /// reaches it, or when the sweeper passes its deadline). Only the first start
+    /// counts: a job that ran and is retried is not expired. At least 0. Absent: none
+    /// (a put of an existing job drops its old one).
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_by: Option<f64>,
+    /// Seconds from now (the server's clock) by which the job must have been popped:
+    /// `start_by` = now + `start_within`. At least 0; not with `start_by`.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_within: Option<f64>,
+    /// Seconds the job may run from its pop, heartbeats or not: after that its lock
+    /// ends (it is retried or failed by its retries, as on a lock expiry) and its
+    /// worker's next heartbeat or completion is a 409 `timed_out`. More than 0.
+    /// Absent: kept from an existing job, else none.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub max_run: Option<f64>,
     /// In a batch item: the item's idempotency key (as the `Idempotency-Key` header
     /// of a single put). A put repeating a key used within `--idempotency-ttl` answers
     /// the first put's jid with `created: false` and writes nothing.

@@ -60,6 +60,9 @@ fn queued_put(
         if_absent: false,
         throttles: job.throttles,
         backoff: job.backoff,
+        start_by: None,
+        start_within: None,
+        max_run: None,
         idempotency_key: None,
     };
     Ok(put_args(&queue, body, state, trace)?.0)

@@ -48,6 +48,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///   throttle is back in its queue (qlessd's throttles; other qless clients ignore it);
 /// * `batch_fired` `{"bid","event","kind","jid","queue"}`: a batch's callback (`kind`
 ///   `on_success`, `on_complete` or `on_death`) was put as job `jid` (qlessd's batches);
+/// * `expired` `{"jid","event","queue","start_by"}`: a job not popped by its
+///   `start_by` failed into the group `expired` (qlessd's deadlines);
+/// * `timed_out` `{"jid","event","queue","worker","max_run"}`: a job ran longer than its
+///   `max_run`; `worker`'s run of it is over (qlessd's deadlines);
 /// * `config_set` `{"option","event","value"}`, `config_unset` `{"event","option"}`.
 ///
 /// For tracked jobs also `tracked` `{"jid","transition"}` with `transition` one of
@@ -130,10 +134,12 @@ const TRANSITIONS: [&str; 6] = [
 ];
 
 /// The event types a stream can be filtered by (`ready` and `lagged` are always sent).
-const EVENT_KINDS: [&str; 12] = [
+const EVENT_KINDS: [&str; 14] = [
     "put",
     "unthrottled",
     "batch_fired",
+    "expired",
+    "timed_out",
     "lock_lost",
     "canceled",
     "completed",

@@ -127,7 +127,9 @@ async fn get_jobs(
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
         (status = 409, description = "`conflict`: the job is not running; `lock_lost`: \
-         another worker holds it (the lock expired and the job was handed over)",
+         another worker holds it (the lock expired and the job was handed over); \
+         `timed_out`: the job ran longer than its `max_run` (it is retried or failed by \
+         its retries: stop working on it)",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
         (status = 503, response = Unavailable),
@@ -172,7 +174,9 @@ async fn heartbeat_job(
         (status = 404, description = "The job does not exist", body = Problem,
          content_type = "application/problem+json"),
         (status = 409, description = "`conflict`: the job is not running, or runs in \
-         another queue than `queue`; `lock_lost`: another worker holds it",
+         another queue than `queue`; `lock_lost`: another worker holds it; \
+         `timed_out`: the job ran longer than its `max_run` (it is retried or failed by \
+         its retries)",
          body = Problem, content_type = "application/problem+json"),
         (status = 413, response = PayloadTooLarge),
         (status = 503, response = Unavailable),
@@ -622,6 +626,12 @@ async fn requeue_job(
     if let Some(depends) = &body.depends {
         validate::at_most_list("jid", depends)?;
     }
+    let (start_by, max_run) = super::queues::deadlines(
+        body.start_by,
+        body.start_within,
+        body.max_run,
+        state.clock.now(),
+    )?;
     let keep = RequeueKeep {
         klass: body.klass.is_none(),
         data: body.data.is_none(),
@@ -637,6 +647,8 @@ async fn requeue_job(
         tags: body.tags.map(Tag::into_strings),
         retries: body.retries,
         depends: body.depends.map(Jid::into_strings),
+        start_by,
+        max_run,
         ..PutArgs::default()
     };
     let jid = state

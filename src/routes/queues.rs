@@ -497,6 +497,12 @@ pub(super) fn put_args(
     let delay = validate::seconds("delay", job.delay.unwrap_or(0.0))?;
     whole("retries", job.retries)?;
     let backoff = job.backoff.as_ref().map(backoff_text).transpose()?;
+    let (start_by, max_run) = deadlines(
+        job.start_by,
+        job.start_within,
+        job.max_run,
+        state.clock.now(),
+    )?;
     let idem = job.idempotency_key.map(|key| Idempotency {
         key: key.into(),
         ttl: state.limits.idempotency_ttl,
@@ -516,8 +522,38 @@ pub(super) fn put_args(
         throttles: job.throttles.map(ThrottleName::into_strings),
         backoff,
         traceparent,
+        start_by,
+        max_run,
     };
     Ok((args, job.if_absent, idem))
+}
+
+/// A put's deadlines, checked: `start_by` (or `start_within` from `now`, not both) at
+/// least 0, `max_run` more than 0, all finite. Returns `start_by` and `max_run`.
+pub(super) fn deadlines(
+    start_by: Option<f64>,
+    start_within: Option<f64>,
+    max_run: Option<f64>,
+    now: f64,
+) -> Result<(Option<f64>, Option<f64>), ApiError> {
+    let start_by = match (start_by, start_within) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give start_by or start_within, not both".into(),
+            ));
+        }
+        (Some(at), None) => Some(validate::seconds("start_by", at)?),
+        (None, Some(within)) => Some(now + validate::seconds("start_within", within)?),
+        (None, None) => None,
+    };
+    if let Some(limit) = max_run
+        && !(limit.is_finite() && limit > 0.0)
+    {
+        return Err(ApiError::BadRequest(
+            "max_run must be a finite number of seconds, more than 0".into(),
+        ));
+    }
+    Ok((start_by, max_run))
 }
 
 /// A backoff policy, checked, as the JSON text the script stores.

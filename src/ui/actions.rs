@@ -165,6 +165,8 @@ async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
         throttles: None,
         backoff: None,
         traceparent: None,
+        start_by: None,
+        max_run: None,
     };
     let keep = RequeueKeep {
         klass: true,

@@ -435,6 +435,12 @@ pub(super) async fn job(
                 @if let Some(backoff) = &job.backoff {
                     dt { "Backoff" } dd #backoff { code { (backoff) } }
                 }
+                @if let Some(start_by) = job.start_by {
+                    dt { "Start by" } dd #start_by { (when(start_by)) " (else it fails as expired)" }
+                }
+                @if let Some(max_run) = job.max_run {
+                    dt { "Max run" } dd #max_run { (max_run) " s from its pop" }
+                }
                 @if let Some(parent) = &job.spawned_from_jid {
                     dt { "Spawned from" } dd { a href=(format!("/ui/recurring/{}", seg(parent))) { (name(parent)) } }
                 }

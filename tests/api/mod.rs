@@ -8,6 +8,7 @@ mod callbacks;
 mod complete_and_pop;
 mod connections;
 mod cron;
+mod deadlines;
 mod details;
 mod document;
 mod features;

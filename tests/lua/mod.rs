@@ -7,6 +7,7 @@ mod commands;
 mod compact_history;
 mod compat;
 mod config;
+mod deadlines;
 mod events;
 mod fields;
 mod grouping;
