@@ -8,7 +8,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::{Backoff, Jid, QueueName, Tag, TaskName, ThrottleName, WorkflowName};
 
-/// One job of a batch or a task of a workflow: a put body naming its queue.
+/// One job of a batch or a task of a workflow: a put body naming its queue (and, for a
+/// task, its place in the graph).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"queue": "images", "klass": "image.Resize", "data": {"id": 7}}))]
@@ -46,6 +47,27 @@ pub struct QueuedJobRequest {
     /// Retry backoff.
     #[serde(default)]
     pub backoff: Option<Backoff>,
+    /// A workflow task's parents: the names of the tasks it waits for (workflow tasks
+    /// only; a 400 elsewhere).
+    #[serde(default)]
+    pub after: Option<Vec<TaskName>>,
+    /// What a parent's failure (no retries left, or canceled) does to a workflow task
+    /// while it waits (default `cancel`; workflow tasks only).
+    #[serde(default)]
+    pub on_parent_failure: Option<ParentFailurePolicy>,
+}
+
+impl QueuedJobRequest {
+    /// Refuses the fields only a workflow's task may have.
+    pub fn no_task_fields(&self) -> Result<(), &'static str> {
+        if self.after.is_some() {
+            return Err("after is for the tasks of a workflow");
+        }
+        if self.on_parent_failure.is_some() {
+            return Err("on_parent_failure is for the tasks of a workflow");
+        }
+        Ok(())
+    }
 }
 
 /// A new batch.
@@ -179,70 +201,6 @@ pub struct BatchView {
     pub next: Option<usize>,
 }
 
-/// A task of a new workflow: a put body with its queue, plus its place in the graph.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WorkflowTaskRequest {
-    /// The queue to put the task's job in.
-    pub queue: QueueName,
-    /// The job id; absent: generated. It must not be a job that exists.
-    #[serde(default)]
-    pub jid: Option<Jid>,
-    /// The class (handler name) a worker runs the job with; not empty.
-    #[schema(value_type = crate::model::Text)]
-    pub klass: String,
-    /// The payload: any JSON value. Absent: `{}`.
-    #[serde(default = "crate::model::wire::empty_object")]
-    #[schema(value_type = serde_json::Value)]
-    pub data: crate::model::wire::RawJson,
-    /// Higher pops first (default 0).
-    #[serde(default)]
-    pub priority: Option<f64>,
-    /// Tags (names).
-    #[serde(default)]
-    pub tags: Option<Vec<Tag>>,
-    /// Retry budget (a whole number, at least 0; default 5).
-    #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
-    #[schema(minimum = 0)]
-    pub retries: Option<i64>,
-    /// Seconds before the job becomes waiting once its parents are done (at least 0).
-    #[serde(default)]
-    #[schema(minimum = 0)]
-    pub delay: Option<f64>,
-    /// Throttles (names) the job holds while it runs.
-    #[serde(default)]
-    #[schema(max_items = 100)]
-    pub throttles: Option<Vec<ThrottleName>>,
-    /// Retry backoff.
-    #[serde(default)]
-    pub backoff: Option<Backoff>,
-    /// The names of the tasks it waits for.
-    #[serde(default)]
-    pub after: Vec<TaskName>,
-    /// What a parent's failure (no retries left, or canceled) does to this task
-    /// while it waits (default `cancel`).
-    #[serde(default)]
-    pub on_parent_failure: ParentFailurePolicy,
-}
-
-impl WorkflowTaskRequest {
-    /// The task's job as a batch job (its put body with its queue).
-    pub fn job(&self) -> QueuedJobRequest {
-        QueuedJobRequest {
-            queue: self.queue.clone(),
-            jid: self.jid.clone(),
-            klass: self.klass.clone(),
-            data: self.data.clone(),
-            priority: self.priority,
-            tags: self.tags.clone(),
-            retries: self.retries,
-            delay: self.delay,
-            throttles: self.throttles.clone(),
-            backoff: self.backoff.clone(),
-        }
-    }
-}
-
 /// What a parent's failure does to a waiting task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -285,8 +243,8 @@ pub struct CreateWorkflowRequest {
     #[serde(default)]
     pub name: Option<WorkflowName>,
     /// The tasks by name (1 to 1,000), the graph acyclic.
-    #[schema(value_type = BTreeMap<String, WorkflowTaskRequest>)]
-    pub tasks: BTreeMap<TaskName, WorkflowTaskRequest>,
+    #[schema(value_type = BTreeMap<String, QueuedJobRequest>)]
+    pub tasks: BTreeMap<TaskName, QueuedJobRequest>,
 }
 
 /// A created workflow.

@@ -83,7 +83,12 @@ fn queued_puts(
     let puts = jobs
         .into_iter()
         .enumerate()
-        .map(|(index, job)| queued_put(job, state, trace.clone()).map_err(|e| at_item(index, e)))
+        .map(|(index, job)| {
+            job.no_task_fields()
+                .map_err(|why| ApiError::BadRequest(why.into()))
+                .and_then(|()| queued_put(job, state, trace.clone()))
+                .map_err(|e| at_item(index, e))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut seen = BTreeSet::new();
     for (index, put) in puts.iter().enumerate() {
@@ -105,6 +110,8 @@ fn callback_put(
     state: &AppState,
 ) -> Result<(CallbackKind, PutArgs), ApiError> {
     let name = kind.as_str();
+    job.no_task_fields()
+        .map_err(|why| ApiError::BadRequest(format!("{name}: {why}")))?;
     let data: serde_json::Value = serde_json::from_str(job.data.get())
         .map_err(|err| ApiError::BadRequest(format!("{name}.data: {err}")))?;
     match data.as_object() {
@@ -189,17 +196,24 @@ async fn create_batch(
         callbacks,
     };
     let jids = state.qless.batch_open(state.clock.now(), &batch).await?;
-    let location = location("/v1/batches/", &batch.bid)?;
-    let body = CreatedBatch {
-        bid: batch.bid,
-        jids,
-    };
-    Ok((
+    let at = location("/v1/batches/", &batch.bid)?;
+    Ok(created(
+        at,
+        CreatedBatch {
+            bid: batch.bid,
+            jids,
+        },
+    ))
+}
+
+/// A 201 answer pointing at what was created.
+fn created(at: axum::http::HeaderValue, body: impl serde::Serialize) -> Response {
+    (
         StatusCode::CREATED,
-        [(axum::http::header::LOCATION, location)],
+        [(axum::http::header::LOCATION, at)],
         Json(body),
     )
-        .into_response())
+        .into_response()
 }
 
 /// Add jobs to a batch.
@@ -312,13 +326,13 @@ async fn cancel_batch(
 }
 
 /// A workflow's tasks by name, as requested.
-type Tasks = BTreeMap<TaskName, crate::model::WorkflowTaskRequest>;
+type Tasks = BTreeMap<TaskName, QueuedJobRequest>;
 
 /// The tasks of a workflow in an order where every task comes after its parents, or
 /// a 400 naming an unknown parent or a cycle.
 fn task_order(tasks: &Tasks) -> Result<Vec<String>, ApiError> {
     for (name, task) in tasks {
-        for parent in &task.after {
+        for parent in task.after.iter().flatten() {
             if !tasks.contains_key(parent.as_str()) {
                 return Err(ApiError::BadRequest(format!(
                     "tasks.{name}.after names {parent}, which is not a task"
@@ -356,7 +370,7 @@ fn place(
         )));
     }
     path.push(name.to_owned());
-    for parent in &tasks[name].after {
+    for parent in tasks[name].after.iter().flatten() {
         place(parent.as_str(), tasks, placed, path, order)?;
     }
     path.pop();
@@ -405,40 +419,42 @@ async fn create_workflow(
         )));
     }
     let order = task_order(&body.tasks)?;
+    let mut requests = body.tasks;
     let mut jids: BTreeMap<String, String> = BTreeMap::new();
     let mut tasks = Vec::with_capacity(order.len());
     let mut seen = BTreeSet::new();
     for name in &order {
-        let request = &body.tasks[name.as_str()];
-        let mut put =
-            queued_put(request.job(), &state, trace.clone()).map_err(|err| match err {
-                ApiError::BadRequest(message) => {
-                    ApiError::BadRequest(format!("tasks.{name}: {message}"))
-                }
-                other => other,
-            })?;
+        let mut request = requests
+            .remove(name.as_str())
+            .expect("task_order lists the requested tasks");
+        let after: Vec<String> = request
+            .after
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let on_parent_failure = request.on_parent_failure.take().unwrap_or_default();
+        let mut put = queued_put(request, &state, trace.clone()).map_err(|err| match err {
+            ApiError::BadRequest(message) => {
+                ApiError::BadRequest(format!("tasks.{name}: {message}"))
+            }
+            other => other,
+        })?;
         if !seen.insert(put.jid.clone()) {
             return Err(ApiError::BadRequest(format!(
                 "tasks.{name}: jid {} is given twice",
                 put.jid
             )));
         }
-        let parents: Vec<String> = request
-            .after
-            .iter()
-            .map(|parent| jids[parent.as_str()].clone())
-            .collect();
+        let parents: Vec<String> = after.iter().map(|parent| jids[parent].clone()).collect();
         put.depends = (!parents.is_empty()).then_some(parents);
         jids.insert(name.clone(), put.jid.clone());
         tasks.push(NewTask {
             name: name.clone(),
             put,
-            after: request
-                .after
-                .iter()
-                .map(|p| p.as_str().to_owned())
-                .collect(),
-            on_parent_failure: request.on_parent_failure,
+            after,
+            on_parent_failure,
         });
     }
     let workflow = NewWorkflow {
@@ -450,17 +466,14 @@ async fn create_workflow(
         .qless
         .workflow_open(state.clock.now(), &workflow)
         .await?;
-    let location = location("/v1/workflows/", &workflow.wid)?;
-    let body = CreatedWorkflow {
-        wid: workflow.wid,
-        jids,
-    };
-    Ok((
-        StatusCode::CREATED,
-        [(axum::http::header::LOCATION, location)],
-        Json(body),
-    )
-        .into_response())
+    let at = location("/v1/workflows/", &workflow.wid)?;
+    Ok(created(
+        at,
+        CreatedWorkflow {
+            wid: workflow.wid,
+            jids,
+        },
+    ))
 }
 
 /// Get a workflow.

@@ -175,6 +175,11 @@ async fn bad_batches_are_4xx_problems_and_write_nothing() {
             "must not hold",
         ),
         (json!({"jobs": [], "surprise": 1}), 400, "surprise"),
+        (
+            json!({"jobs": [{"queue": "q", "klass": "K", "after": ["x"]}]}),
+            400,
+            "after is for the tasks of a workflow",
+        ),
         (json!({"jobs": [], "parent": "a{b}"}), 400, "bid"),
         (json!({"jobs": [], "parent": "missing"}), 404, "missing"),
         (
