@@ -17,6 +17,7 @@ mod graph;
 mod live;
 mod pages;
 mod push;
+mod search;
 mod session;
 
 use std::sync::Arc;
@@ -69,7 +70,8 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/logout", post(actions::logout))
         .route("/ui/assets/htmx.min.js", get(htmx))
         .route("/ui/assets/style.css", get(style))
-        .route("/ui/search", get(pages::search))
+        .route("/ui/search", get(search::page))
+        .route("/ui/search/{action}", post(search::act))
         .route("/ui/queues/{queue}", get(pages::queue))
         .route("/ui/queues/{queue}/push", get(push::page))
         .route("/ui/queues/{queue}/pause", post(actions::pause))
@@ -231,6 +233,7 @@ fn layout(title: &str, content: Markup) -> Markup {
                     a href="/ui/recurring" { "Recurring" }
                     a href="/ui/throttles" { "Throttles" }
                     a href="/ui/config" { "Config" }
+                    a href="/ui/search" { "Search" }
                     a href="/docs" { "API" }
                     form.search action="/ui/search" method="get" {
                         input type="search" name="q" placeholder="jid or tag" aria-label="Search by jid or tag";
