@@ -4,8 +4,10 @@
 //! Pages are GETs under `/ui`; every action is a POST form to a route under `/ui`
 //! carrying the session's form token (`session`), answered with a redirect back to a page
 //! (post/redirect/get), so the dashboard works without scripts and the browser's back
-//! button never resends an action. Handlers call the same `core::Qless` methods as the
-//! API's handlers, with the server's clock: there is no second path into Redis.
+//! button never resends an action (the search page's bulk actions answer with their
+//! counts and a "continue" form instead: see `search`). Handlers call the same
+//! `core::Qless` methods as the API's handlers, with the server's clock: there is no
+//! second path into Redis.
 //!
 //! Every listing is paged ([`PAGE`] rows), so a page costs the same with a thousand
 //! queues or a hundred thousand jobs in one.

@@ -89,7 +89,7 @@ pub(super) async fn page(
     // those filled in, the parameters `GET /v1/search` takes.
     let given: Vec<(String, String)> = pairs
         .iter()
-        .filter(|(_, value)| !value.trim().is_empty())
+        .filter(|(_, value)| !value.is_empty())
         .cloned()
         .collect();
     if given.len() != pairs.len() {
@@ -98,8 +98,15 @@ pub(super) async fn page(
     if given.is_empty() {
         return Ok(layout("Search", search_page(&[], Ok(None), can)).into_response());
     }
-    let found = find(&ui, &query).await;
-    let status = found.as_ref().err().map_or(StatusCode::OK, ApiError::status);
+    let found = match find(&ui, &query).await {
+        // Redis away is the dashboard's error page (and its log line), not the form's.
+        Err(err) if err.status().is_server_error() => return Err(err.into()),
+        found => found,
+    };
+    let status = found
+        .as_ref()
+        .err()
+        .map_or(StatusCode::OK, ApiError::status);
     let page = layout("Search", search_page(&given, found.map(Some), can));
     Ok((status, page).into_response())
 }
@@ -427,8 +434,13 @@ pub(super) async fn act(
     };
     let run = form.get("step") == Some("run");
     let (body, plan) = request(action, &form, &ui, !run)?;
-    let (totals, cursor) = walk(&ui, &body, &plan, if run { RUN_CHUNKS } else { COUNT_CHUNKS })
-        .await?;
+    let (totals, cursor) = walk(
+        &ui,
+        &body,
+        &plan,
+        if run { RUN_CHUNKS } else { COUNT_CHUNKS },
+    )
+    .await?;
     let filter = form.get("filter").unwrap_or("");
     let argument = ["queue", "priority", "tags"]
         .into_iter()
@@ -500,13 +512,15 @@ pub(super) async fn act(
                     is counted as the action runs)" }
                 "."
             }
-            form method="post" action=(form_to) {
-                (csrf_field())
-                input type="hidden" name="filter" value=(filter);
-                (argument_field(action, argument))
-                input type="hidden" name="step" value="run";
-                button.primary #confirm type="submit" {
-                    (verb) " all " @if at_least { "(at least) " } (totals.matched) " matching"
+            @if totals.matched > 0 || at_least {
+                form method="post" action=(form_to) {
+                    (csrf_field())
+                    input type="hidden" name="filter" value=(filter);
+                    (argument_field(action, argument))
+                    input type="hidden" name="step" value="run";
+                    button.primary #confirm type="submit" {
+                        (verb) " all " @if at_least { "(at least) " } (totals.matched) " matching"
+                    }
                 }
             }
             p { a href=(back) { "Back to the search" } }

@@ -1758,7 +1758,11 @@ async fn fail_with(app: &TestApp, queue: &str, jid: &str, klass: &str, data: &st
         )
         .await
         .expect("put");
-    let popped = app.qless.pop(app.clock.now(), queue, "w1", 1).await.unwrap();
+    let popped = app
+        .qless
+        .pop(app.clock.now(), queue, "w1", 1)
+        .await
+        .unwrap();
     assert_eq!(popped.len(), 1, "{jid} was not popped");
     app.qless
         .fail(app.clock.now(), jid, "w1", "smtp", message, None)
@@ -1768,9 +1772,33 @@ async fn fail_with(app: &TestApp, queue: &str, jid: &str, klass: &str, data: &st
 
 /// Three failed jobs in group `smtp`: `u42a` and `u42b` for user 42, `u7` for user 7.
 async fn three_failed(app: &TestApp) {
-    fail_with(app, "emails", "u42a", "Mailer", r#"{"user":{"id":42},"n":1}"#, "mailbox full").await;
-    fail_with(app, "emails", "u7", "Mailer", r#"{"user":{"id":7},"n":2}"#, "mailbox full").await;
-    fail_with(app, "emails", "u42b", "Mailer", r#"{"user":{"id":42},"n":3}"#, "refused").await;
+    fail_with(
+        app,
+        "emails",
+        "u42a",
+        "Mailer",
+        r#"{"user":{"id":42},"n":1}"#,
+        "mailbox full",
+    )
+    .await;
+    fail_with(
+        app,
+        "emails",
+        "u7",
+        "Mailer",
+        r#"{"user":{"id":7},"n":2}"#,
+        "mailbox full",
+    )
+    .await;
+    fail_with(
+        app,
+        "emails",
+        "u42b",
+        "Mailer",
+        r#"{"user":{"id":42},"n":3}"#,
+        "refused",
+    )
+    .await;
 }
 
 /// The jids of the results on a search page, in order.
@@ -1803,15 +1831,23 @@ async fn the_search_page_fills_its_filters_from_the_url_and_shows_each_match_in_
     // The form shows the search's parameters.
     assert!(text.contains(r#"name="group" value="smtp""#), "{text}");
     assert!(text.contains(r#"<option value="failed" selected>failed</option>"#));
-    assert!(text.contains(r#"name="data" placeholder="{&quot;user.id&quot;: 42}" value="{&quot;user.id&quot;:42}""#));
+    assert!(text.contains(
+        r#"name="data" placeholder="{&quot;user.id&quot;: 42}" value="{&quot;user.id&quot;:42}""#
+    ));
     // The matches, each linked, with state, queue, class, failure, data and history.
     assert_eq!(result_jids(text), ["u42a", "u42b"]);
     assert!(text.contains(r#"href="/ui/jobs/u42a""#));
     let card = &text[text.find(r#"data-jid="u42b""#).unwrap()..];
     let card = &card[..card.find(r#"</details></div>"#).unwrap()];
-    assert!(card.contains(r#"<span class="badge failed">failed</span>"#), "{card}");
+    assert!(
+        card.contains(r#"<span class="badge failed">failed</span>"#),
+        "{card}"
+    );
     assert!(card.contains(r#"href="/ui/queues/emails""#) && card.contains("Mailer"));
-    assert!(card.contains(r#"<span class="message">refused</span>"#), "{card}");
+    assert!(
+        card.contains(r#"<span class="message">refused</span>"#),
+        "{card}"
+    );
     assert!(
         card.contains("<details class=\"data\"><summary>Data</summary><pre>{\n  &quot;n&quot;: 3,"),
         "the data is pretty-printed and folded: {card}"
@@ -1820,8 +1856,14 @@ async fn the_search_page_fills_its_filters_from_the_url_and_shows_each_match_in_
     assert!(card.contains("<strong>failed</strong>") && card.contains("<strong>put</strong>"));
     // Everything was looked at: no next page. The form's field names are the API's.
     assert!(!text.contains(r#"id="next-page""#));
-    for field in ["queue", "state", "klass", "tag", "worker", "group", "since", "until", "data", "text", "limit"] {
-        assert!(text.contains(&format!(r#"name="{field}""#)), "no {field} field");
+    for field in [
+        "queue", "state", "klass", "tag", "worker", "group", "since", "until", "data", "text",
+        "limit",
+    ] {
+        assert!(
+            text.contains(&format!(r#"name="{field}""#)),
+            "no {field} field"
+        );
     }
     let api = app
         .get(&format!("/v1/search?group=smtp&state=failed&data={data}"))
@@ -1838,7 +1880,10 @@ async fn the_search_page_pages_by_the_apis_cursor() {
     assert_eq!(result_jids(&first.text), ["u42a", "u7"]);
     assert!(!first.text.contains(r#"id="first-page""#));
     let next = href_of(&first.text, "next-page").expect("a next page");
-    assert!(next.starts_with("/ui/search?group=smtp&limit=2&cursor="), "{next}");
+    assert!(
+        next.starts_with("/ui/search?group=smtp&limit=2&cursor="),
+        "{next}"
+    );
     let second = app.get(&next).await;
     assert_eq!(second.status, StatusCode::OK, "{}", second.text);
     assert_eq!(result_jids(&second.text), ["u42b"]);
@@ -1862,14 +1907,25 @@ async fn a_bad_search_shows_the_apis_message_and_the_box_still_jumps() {
         ("queue=emails&state=lost", "state must be one of"),
         ("queue=emails&data=%5B1%5D", "data must be a JSON object"),
         ("queue=emails&limit=501", "limit must be between 1 and 500"),
-        ("queue=emails&cursor=forged", "cursor is not a cursor this server gave"),
+        (
+            "queue=emails&cursor=forged",
+            "cursor is not a cursor this server gave",
+        ),
         ("queue=emails&colour=red", "unknown query parameter"),
     ] {
         let page = app.get(&format!("/ui/search?{query}")).await;
-        assert_eq!(page.status, StatusCode::BAD_REQUEST, "{query}: {}", page.text);
+        assert_eq!(
+            page.status,
+            StatusCode::BAD_REQUEST,
+            "{query}: {}",
+            page.text
+        );
         assert!(page.text.contains(r#"id="search-error""#), "{query}");
         assert!(page.text.contains(message), "{query}: {}", page.text);
-        assert!(page.text.contains(r#"id="search-form""#), "{query}: the form is kept");
+        assert!(
+            page.text.contains(r#"id="search-form""#),
+            "{query}: the form is kept"
+        );
     }
     let kept = app.get("/ui/search?klass=Mailer").await.text;
     assert!(kept.contains(r#"name="klass" value="Mailer""#));
@@ -1904,10 +1960,16 @@ async fn the_search_page_escapes_what_jobs_and_the_url_hold() {
         .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.text);
     assert!(!page.text.contains("<script>alert") && !page.text.contains("<img"));
-    assert!(page.text.contains(r#"value="&quot;&gt;&lt;script&gt;alert('url')&lt;/script&gt;""#));
+    assert!(
+        page.text
+            .contains(r#"value="&quot;&gt;&lt;script&gt;alert('url')&lt;/script&gt;""#)
+    );
     let page = app.get("/ui/search?group=smtp").await.text;
     assert_eq!(result_jids(&page), ["evil"]);
-    assert!(!page.contains("<script>alert") && !page.contains("<img"), "{page}");
+    assert!(
+        !page.contains("<script>alert") && !page.contains("<img"),
+        "{page}"
+    );
     assert!(page.contains("&lt;script&gt;alert('klass')&lt;/script&gt;"));
     assert!(page.contains("&lt;/pre&gt;&lt;/details&gt;&lt;script&gt;alert('data')"));
     assert!(page.contains("&lt;img src=x onerror=alert('message')&gt;"));
@@ -1953,24 +2015,48 @@ async fn apply_to_all_matching_confirms_with_a_dry_run_count_then_acts() {
         .get("/ui/search?group=smtp&data=%7B%22user.id%22%3A42%7D")
         .await
         .text;
-    assert!(search.contains(r#"<div id="bulk"><h2>Apply to all 2 matching</h2>"#), "{search}");
+    assert!(
+        search.contains(r#"<div id="bulk"><h2>Apply to all 2 matching</h2>"#),
+        "{search}"
+    );
     // The search's form asks for confirmation, with the dry run's count; nothing moves.
-    let confirm = post_form(&app, "/ui/search/retry", &hidden_form(&search, "/ui/search/retry", &[])).await;
+    let confirm = post_form(
+        &app,
+        "/ui/search/retry",
+        &hidden_form(&search, "/ui/search/retry", &[]),
+    )
+    .await;
     assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.text);
-    assert!(confirm.text.contains(r#"<span id="dry-matched">2</span>"#), "{}", confirm.text);
+    assert!(
+        confirm.text.contains(r#"<span id="dry-matched">2</span>"#),
+        "{}",
+        confirm.text
+    );
     assert!(confirm.text.contains(r#"<span id="dry-changed">2</span>"#));
     assert!(!confirm.text.contains("At least"));
     assert!(confirm.text.contains(">Retry all 2 matching</button>"));
     assert_eq!(state_of(&app, "u42a").await.0, "failed");
     // Confirmed, it acts on the matches only.
-    let done = post_form(&app, "/ui/search/retry", &hidden_form(&confirm.text, "/ui/search/retry", &[])).await;
+    let done = post_form(
+        &app,
+        "/ui/search/retry",
+        &hidden_form(&confirm.text, "/ui/search/retry", &[]),
+    )
+    .await;
     assert_eq!(done.status, StatusCode::OK, "{}", done.text);
-    assert!(done.text.contains(r#"<dd id="matched">2</dd>"#), "{}", done.text);
+    assert!(
+        done.text.contains(r#"<dd id="matched">2</dd>"#),
+        "{}",
+        done.text
+    );
     assert!(done.text.contains(r#"<dd id="changed">2</dd>"#));
     assert!(done.text.contains(r#"<dd id="skipped">0</dd>"#));
     assert!(done.text.contains(r#"id="bulk-done""#));
     for jid in ["u42a", "u42b"] {
-        assert_eq!(state_of(&app, jid).await, ("waiting".into(), "emails".into()));
+        assert_eq!(
+            state_of(&app, jid).await,
+            ("waiting".into(), "emails".into())
+        );
     }
     assert_eq!(state_of(&app, "u7").await.0, "failed");
 
@@ -1982,15 +2068,26 @@ async fn apply_to_all_matching_confirms_with_a_dry_run_count_then_acts() {
         &format!("csrf={token}&filter=group%3Dsmtp&queue=archive&step=run"),
     )
     .await;
-    assert!(moved.text.contains(r#"<dd id="changed">1</dd>"#), "{}", moved.text);
-    assert_eq!(state_of(&app, "u7").await, ("waiting".into(), "archive".into()));
+    assert!(
+        moved.text.contains(r#"<dd id="changed">1</dd>"#),
+        "{}",
+        moved.text
+    );
+    assert_eq!(
+        state_of(&app, "u7").await,
+        ("waiting".into(), "archive".into())
+    );
     let tagged = post_form(
         &app,
         "/ui/search/tag",
         &format!("csrf={token}&filter=queue%3Darchive&tags=vip%2C+later&step=run"),
     )
     .await;
-    assert!(tagged.text.contains(r#"<dd id="changed">1</dd>"#), "{}", tagged.text);
+    assert!(
+        tagged.text.contains(r#"<dd id="changed">1</dd>"#),
+        "{}",
+        tagged.text
+    );
     let job = app.qless.get(app.clock.now(), "u7").await.unwrap().unwrap();
     assert_eq!(job.tags, ["vip", "later"]);
     // A missing argument or a bad filter is the API's 400, and changes nothing.
@@ -2001,10 +2098,25 @@ async fn apply_to_all_matching_confirms_with_a_dry_run_count_then_acts() {
         ("retry", "filter=klass%3DMailer&step=run"),
         ("retry", "filter=queue%3Darchive&queue=other&step=run"),
     ] {
-        let refused = post_form(&app, &format!("/ui/search/{action}"), &format!("csrf={token}&{form}")).await;
-        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{action} {form}: {}", refused.text);
+        let refused = post_form(
+            &app,
+            &format!("/ui/search/{action}"),
+            &format!("csrf={token}&{form}"),
+        )
+        .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{action} {form}: {}",
+            refused.text
+        );
     }
-    let unknown = post_form(&app, "/ui/search/explode", &format!("csrf={token}&filter=queue%3Darchive")).await;
+    let unknown = post_form(
+        &app,
+        "/ui/search/explode",
+        &format!("csrf={token}&filter=queue%3Darchive"),
+    )
+    .await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert_eq!(dataset(&app), before);
 }
@@ -2017,20 +2129,40 @@ async fn a_long_bulk_action_stops_after_its_chunks_and_continues_from_its_cursor
         put_and_fail(&app, "emails", &format!("j{n:02}"), "smtp").await;
     }
     let search = app.get("/ui/search?group=smtp").await.text;
-    let confirm = post_form(&app, "/ui/search/unfail", &hidden_form(&search, "/ui/search/unfail", &[])).await;
+    let confirm = post_form(
+        &app,
+        "/ui/search/unfail",
+        &hidden_form(&search, "/ui/search/unfail", &[]),
+    )
+    .await;
     assert!(
-        confirm.text.contains(r#"At least <span id="dry-matched">20</span>"#),
+        confirm
+            .text
+            .contains(r#"At least <span id="dry-matched">20</span>"#),
         "{}",
         confirm.text
     );
-    assert!(confirm.text.contains(">Unfail all (at least) 20 matching</button>"));
-    let mut page = post_form(&app, "/ui/search/unfail", &hidden_form(&confirm.text, "/ui/search/unfail", &[])).await;
+    assert!(
+        confirm
+            .text
+            .contains(">Unfail all (at least) 20 matching</button>")
+    );
+    let mut page = post_form(
+        &app,
+        "/ui/search/unfail",
+        &hidden_form(&confirm.text, "/ui/search/unfail", &[]),
+    )
+    .await;
     let mut changed = Vec::new();
     for _ in 0..5 {
         let text = &page.text;
         assert_eq!(page.status, StatusCode::OK, "{text}");
         let at = text.find(r#"<dd id="changed">"#).unwrap() + 17;
-        changed.push(text[at..at + text[at..].find('<').unwrap()].parse::<u64>().unwrap());
+        changed.push(
+            text[at..at + text[at..].find('<').unwrap()]
+                .parse::<u64>()
+                .unwrap(),
+        );
         if text.contains(r#"id="bulk-done""#) {
             break;
         }
@@ -2047,9 +2179,16 @@ async fn a_bulk_action_without_the_form_token_is_refused_and_changes_nothing() {
     let app = TestApp::start().await;
     three_failed(&app).await;
     let before = dataset(&app);
-    for form in ["filter=group%3Dsmtp&step=run", "csrf=guess&filter=group%3Dsmtp&step=run"] {
+    for form in [
+        "filter=group%3Dsmtp&step=run",
+        "csrf=guess&filter=group%3Dsmtp&step=run",
+    ] {
         let refused = post_form(&app, "/ui/search/retry", form).await;
-        assert!(refused.status.is_client_error(), "{form}: {}", refused.status);
+        assert!(
+            refused.status.is_client_error(),
+            "{form}: {}",
+            refused.status
+        );
         assert!(refused.text.contains("form token"), "{}", refused.text);
     }
     assert_eq!(dataset(&app), before);
@@ -2069,4 +2208,24 @@ async fn a_read_token_sees_no_bulk_action_and_its_post_is_refused() {
     let refused = with_cookie(&app, Method::POST, "/ui/search/retry", "reader", &form).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert_eq!(state_of(&app, "j2").await.0, "failed");
+}
+
+#[tokio::test]
+async fn a_bulk_action_matching_nothing_offers_nothing_to_confirm() {
+    let app = TestApp::start().await;
+    three_failed(&app).await;
+    let token = token_in(&app.get("/ui/search?group=smtp").await.text);
+    let confirm = post_form(
+        &app,
+        "/ui/search/cancel",
+        &format!("csrf={token}&filter=group%3Dsmtp%26klass%3DReport"),
+    )
+    .await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.text);
+    assert!(confirm.text.contains(r#"<span id="dry-matched">0</span>"#));
+    assert!(
+        !confirm.text.contains(r#"id="confirm""#),
+        "{}",
+        confirm.text
+    );
 }
