@@ -130,6 +130,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/ui/partials/overview", Needs(Read)),
     route("GET", "/ui/live", Needs(Read)),
     route("GET", "/ui/search", Needs(Read)),
+    route("POST", "/ui/search/{action}", Needs(Admin)),
     route("GET", "/ui/queues/{queue}", Needs(Read)),
     route("GET", "/ui/queues/{queue}/push", Needs(Read)),
     route("POST", "/ui/queues/{queue}/pause", Needs(Admin)),

@@ -26,6 +26,10 @@ use crate::state::AppState;
 /// The API's validation of a config value, shared with the dashboard's config form.
 pub(crate) use config::stored_text as config_text;
 
+/// The API's reading of a search and of a bulk action, shared with the dashboard's
+/// search page.
+pub(crate) use search::{ActionPlan, SearchPlan, log_action};
+
 /// Every route with its OpenAPI description.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

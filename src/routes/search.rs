@@ -121,22 +121,52 @@ async fn search_jobs(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<SearchResponse>, ApiError> {
-    let (filter, limit, cursor) = search_query(query.as_deref())?;
-    check_filter(&filter)?;
-    let bounds = bounds(limit, SEARCH_LIMIT, &state)?;
-    let fingerprint = fingerprint("search", &filter, "");
-    let cursor = open(cursor.as_deref(), "search", &fingerprint)?;
+    let plan = SearchPlan::read(query.as_deref(), &state)?;
     let now = state.clock.now();
     let found = state
         .qless
-        .search(now, &filter, bounds, cursor.as_deref())
+        .search(now, &plan.filter, plan.bounds, plan.cursor.as_deref())
         .await?;
     Ok(Json(SearchResponse {
+        cursor: plan.seal(found.cursor.as_deref()),
         jobs: found.jobs,
-        cursor: seal(found.cursor.as_deref(), "search", &fingerprint),
         examined: found.examined,
         done: found.done,
     }))
+}
+
+/// A search as `GET /v1/search` reads its query string, checked, with the client's
+/// cursor opened: what `core::Qless::search` takes. The dashboard's search page reads
+/// its URL (the same parameters) with it too, so a search means the same in both and
+/// their cursors are interchangeable.
+pub(crate) struct SearchPlan {
+    pub(crate) filter: SearchFilter,
+    pub(crate) bounds: Bounds,
+    /// The script's cursor, from the client's.
+    pub(crate) cursor: Option<String>,
+    fingerprint: String,
+}
+
+impl SearchPlan {
+    /// Reads and checks a query string (a 400 naming the parameter).
+    pub(crate) fn read(query: Option<&str>, state: &AppState) -> Result<Self, ApiError> {
+        let (filter, limit, cursor) = search_query(query)?;
+        check_filter(&filter)?;
+        let bounds = bounds(limit, SEARCH_LIMIT, state)?;
+        let fingerprint = fingerprint("search", &filter, "");
+        let cursor = open(cursor.as_deref(), "search", &fingerprint)?;
+        Ok(SearchPlan {
+            filter,
+            bounds,
+            cursor,
+            fingerprint,
+        })
+    }
+
+    /// The client's cursor for the script's (`None` once done).
+    pub(crate) fn seal(&self, script: Option<&str>) -> Option<String> {
+        seal(script, "search", &self.fingerprint)
+    }
 }
 
 /// Act on every job a filter matches.
@@ -183,26 +213,17 @@ async fn act_on_matching_jobs(
     token: Option<axum::Extension<TokenName>>,
     Json(body): Json<SearchActionRequest>,
 ) -> Result<Json<SearchActionResponse>, ApiError> {
-    let bulk = bulk(action, &body)?;
-    check_filter(&body.filter)?;
-    let bounds = bounds(body.limit, ACTION_LIMIT, &state)?;
-    let kind = if body.dry_run {
-        format!("{}-dry", action.as_str())
-    } else {
-        action.as_str().to_owned()
-    };
-    let fingerprint = fingerprint(&kind, &body.filter, &bulk.value());
-    let cursor = open(body.cursor.as_deref(), &kind, &fingerprint)?;
+    let plan = ActionPlan::read(action, &body, &state)?;
     let now = state.clock.now();
     let acted = state
         .qless
         .search_act(
             now,
-            &bulk,
+            &plan.bulk,
             &body.filter,
-            bounds,
+            plan.bounds,
             body.dry_run,
-            cursor.as_deref(),
+            plan.cursor.as_deref(),
         )
         .await?;
     let answer = SearchActionResponse {
@@ -210,19 +231,64 @@ async fn act_on_matching_jobs(
         changed: acted.changed,
         skipped: acted.skipped,
         examined: acted.examined,
-        cursor: seal(acted.cursor.as_deref(), &kind, &fingerprint),
+        cursor: plan.seal(acted.cursor.as_deref()),
         done: acted.done,
     };
     let token = token
         .as_ref()
         .map(|axum::Extension(TokenName(name))| &**name);
-    log_action(token, &bulk, &body, &answer);
+    log_action(token, &plan.bulk, &body, &answer);
     Ok(Json(answer))
+}
+
+/// A bulk action's request as `POST /v1/search/{action}` reads it, checked, with its
+/// cursor opened: what `core::Qless::search_act` takes (with the body's filter and
+/// `dry_run`). The dashboard's "apply to all matching" builds the same body and reads
+/// it with this, so an action is checked, bound to its cursor and logged alike.
+pub(crate) struct ActionPlan {
+    pub(crate) bulk: Bulk,
+    pub(crate) bounds: Bounds,
+    /// The script's cursor, from the client's.
+    pub(crate) cursor: Option<String>,
+    kind: String,
+    fingerprint: String,
+}
+
+impl ActionPlan {
+    /// Reads and checks a request (a 400 naming the field).
+    pub(crate) fn read(
+        action: SearchAction,
+        body: &SearchActionRequest,
+        state: &AppState,
+    ) -> Result<Self, ApiError> {
+        let bulk = bulk(action, body)?;
+        check_filter(&body.filter)?;
+        let bounds = bounds(body.limit, ACTION_LIMIT, state)?;
+        let kind = if body.dry_run {
+            format!("{}-dry", action.as_str())
+        } else {
+            action.as_str().to_owned()
+        };
+        let fingerprint = fingerprint(&kind, &body.filter, &bulk.value());
+        let cursor = open(body.cursor.as_deref(), &kind, &fingerprint)?;
+        Ok(ActionPlan {
+            bulk,
+            bounds,
+            cursor,
+            kind,
+            fingerprint,
+        })
+    }
+
+    /// The client's cursor for the script's (`None` once done).
+    pub(crate) fn seal(&self, script: Option<&str>) -> Option<String> {
+        seal(script, &self.kind, &self.fingerprint)
+    }
 }
 
 /// The one log line of a bulk action's request: who (the token's name, `-` without
 /// tokens), what, on which filter, and what it did.
-fn log_action(
+pub(crate) fn log_action(
     token: Option<&str>,
     bulk: &Bulk,
     body: &SearchActionRequest,

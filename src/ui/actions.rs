@@ -24,11 +24,11 @@ const ALL_LIMIT: usize = 10_000;
 const ROUND: u32 = 500;
 
 /// A form's fields, in order (a name may repeat), after the form token's check.
-struct Form(Vec<(String, String)>);
+pub(super) struct Form(Vec<(String, String)>);
 
 impl Form {
     /// Parses `application/x-www-form-urlencoded` and checks the form token.
-    fn parse(body: &Bytes) -> Result<Form, UiError> {
+    pub(super) fn parse(body: &Bytes) -> Result<Form, UiError> {
         let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
             .map_err(|_| refused(StatusCode::BAD_REQUEST, "malformed form"))?;
         let token = pairs.iter().find(|(k, _)| k == "csrf").map(|(_, v)| v);
@@ -41,7 +41,7 @@ impl Form {
         Ok(Form(pairs))
     }
 
-    fn get(&self, name: &str) -> Option<&str> {
+    pub(super) fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(k, _)| k == name)
@@ -55,7 +55,7 @@ impl Form {
     }
 
     /// A required field holding a name (which checks itself as it is parsed).
-    fn name<N: FromStr<Err = NameError>>(&self, field: &str) -> Result<N, UiError> {
+    pub(super) fn name<N: FromStr<Err = NameError>>(&self, field: &str) -> Result<N, UiError> {
         Ok(self.require(field)?.parse()?)
     }
 

@@ -4,8 +4,10 @@
 //! Pages are GETs under `/ui`; every action is a POST form to a route under `/ui`
 //! carrying the session's form token (`session`), answered with a redirect back to a page
 //! (post/redirect/get), so the dashboard works without scripts and the browser's back
-//! button never resends an action. Handlers call the same `core::Qless` methods as the
-//! API's handlers, with the server's clock: there is no second path into Redis.
+//! button never resends an action (the search page's bulk actions answer with their
+//! counts and a "continue" form instead: see `search`). Handlers call the same
+//! `core::Qless` methods as the API's handlers, with the server's clock: there is no
+//! second path into Redis.
 //!
 //! Every listing is paged ([`PAGE`] rows), so a page costs the same with a thousand
 //! queues or a hundred thousand jobs in one.
@@ -17,6 +19,7 @@ mod graph;
 mod live;
 mod pages;
 mod push;
+mod search;
 mod session;
 
 use std::sync::Arc;
@@ -69,7 +72,8 @@ pub fn router(app: AppState) -> Router {
         .route("/ui/logout", post(actions::logout))
         .route("/ui/assets/htmx.min.js", get(htmx))
         .route("/ui/assets/style.css", get(style))
-        .route("/ui/search", get(pages::search))
+        .route("/ui/search", get(search::page))
+        .route("/ui/search/{action}", post(search::act))
         .route("/ui/queues/{queue}", get(pages::queue))
         .route("/ui/queues/{queue}/push", get(push::page))
         .route("/ui/queues/{queue}/pause", post(actions::pause))
@@ -231,6 +235,7 @@ fn layout(title: &str, content: Markup) -> Markup {
                     a href="/ui/recurring" { "Recurring" }
                     a href="/ui/throttles" { "Throttles" }
                     a href="/ui/config" { "Config" }
+                    a href="/ui/search" { "Search" }
                     a href="/docs" { "API" }
                     form.search action="/ui/search" method="get" {
                         input type="search" name="q" placeholder="jid or tag" aria-label="Search by jid or tag";

@@ -32,13 +32,6 @@ pub(super) struct QueuePaging {
     offset: u32,
 }
 
-/// `?q=` of the search box.
-#[derive(Debug, Deserialize)]
-pub(super) struct SearchQuery {
-    #[serde(default)]
-    q: String,
-}
-
 /// `?tag=&offset=` of the tags page.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct TagQuery {
@@ -162,29 +155,6 @@ fn queue_table(queues: &[QueueCounts], pushed: &[String]) -> Markup {
             }
         }
     }
-}
-
-/// `GET /ui/search?q=`: a jid goes to its job (or recurring template), anything else
-/// is searched as a tag.
-pub(super) async fn search(
-    State(ui): State<Ui>,
-    Query(q): Query<SearchQuery>,
-) -> UiResult<Response> {
-    let term = q.q.trim();
-    if term.is_empty() {
-        return Ok(Redirect::to("/ui").into_response());
-    }
-    // Looked up as a jid first (a job's, then a template's), else as a tag.
-    let term = String::from(term.parse::<Jid>()?);
-    let term = term.as_str();
-    let now = ui.app.clock.now();
-    if ui.app.qless.get(now, term).await?.is_some() {
-        return Ok(Redirect::to(&format!("/ui/jobs/{}", seg(term))).into_response());
-    }
-    if ui.app.qless.recur_get(now, term).await?.is_some() {
-        return Ok(Redirect::to(&format!("/ui/recurring/{}", seg(term))).into_response());
-    }
-    Ok(Redirect::to(&format!("/ui/tags?tag={}", seg(term))).into_response())
 }
 
 const STATES: [&str; 6] = [
@@ -515,20 +485,27 @@ pub(super) async fn job(
                 pre #result { (pretty(result.get())) }
             }
             h2 { "History" }
-            ol.timeline {
-                @for h in &job.history {
-                    li {
-                        strong { (h.what) } " "
-                        span.muted { (when(h.when)) }
-                        @for (k, v) in &h.extra {
-                            " " span.muted { (k) "=" } (name(&v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-                        }
-                    }
-                }
-            }
+            (history(&job.history))
         },
     )
     .into_response())
+}
+
+/// A job's history, oldest first: what happened, when, and its details.
+pub(super) fn history(entries: &[crate::model::HistoryEntry]) -> Markup {
+    html! {
+        ol.timeline {
+            @for h in entries {
+                li {
+                    strong { (h.what) } " "
+                    span.muted { (when(h.when)) }
+                    @for (k, v) in &h.extra {
+                        " " span.muted { (k) "=" } (name(&v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A workflow task's parents as its job carries them (`{task: {jid, state, result}}`):
@@ -876,7 +853,7 @@ pub(super) async fn throttles(State(ui): State<Ui>, Query(p): Query<Paging>) -> 
 }
 
 /// JSON text pretty-printed, or as it is when it does not parse.
-fn pretty(text: &str) -> String {
+pub(super) fn pretty(text: &str) -> String {
     serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())

@@ -458,3 +458,149 @@ async fn the_dashboard_turns_dark_when_the_browser_prefers_it() {
     let _ = stop.send(());
     serving.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_finds_failed_jobs_by_data_and_retries_them_all() {
+    let app = TestApp::start().await;
+    for (jid, user) in [("order-1", 42), ("order-2", 7), ("order-3", 42)] {
+        app.qless
+            .put(
+                app.clock.now(),
+                qlessd::core::PutArgs {
+                    queue: "orders".into(),
+                    jid: jid.into(),
+                    klass: "Charge".into(),
+                    data: json!({"user": {"id": user}}).to_string(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let popped = app
+            .qless
+            .pop(app.clock.now(), "orders", "w1", 1)
+            .await
+            .unwrap();
+        assert_eq!(popped.len(), 1);
+        app.qless
+            .fail(
+                app.clock.now(),
+                jid,
+                "w1",
+                "card-declined",
+                "declined",
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    // User 7's job stays in the group until the second search retries it.
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server::serve(listener, app.router.clone(), async {
+        let _ = stopped.await;
+    }));
+
+    // Fill in the search form: failed jobs of user 42 in the group.
+    client.goto(&format!("{base}/ui/search")).await.unwrap();
+    let form = client
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css("#search-form"))
+        .await
+        .unwrap();
+    form.find(Locator::Css("input[name='group']"))
+        .await
+        .unwrap()
+        .send_keys("card-declined")
+        .await
+        .unwrap();
+    form.find(Locator::Css("select[name='state'] option[value='failed']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    form.find(Locator::Css("input[name='data']"))
+        .await
+        .unwrap()
+        .send_keys(r#"{"user.id": 42}"#)
+        .await
+        .unwrap();
+    click(&client, Locator::Css("#search-form button[type='submit']")).await;
+    let results = wait_text(&client, "#results", |t| t.contains("order-1")).await;
+    assert!(
+        results.contains("order-3") && !results.contains("order-2"),
+        "{results}"
+    );
+    // The address is the API's search, without the empty fields.
+    let url = client.current_url().await.unwrap();
+    let api = app
+        .get(&format!("/v1/search?{}", url.query().unwrap_or_default()))
+        .await;
+    assert_eq!(api.body["jobs"].as_array().map(Vec::len), Some(2), "{url}");
+    // A job's data unfolds.
+    click(
+        &client,
+        Locator::Css("[data-jid='order-1'] details.data summary"),
+    )
+    .await;
+    wait_text(&client, "[data-jid='order-1'] details.data pre", |t| {
+        t.contains("\"id\": 42")
+    })
+    .await;
+    screenshot(&client, "ui-search.png").await;
+
+    // Retry all matching: the confirmation counts them, then the retry runs.
+    click(
+        &client,
+        Locator::Css("form[action='/ui/search/retry'] button"),
+    )
+    .await;
+    wait_text(&client, "#dry-matched", |t| t == "2").await;
+    assert_eq!(
+        state(&app, "order-1").await,
+        "failed",
+        "the dry run changed nothing"
+    );
+    click(&client, Locator::Css("#confirm")).await;
+    wait_text(&client, "#changed", |t| t == "2").await;
+    wait_text(&client, "#bulk-done", |t| !t.is_empty()).await;
+    assert_eq!(state(&app, "order-1").await, "waiting");
+    assert_eq!(state(&app, "order-3").await, "waiting");
+    assert_eq!(state(&app, "order-2").await, "failed");
+
+    // Retry the rest of the group the same way: the group is empty.
+    client
+        .goto(&format!("{base}/ui/search?group=card-declined"))
+        .await
+        .unwrap();
+    wait_text(&client, "#results", |t| t.contains("order-2")).await;
+    click(
+        &client,
+        Locator::Css("form[action='/ui/search/retry'] button"),
+    )
+    .await;
+    wait_text(&client, "#dry-matched", |t| t == "1").await;
+    click(&client, Locator::Css("#confirm")).await;
+    wait_text(&client, "#changed", |t| t == "1").await;
+    client
+        .goto(&format!("{base}/ui/failures/card-declined"))
+        .await
+        .unwrap();
+    wait_text(&client, "#group-total", |t| t == "0").await;
+    assert!(app.qless.failed(app.clock.now()).await.unwrap().is_empty());
+
+    client.close().await.unwrap();
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}
+
+async fn state(app: &TestApp, jid: &str) -> String {
+    let job = app.qless.get(app.clock.now(), jid).await.unwrap().unwrap();
+    job.state.as_str().to_owned()
+}

@@ -1656,6 +1656,7 @@ async fn a_read_token_sees_no_action_anywhere_and_every_action_route_refuses_it(
         "/ui/recurring/nightly",
         "/ui/throttles",
         "/ui/config",
+        "/ui/search?group=smtp",
     ];
     // What an admin is offered: every action route of the dashboard.
     let mut offered = std::collections::BTreeSet::new();
@@ -1739,4 +1740,492 @@ async fn a_read_token_sees_no_action_anywhere_and_every_action_route_refuses_it(
     )
     .await;
     assert_eq!(acted.status, StatusCode::SEE_OTHER, "{}", acted.text);
+}
+
+/// Puts a job of class `klass` with `data` into `queue`, pops it as `w1` and fails it
+/// into `group` with `message`.
+async fn fail_with(app: &TestApp, queue: &str, jid: &str, klass: &str, data: &str, message: &str) {
+    app.qless
+        .put(
+            app.clock.now(),
+            qlessd::core::PutArgs {
+                queue: queue.into(),
+                jid: jid.into(),
+                klass: klass.into(),
+                data: data.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("put");
+    let popped = app
+        .qless
+        .pop(app.clock.now(), queue, "w1", 1)
+        .await
+        .unwrap();
+    assert_eq!(popped.len(), 1, "{jid} was not popped");
+    app.qless
+        .fail(app.clock.now(), jid, "w1", "smtp", message, None)
+        .await
+        .expect("fail");
+}
+
+/// Three failed jobs in group `smtp`: `u42a` and `u42b` for user 42, `u7` for user 7.
+async fn three_failed(app: &TestApp) {
+    fail_with(
+        app,
+        "emails",
+        "u42a",
+        "Mailer",
+        r#"{"user":{"id":42},"n":1}"#,
+        "mailbox full",
+    )
+    .await;
+    fail_with(
+        app,
+        "emails",
+        "u7",
+        "Mailer",
+        r#"{"user":{"id":7},"n":2}"#,
+        "mailbox full",
+    )
+    .await;
+    fail_with(
+        app,
+        "emails",
+        "u42b",
+        "Mailer",
+        r#"{"user":{"id":42},"n":3}"#,
+        "refused",
+    )
+    .await;
+}
+
+/// The jids of the results on a search page, in order.
+fn result_jids(page: &str) -> Vec<String> {
+    page.split(r#"class="card result" data-jid=""#)
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_owned())
+        .collect()
+}
+
+/// The `href` of the element with `id` (entities undone).
+fn href_of(page: &str, id: &str) -> Option<String> {
+    let at = page.find(&format!(r#"id="{id}""#))?;
+    let tag = &page[page[..at].rfind('<')?..];
+    let start = tag.find(r#"href=""#)? + 6;
+    let end = start + tag[start..].find('"')?;
+    Some(tag[start..end].replace("&amp;", "&"))
+}
+
+#[tokio::test]
+async fn the_search_page_fills_its_filters_from_the_url_and_shows_each_match_in_full() {
+    let app = TestApp::start().await;
+    three_failed(&app).await;
+    let data = "%7B%22user.id%22%3A42%7D";
+    let page = app
+        .get(&format!("/ui/search?group=smtp&state=failed&data={data}"))
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    let text = &page.text;
+    // The form shows the search's parameters.
+    assert!(text.contains(r#"name="group" value="smtp""#), "{text}");
+    assert!(text.contains(r#"<option value="failed" selected>failed</option>"#));
+    assert!(text.contains(
+        r#"name="data" placeholder="{&quot;user.id&quot;: 42}" value="{&quot;user.id&quot;:42}""#
+    ));
+    // The matches, each linked, with state, queue, class, failure, data and history.
+    assert_eq!(result_jids(text), ["u42a", "u42b"]);
+    assert!(text.contains(r#"href="/ui/jobs/u42a""#));
+    let card = &text[text.find(r#"data-jid="u42b""#).unwrap()..];
+    let card = &card[..card.find(r#"</details></div>"#).unwrap()];
+    assert!(
+        card.contains(r#"<span class="badge failed">failed</span>"#),
+        "{card}"
+    );
+    assert!(card.contains(r#"href="/ui/queues/emails""#) && card.contains("Mailer"));
+    assert!(
+        card.contains(r#"<span class="message">refused</span>"#),
+        "{card}"
+    );
+    assert!(
+        card.contains("<details class=\"data\"><summary>Data</summary><pre>{\n  &quot;n&quot;: 3,"),
+        "the data is pretty-printed and folded: {card}"
+    );
+    assert!(card.contains("<details class=\"history\"><summary>History (3)</summary>"));
+    assert!(card.contains("<strong>failed</strong>") && card.contains("<strong>put</strong>"));
+    // Everything was looked at: no next page. The form's field names are the API's.
+    assert!(!text.contains(r#"id="next-page""#));
+    for field in [
+        "queue", "state", "klass", "tag", "worker", "group", "since", "until", "data", "text",
+        "limit",
+    ] {
+        assert!(
+            text.contains(&format!(r#"name="{field}""#)),
+            "no {field} field"
+        );
+    }
+    let api = app
+        .get(&format!("/v1/search?group=smtp&state=failed&data={data}"))
+        .await;
+    assert_eq!(api.body["jobs"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn the_search_page_pages_by_the_apis_cursor() {
+    let app = TestApp::start().await;
+    three_failed(&app).await;
+    let first = app.get("/ui/search?group=smtp&limit=2").await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    assert_eq!(result_jids(&first.text), ["u42a", "u7"]);
+    assert!(!first.text.contains(r#"id="first-page""#));
+    let next = href_of(&first.text, "next-page").expect("a next page");
+    assert!(
+        next.starts_with("/ui/search?group=smtp&limit=2&cursor="),
+        "{next}"
+    );
+    let second = app.get(&next).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.text);
+    assert_eq!(result_jids(&second.text), ["u42b"]);
+    assert!(href_of(&second.text, "next-page").is_none());
+    assert_eq!(
+        href_of(&second.text, "first-page").as_deref(),
+        Some("/ui/search?group=smtp&limit=2")
+    );
+    // The page's address is the API's: the same query answers the same jobs.
+    let api = app.get(&next.replacen("/ui/search", "/v1/search", 1)).await;
+    assert_eq!(api.status.as_u16(), 200, "{}", api.text);
+    assert_eq!(api.body["jobs"][0]["jid"], "u42b");
+}
+
+#[tokio::test]
+async fn a_bad_search_shows_the_apis_message_and_the_box_still_jumps() {
+    let app = TestApp::start().await;
+    put(&app, "emails", "j1").await;
+    for (query, message) in [
+        ("klass=Mailer", "the filter has no index to search from"),
+        ("queue=emails&state=lost", "state must be one of"),
+        ("queue=emails&data=%5B1%5D", "data must be a JSON object"),
+        ("queue=emails&limit=501", "limit must be between 1 and 500"),
+        (
+            "queue=emails&cursor=forged",
+            "cursor is not a cursor this server gave",
+        ),
+        ("queue=emails&colour=red", "unknown query parameter"),
+    ] {
+        let page = app.get(&format!("/ui/search?{query}")).await;
+        assert_eq!(
+            page.status,
+            StatusCode::BAD_REQUEST,
+            "{query}: {}",
+            page.text
+        );
+        assert!(page.text.contains(r#"id="search-error""#), "{query}");
+        assert!(page.text.contains(message), "{query}: {}", page.text);
+        assert!(
+            page.text.contains(r#"id="search-form""#),
+            "{query}: the form is kept"
+        );
+    }
+    let kept = app.get("/ui/search?klass=Mailer").await.text;
+    assert!(kept.contains(r#"name="klass" value="Mailer""#));
+    // Empty fields (as the form sends them) leave the address.
+    let sent = app.get("/ui/search?queue=emails&state=&klass=&data=").await;
+    assert_eq!(sent.status, StatusCode::SEE_OTHER);
+    assert_eq!(sent.headers[header::LOCATION], "/ui/search?queue=emails");
+    let empty = app.get("/ui/search").await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert!(empty.text.contains(r#"id="search-form""#));
+    // The frame's box: a jid opens its job, anything else its tag.
+    let jid = app.get("/ui/search?q=j1").await;
+    assert_eq!(jid.headers[header::LOCATION], "/ui/jobs/j1");
+    let tag = app.get("/ui/search?q=signup").await;
+    assert_eq!(tag.headers[header::LOCATION], "/ui/tags?tag=signup");
+}
+
+#[tokio::test]
+async fn the_search_page_escapes_what_jobs_and_the_url_hold() {
+    let app = TestApp::start().await;
+    fail_with(
+        &app,
+        "emails",
+        "evil",
+        "<script>alert('klass')</script>",
+        r#"{"x":"</pre></details><script>alert('data')</script>"}"#,
+        "<img src=x onerror=alert('message')>",
+    )
+    .await;
+    let page = app
+        .get("/ui/search?group=smtp&text=%22%3E%3Cscript%3Ealert('url')%3C%2Fscript%3E")
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    assert!(!page.text.contains("<script>alert") && !page.text.contains("<img"));
+    assert!(
+        page.text
+            .contains(r#"value="&quot;&gt;&lt;script&gt;alert('url')&lt;/script&gt;""#)
+    );
+    let page = app.get("/ui/search?group=smtp").await.text;
+    assert_eq!(result_jids(&page), ["evil"]);
+    assert!(
+        !page.contains("<script>alert") && !page.contains("<img"),
+        "{page}"
+    );
+    assert!(page.contains("&lt;script&gt;alert('klass')&lt;/script&gt;"));
+    assert!(page.contains("&lt;/pre&gt;&lt;/details&gt;&lt;script&gt;alert('data')"));
+    assert!(page.contains("&lt;img src=x onerror=alert('message')&gt;"));
+}
+
+/// The form body of the POST form to `action` in `page`: its hidden fields, then
+/// `extra`.
+fn hidden_form(page: &str, action: &str, extra: &[(&str, &str)]) -> String {
+    let at = page
+        .find(&format!(r#"method="post" action="{action}""#))
+        .unwrap_or_else(|| panic!("no form to {action}: {page}"));
+    let form = &page[at..at + page[at..].find("</form>").unwrap()];
+    let unescape = |v: &str| {
+        v.replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&")
+    };
+    let mut fields: Vec<(String, String)> = form
+        .split(r#"<input type="hidden" name=""#)
+        .skip(1)
+        .map(|rest| {
+            let name = &rest[..rest.find('"').unwrap()];
+            let at = rest.find(r#"value=""#).unwrap() + 7;
+            let value = &rest[at..at + rest[at..].find('"').unwrap()];
+            (name.to_owned(), unescape(value))
+        })
+        .collect();
+    fields.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    serde_urlencoded::to_string(&fields).unwrap()
+}
+
+async fn state_of(app: &TestApp, jid: &str) -> (String, String) {
+    let job = app.qless.get(app.clock.now(), jid).await.unwrap().unwrap();
+    (job.state.as_str().to_owned(), job.queue)
+}
+
+#[tokio::test]
+async fn apply_to_all_matching_confirms_with_a_dry_run_count_then_acts() {
+    let app = TestApp::start().await;
+    three_failed(&app).await;
+    let search = app
+        .get("/ui/search?group=smtp&data=%7B%22user.id%22%3A42%7D")
+        .await
+        .text;
+    assert!(
+        search.contains(r#"<div id="bulk"><h2>Apply to all 2 matching</h2>"#),
+        "{search}"
+    );
+    // The search's form asks for confirmation, with the dry run's count; nothing moves.
+    let confirm = post_form(
+        &app,
+        "/ui/search/retry",
+        &hidden_form(&search, "/ui/search/retry", &[]),
+    )
+    .await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.text);
+    assert!(
+        confirm.text.contains(r#"<span id="dry-matched">2</span>"#),
+        "{}",
+        confirm.text
+    );
+    assert!(confirm.text.contains(r#"<span id="dry-changed">2</span>"#));
+    assert!(!confirm.text.contains("At least"));
+    assert!(confirm.text.contains(">Retry all 2 matching</button>"));
+    assert_eq!(state_of(&app, "u42a").await.0, "failed");
+    // Confirmed, it acts on the matches only.
+    let done = post_form(
+        &app,
+        "/ui/search/retry",
+        &hidden_form(&confirm.text, "/ui/search/retry", &[]),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.text);
+    assert!(
+        done.text.contains(r#"<dd id="matched">2</dd>"#),
+        "{}",
+        done.text
+    );
+    assert!(done.text.contains(r#"<dd id="changed">2</dd>"#));
+    assert!(done.text.contains(r#"<dd id="skipped">0</dd>"#));
+    assert!(done.text.contains(r#"id="bulk-done""#));
+    for jid in ["u42a", "u42b"] {
+        assert_eq!(
+            state_of(&app, jid).await,
+            ("waiting".into(), "emails".into())
+        );
+    }
+    assert_eq!(state_of(&app, "u7").await.0, "failed");
+
+    // An action's argument goes with it: move, then tag.
+    let token = token_in(&search);
+    let moved = post_form(
+        &app,
+        "/ui/search/move",
+        &format!("csrf={token}&filter=group%3Dsmtp&queue=archive&step=run"),
+    )
+    .await;
+    assert!(
+        moved.text.contains(r#"<dd id="changed">1</dd>"#),
+        "{}",
+        moved.text
+    );
+    assert_eq!(
+        state_of(&app, "u7").await,
+        ("waiting".into(), "archive".into())
+    );
+    let tagged = post_form(
+        &app,
+        "/ui/search/tag",
+        &format!("csrf={token}&filter=queue%3Darchive&tags=vip%2C+later&step=run"),
+    )
+    .await;
+    assert!(
+        tagged.text.contains(r#"<dd id="changed">1</dd>"#),
+        "{}",
+        tagged.text
+    );
+    let job = app.qless.get(app.clock.now(), "u7").await.unwrap().unwrap();
+    assert_eq!(job.tags, ["vip", "later"]);
+    // A missing argument or a bad filter is the API's 400, and changes nothing.
+    let before = dataset(&app);
+    for (action, form) in [
+        ("move", "filter=group%3Dsmtp&step=run"),
+        ("priority", "filter=queue%3Darchive&priority=high&step=run"),
+        ("retry", "filter=klass%3DMailer&step=run"),
+        ("retry", "filter=queue%3Darchive&queue=other&step=run"),
+    ] {
+        let refused = post_form(
+            &app,
+            &format!("/ui/search/{action}"),
+            &format!("csrf={token}&{form}"),
+        )
+        .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{action} {form}: {}",
+            refused.text
+        );
+    }
+    let unknown = post_form(
+        &app,
+        "/ui/search/explode",
+        &format!("csrf={token}&filter=queue%3Darchive"),
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(dataset(&app), before);
+}
+
+#[tokio::test]
+async fn a_long_bulk_action_stops_after_its_chunks_and_continues_from_its_cursor() {
+    // One job looked at per chunk: 25 failed jobs take three requests of 10 chunks.
+    let app = TestApp::start_configured(None, |s| s.search_scan_limit = 1).await;
+    for n in 0..25 {
+        put_and_fail(&app, "emails", &format!("j{n:02}"), "smtp").await;
+    }
+    let search = app.get("/ui/search?group=smtp").await.text;
+    let confirm = post_form(
+        &app,
+        "/ui/search/unfail",
+        &hidden_form(&search, "/ui/search/unfail", &[]),
+    )
+    .await;
+    assert!(
+        confirm
+            .text
+            .contains(r#"At least <span id="dry-matched">20</span>"#),
+        "{}",
+        confirm.text
+    );
+    assert!(
+        confirm
+            .text
+            .contains(">Unfail all (at least) 20 matching</button>")
+    );
+    let mut page = post_form(
+        &app,
+        "/ui/search/unfail",
+        &hidden_form(&confirm.text, "/ui/search/unfail", &[]),
+    )
+    .await;
+    let mut changed = Vec::new();
+    for _ in 0..5 {
+        let text = &page.text;
+        assert_eq!(page.status, StatusCode::OK, "{text}");
+        let at = text.find(r#"<dd id="changed">"#).unwrap() + 17;
+        changed.push(
+            text[at..at + text[at..].find('<').unwrap()]
+                .parse::<u64>()
+                .unwrap(),
+        );
+        if text.contains(r#"id="bulk-done""#) {
+            break;
+        }
+        assert!(text.contains(r#"id="bulk-more""#));
+        let body = hidden_form(text, "/ui/search/unfail", &[]);
+        page = post_form(&app, "/ui/search/unfail", &body).await;
+    }
+    assert_eq!(changed, [10, 20, 25], "the counts add up over the requests");
+    assert!(app.qless.failed(app.clock.now()).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_bulk_action_without_the_form_token_is_refused_and_changes_nothing() {
+    let app = TestApp::start().await;
+    three_failed(&app).await;
+    let before = dataset(&app);
+    for form in [
+        "filter=group%3Dsmtp&step=run",
+        "csrf=guess&filter=group%3Dsmtp&step=run",
+    ] {
+        let refused = post_form(&app, "/ui/search/retry", form).await;
+        assert!(
+            refused.status.is_client_error(),
+            "{form}: {}",
+            refused.status
+        );
+        assert!(refused.text.contains("form token"), "{}", refused.text);
+    }
+    assert_eq!(dataset(&app), before);
+}
+
+#[tokio::test]
+async fn a_read_token_sees_no_bulk_action_and_its_post_is_refused() {
+    let app = TestApp::start_with_auth(Some("prod"), &auth_file()).await;
+    put_and_fail(&app, "emails", "j2", "smtp").await;
+    let read = with_cookie(&app, Method::GET, "/ui/search?group=smtp", "reader", "").await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.text);
+    assert_eq!(result_jids(&read.text), ["j2"]);
+    assert!(!read.text.contains("/ui/search/") && !read.text.contains(r#"id="bulk""#));
+    let admin = with_cookie(&app, Method::GET, "/ui/search?group=smtp", "ops", "").await;
+    assert!(admin.text.contains(r#"action="/ui/search/retry""#));
+    let form = format!("csrf={}&filter=group%3Dsmtp&step=run", token_in(&read.text));
+    let refused = with_cookie(&app, Method::POST, "/ui/search/retry", "reader", &form).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(state_of(&app, "j2").await.0, "failed");
+}
+
+#[tokio::test]
+async fn a_bulk_action_matching_nothing_offers_nothing_to_confirm() {
+    let app = TestApp::start().await;
+    three_failed(&app).await;
+    let token = token_in(&app.get("/ui/search?group=smtp").await.text);
+    let confirm = post_form(
+        &app,
+        "/ui/search/cancel",
+        &format!("csrf={token}&filter=group%3Dsmtp%26klass%3DReport"),
+    )
+    .await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.text);
+    assert!(confirm.text.contains(r#"<span id="dry-matched">0</span>"#));
+    assert!(
+        !confirm.text.contains(r#"id="confirm""#),
+        "{}",
+        confirm.text
+    );
 }
