@@ -46,6 +46,20 @@ pub struct QueuedJobRequest {
     /// Retry backoff.
     #[serde(default)]
     pub backoff: Option<Backoff>,
+    /// Unix time (seconds) by which the job must have been popped (else it fails
+    /// into `expired`), as a single put's. At least 0. Not on a callback (it is put
+    /// when the batch settles).
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_by: Option<f64>,
+    /// Seconds from now by which the job must have been popped; not with `start_by`.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_within: Option<f64>,
+    /// Seconds the job may run from its pop, as a single put's. More than 0.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub max_run: Option<f64>,
 }
 
 /// A new batch.
@@ -216,6 +230,19 @@ pub struct WorkflowTaskRequest {
     /// Retry backoff.
     #[serde(default)]
     pub backoff: Option<Backoff>,
+    /// Unix time (seconds) by which the job must have been popped (else it fails
+    /// into `expired`), as a single put's. At least 0.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_by: Option<f64>,
+    /// Seconds from now by which the job must have been popped; not with `start_by`.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_within: Option<f64>,
+    /// Seconds the job may run from its pop, as a single put's. More than 0.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub max_run: Option<f64>,
     /// The names of the tasks it waits for.
     #[serde(default)]
     pub after: Vec<TaskName>,
@@ -239,6 +266,9 @@ impl WorkflowTaskRequest {
             delay: self.delay,
             throttles: self.throttles.clone(),
             backoff: self.backoff.clone(),
+            start_by: self.start_by,
+            start_within: self.start_within,
+            max_run: self.max_run,
         }
     }
 }
