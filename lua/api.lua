@@ -1017,9 +1017,10 @@ local function command(name)
 
   elseif name == 'recur' then
     -- recur(queue, jid, klass, data, 'interval', interval, offset,
-    --       [tags|priority|retries|backlog v]...) -> jid
+    --       [tags|priority|retries|backlog|start-within|max-run v]...) -> jid
     -- recur(queue, jid, klass, data, 'cron', expression, timezone,
     --       ticks <JSON array>, [tags|priority|retries|backlog v]...) -> jid (extension)
+    -- (start-within and max-run, deadlines of the children, are extensions too.)
     return function(now, A)
       local number_arg = Qless.number_arg
       local queue = Qless.queue_arg(A[3])
@@ -1071,6 +1072,14 @@ local function command(name)
       if opts.backlog ~= nil then
         backlog = number_arg(opts.backlog, 'Recur', 'Arg "backlog" not a number: ')
       end
+      -- (deadlines.lua) Each child's start_by (its spawn time + start-within), max_run.
+      local within, max_run
+      if opts['start-within'] ~= nil then
+        within = Qless.Deadlines.option(opts['start-within'], 'Recur', 'start-within')
+      end
+      if opts['max-run'] ~= nil then
+        max_run = Qless.Deadlines.option(opts['max-run'], 'Recur', 'max-run', true)
+      end
       local cron
       if spec == 'cron' then
         if opts.ticks == nil then Qless.raise('QL_ARG', 'Recur', 'Arg "ticks" missing') end
@@ -1079,7 +1088,7 @@ local function command(name)
         interval, offset = tonumber(Qless.Recurring.period(ticks, 86400)), 0
       end
       return Qless.Recurring.on(now, queue, jid, klass, data, interval, offset, priority,
-        tags, retries, backlog, cron)
+        tags, retries, backlog, cron, within, max_run)
     end
 
   elseif name == 'recur.cron.due' then
@@ -1114,7 +1123,7 @@ local function command(name)
 
   elseif name == 'recur.update' then
     -- recur.update(jid, [priority|retries|interval|data|klass|queue|backlog|cron|
-    --   timezone|ticks v]...) -> 1
+    --   timezone|ticks|start-within|max-run v]...) -> 1
     return function(now, A)
       return Qless.Recurring.update(now, Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4))
     end

@@ -28,7 +28,7 @@ function recurring_factory(name)
         local rid = due[i]
         local rhash = Qless.P .. 'r:' .. rid
         local t = redis.call('hmget', rhash, 'klass', 'data', 'priority', 'tags', 'retries',
-          'interval', 'backlog', 'cron')
+          'interval', 'backlog', 'cron', 'start_within', 'max_run')
         if not t[1] then
           redis.call('zrem', rkey, rid)   -- a schedule entry whose template is gone
         else
@@ -51,6 +51,11 @@ function recurring_factory(name)
             Qless.history_push(child, '[' .. Qless.num(math.floor(at)) .. entry_tail, cap,
               false)
             redis.call('zadd', work, Qless.numarg(priority - at / 10000000000), child)
+            -- (deadlines.lua) The template's deadlines, counted from the child's spawn
+            -- time (its tick: a child of a tick missed long ago may be past it).
+            if t[9] or t[10] then
+              Qless.Deadlines.put(queue, child, t[9] and at + tonumber(t[9]), t[10])
+            end
             moved = moved + 1
           end
           if t[8] then
@@ -176,7 +181,7 @@ function recurring_factory(name)
     -- schedule (`cron` = {expr, zone, ticks}) runs at its first tick instead, and its
     -- `interval` is only the period stock qless clients see.
     return function(now, queue, jid, klass, data, interval, offset, priority, tags, retries,
-                    backlog, cron)
+                    backlog, cron, within, max_run)
       local key = Qless.P .. 'r:' .. jid
       local f = redis.call('hmget', key, 'queue', 'count')
       if f[1] and f[1] ~= queue then
@@ -189,6 +194,10 @@ function recurring_factory(name)
         'queue', queue, 'type', 'interval',
         'count', f[2] or '0', 'interval', numarg(interval), 'retries', numarg(retries),
         'backlog', numarg(backlog))
+      -- (deadlines.lua) qlessd's fields beside the protocol's, copied to each child.
+      redis.call('hdel', key, 'start_within', 'max_run')
+      if within then redis.call('hset', key, 'start_within', numarg(within)) end
+      if max_run then redis.call('hset', key, 'max_run', numarg(max_run)) end
       local first = now + offset
       if cron then
         redis.call('hset', key, 'cron', cron.expr, 'timezone', cron.zone)
@@ -207,7 +216,8 @@ function recurring_factory(name)
     -- stored ticks), and `cron` and `timezone` for a cron template.
     return function(jid, ext)
       local f = redis.call('hmget', Qless.P .. 'r:' .. jid, 'jid', 'klass', 'state', 'queue',
-        'priority', 'interval', 'retries', 'count', 'data', 'tags', 'backlog', 'cron', 'timezone')
+        'priority', 'interval', 'retries', 'count', 'data', 'tags', 'backlog', 'cron', 'timezone',
+        'start_within', 'max_run')
       if not f[1] then return nil end
       local tags = f[10]
       if not tags or tags == '' or tags == '[]' then tags = '{}' end
@@ -228,6 +238,8 @@ function recurring_factory(name)
           end
         end
         extra = extra .. ',"next":[' .. table.concat(upcoming, ',') .. ']'
+        if f[14] then extra = extra .. ',"start_within":' .. Qless.jnum(f[14]) end
+        if f[15] then extra = extra .. ',"max_run":' .. Qless.jnum(f[15]) end
       end
       return '{"jid":' .. cjson.encode(f[1]) ..
         ',"klass":' .. cjson.encode(f[2] or '') ..
@@ -243,9 +255,11 @@ function recurring_factory(name)
     end
 
   elseif name == 'update' then
-    -- recur.update(now, jid, key, value, ...) -> 1. Every pair is checked before the
-    -- first change is made. `cron`, `timezone` and `ticks` (a JSON array of whole
-    -- seconds) come together and make it a cron template from its first tick;
+    -- recur.update(now, jid, key, value, ...) -> 1 (keys: the protocol's, and the
+    -- extensions cron/timezone/ticks and start-within/max-run, '' removing one of
+    -- the last two). Every pair is checked before the first change is made. `cron`,
+    -- `timezone` and `ticks` (a JSON array of whole seconds) come together and make
+    -- it a cron template from its first tick;
     -- `interval` makes a cron template an interval one again, next run an interval on.
     return function(now, jid, args)
       local key = Qless.P .. 'r:' .. jid
@@ -284,6 +298,9 @@ function recurring_factory(name)
           if v == '' then Qless.raise('QL_ARG', 'Recur', 'Arg "' .. k .. '" is empty') end
         elseif k == 'ticks' then
           given.ticks = Qless.Recurring.ticks_arg(v)
+        elseif k == 'start-within' or k == 'max-run' then
+          -- (deadlines.lua) '' removes the template's deadline.
+          if v ~= '' then Qless.Deadlines.option(v, 'Recur', k, k == 'max-run') end
         elseif k ~= 'klass' then
           Qless.raise('QL_ARG', 'Recur', 'Unrecognized option "' .. k .. '"')
         end
@@ -326,6 +343,13 @@ function recurring_factory(name)
           queue = v
         elseif k == 'priority' or k == 'retries' or k == 'backlog' then
           redis.call('hset', key, k, tonumber(v))
+        elseif k == 'start-within' or k == 'max-run' then
+          local field = k == 'max-run' and 'max_run' or 'start_within'
+          if v == '' then
+            redis.call('hdel', key, field)
+          else
+            redis.call('hset', key, field, Qless.numarg(tonumber(v)))
+          end
         elseif k ~= 'cron' and k ~= 'timezone' and k ~= 'ticks' then
           redis.call('hset', key, k, v)
         end

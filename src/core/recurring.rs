@@ -25,6 +25,11 @@ pub struct RecurArgs {
     pub tags: Option<Vec<String>>,
     pub retries: Option<i64>,
     pub backlog: Option<i64>,
+    /// Each child must be popped within this many seconds of its spawn
+    /// (`lua/deadlines.lua`'s `start_by`).
+    pub start_within: Option<f64>,
+    /// Each child's `max_run`.
+    pub max_run: Option<f64>,
 }
 
 /// A cron schedule as the script stores it: the expression, its zone, and its first
@@ -61,6 +66,10 @@ pub struct RecurUpdate {
     pub backlog: Option<i64>,
     /// A new cron schedule (replaces the interval or the previous schedule).
     pub cron: Option<CronSpec>,
+    /// A new `start_within` of the children; `Some(None)` removes it.
+    pub start_within: Option<Option<f64>>,
+    /// A new `max_run` of the children; `Some(None)` removes it.
+    pub max_run: Option<Option<f64>>,
 }
 
 impl RecurUpdate {
@@ -74,6 +83,8 @@ impl RecurUpdate {
             && self.queue.is_none()
             && self.backlog.is_none()
             && self.cron.is_none()
+            && self.start_within.is_none()
+            && self.max_run.is_none()
     }
 }
 
@@ -102,7 +113,9 @@ impl Command for RecurArgs {
         args.option("priority", self.priority)
             .option("tags", self.tags.as_deref().map(json_list))
             .option("retries", self.retries)
-            .option("backlog", self.backlog);
+            .option("backlog", self.backlog)
+            .option("start-within", self.start_within)
+            .option("max-run", self.max_run);
     }
 
     fn decode(&self, reply: Value) -> Result<String, Error> {
@@ -165,7 +178,9 @@ impl Command for RecurChange<'_> {
             .option("data", update.data.as_ref())
             .option("klass", update.klass.as_ref())
             .option("queue", update.queue.as_ref())
-            .option("backlog", update.backlog);
+            .option("backlog", update.backlog)
+            .option("start-within", update.start_within.map(removable))
+            .option("max-run", update.max_run.map(removable));
         if let Some(cron) = &update.cron {
             args.push("cron")
                 .push(&cron.expression)
@@ -183,6 +198,11 @@ impl Command for RecurChange<'_> {
     fn subject(&self) -> Subject<'_> {
         Subject::jid(self.jid)
     }
+}
+
+/// A deadline of `recur.update`: the number, or `''` that removes it.
+fn removable(value: Option<f64>) -> String {
+    value.map(|n| n.to_string()).unwrap_or_default()
 }
 
 /// `recur.cron.due`: at most `limit` cron templates whose stored ticks run low.

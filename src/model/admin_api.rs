@@ -49,6 +49,16 @@ pub struct RecurringJobUpdate {
     /// with `cron`; a template without one becomes a cron template only with `cron`).
     #[schema(example = "Europe/Berlin", max_length = 64)]
     pub timezone: Option<String>,
+    /// Seconds within which each child spawned from now on must be popped (at least
+    /// 0); `null` removes it.
+    #[serde(default, deserialize_with = "crate::model::wire::present")]
+    #[schema(value_type = Option<f64>, minimum = 0)]
+    pub start_within: Option<Option<f64>>,
+    /// The `max_run` of each child spawned from now on (more than 0); `null` removes
+    /// it.
+    #[serde(default, deserialize_with = "crate::model::wire::present")]
+    #[schema(value_type = Option<f64>, exclusive_minimum = 0)]
+    pub max_run: Option<Option<f64>>,
 }
 
 /// Tags to add to a recurring job template.

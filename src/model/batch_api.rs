@@ -47,6 +47,20 @@ pub struct QueuedJobRequest {
     /// Retry backoff.
     #[serde(default)]
     pub backoff: Option<Backoff>,
+    /// Unix time (seconds) by which the job must have been popped (else it fails
+    /// into `expired`), as a single put's. At least 0. Not on a callback (it is put
+    /// when the batch settles).
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_by: Option<f64>,
+    /// Seconds from now by which the job must have been popped; not with `start_by`.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_within: Option<f64>,
+    /// Seconds the job may run from its pop, as a single put's. More than 0.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub max_run: Option<f64>,
     /// A workflow task's parents: the names of the tasks it waits for (workflow tasks
     /// only; a 400 elsewhere).
     #[serde(default)]

@@ -287,6 +287,17 @@ pub struct CreateRecurringJobRequest {
     #[serde(default, deserialize_with = "crate::model::wire::optional_whole")]
     #[schema(minimum = 0)]
     pub backlog: Option<i64>,
+    /// Each child must be popped within this many seconds of its spawn time (its
+    /// `start_by`; past it the child fails into `expired` instead of running). At
+    /// least 0. Absent: none.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub start_within: Option<f64>,
+    /// Each child's `max_run`: seconds it may run from its pop, heartbeats or not.
+    /// More than 0. Absent: none.
+    #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
+    pub max_run: Option<f64>,
 }
 
 /// The id of a created recurring job.

@@ -61,4 +61,18 @@ pub struct RecurringJob {
         serialize_with = "wire::whole_list_when_possible"
     )]
     pub next: Vec<f64>,
+    /// Each child must be popped within this many seconds of its spawn time.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "wire::optional_whole_when_possible"
+    )]
+    pub start_within: Option<f64>,
+    /// Each child's `max_run` (seconds it may run from its pop).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "wire::optional_whole_when_possible"
+    )]
+    pub max_run: Option<f64>,
 }

@@ -119,6 +119,15 @@ where
     RawJson::deserialize(deserializer).map(Some)
 }
 
+/// A field that may be given as `null`: absent is `None`, `null` is `Some(None)`.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
 /// A job's (or template's) stored data on its way out: the text the script stored,
 /// sent to the client as JSON without being re-encoded. Text another client stored
 /// that is not JSON is sent as a JSON string rather than failing the read.

@@ -60,9 +60,9 @@ fn queued_put(
         if_absent: false,
         throttles: job.throttles,
         backoff: job.backoff,
-        start_by: None,
-        start_within: None,
-        max_run: None,
+        start_by: job.start_by,
+        start_within: job.start_within,
+        max_run: job.max_run,
         idempotency_key: None,
     };
     Ok(put_args(&queue, body, state, trace)?.0)
@@ -112,6 +112,12 @@ fn callback_put(
     let name = kind.as_str();
     job.no_task_fields()
         .map_err(|why| ApiError::BadRequest(format!("{name}: {why}")))?;
+    // A callback is put when the batch settles, not now: no deadline counts from here.
+    if job.start_by.is_some() || job.start_within.is_some() || job.max_run.is_some() {
+        return Err(ApiError::BadRequest(format!(
+            "{name}: a callback takes no start_by, start_within or max_run"
+        )));
+    }
     let data: serde_json::Value = serde_json::from_str(job.data.get())
         .map_err(|err| ApiError::BadRequest(format!("{name}.data: {err}")))?;
     match data.as_object() {
@@ -157,7 +163,7 @@ fn callback_put(
          headers(("Location" = String, description = "`/v1/batches/{bid}`"))),
         (status = 400, description = "Malformed JSON, an unknown field, an invalid item \
             (the detail names it), a jid given twice, or a callback whose data is not \
-            an object; nothing was written", body = Problem,
+            an object or that gives a deadline; nothing was written", body = Problem,
          content_type = "application/problem+json"),
         (status = 404, description = "The parent batch does not exist", body = Problem,
          content_type = "application/problem+json"),

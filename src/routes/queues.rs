@@ -625,6 +625,8 @@ fn recur_args(
         .transpose()?;
     whole("retries", body.retries)?;
     whole("backlog", body.backlog)?;
+    // (Checked as a put's are: start_within from 0 is start_within itself.)
+    let (start_within, max_run) = deadlines(None, body.start_within, body.max_run, 0.0)?;
     Ok(RecurArgs {
         queue: queue.as_str().to_owned(),
         jid,
@@ -637,6 +639,8 @@ fn recur_args(
         tags: body.tags.map(Tag::into_strings),
         retries: body.retries,
         backlog: body.backlog,
+        start_within,
+        max_run,
     })
 }
 

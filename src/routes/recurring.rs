@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{Json, Path};
+use super::queues::deadlines;
 use super::validate;
 use crate::core::RecurUpdate;
 use crate::error::ApiError;
@@ -73,8 +74,9 @@ async fn get_recurring_job(
         (status = 400, description = "Malformed body, no field given, an unknown field, \
             an interval not above 0, interval with cron or timezone, a bad cron \
             expression or unknown timezone (named in the detail), a timezone for a \
-            template without cron, a negative retries or backlog, or a bad jid, klass \
-            or queue name; nothing is changed", body = Problem,
+            template without cron, a negative retries or backlog, a negative \
+            start_within or a max_run not above 0, or a bad jid, klass or queue name; \
+            nothing is changed", body = Problem,
          content_type = "application/problem+json"),
         (status = 404, description = "No recurring job has this jid", body = Problem,
          content_type = "application/problem+json"),
@@ -216,6 +218,15 @@ fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpda
     }
     let data = validate::JobData::optional(body.data.as_ref(), max_job_size)?
         .map(validate::JobData::into_text);
+    // (`null` removes a deadline; a number is checked as a put's.)
+    let start_within = body
+        .start_within
+        .map(|within| deadlines(None, within, None, 0.0).map(|(at, _)| at))
+        .transpose()?;
+    let max_run = body
+        .max_run
+        .map(|limit| deadlines(None, None, limit, 0.0).map(|(_, limit)| limit))
+        .transpose()?;
     let update = RecurUpdate {
         priority: body.priority,
         interval: body.interval,
@@ -225,11 +236,13 @@ fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpda
         queue: body.queue.map(String::from),
         backlog: body.backlog,
         cron: None,
+        start_within,
+        max_run,
     };
     if update.is_empty() && body.cron.is_none() && body.timezone.is_none() {
         return Err(ApiError::BadRequest(
             "give at least one of priority, interval, retries, data, klass, queue, backlog, \
-             cron, timezone"
+             cron, timezone, start_within, max_run"
                 .to_owned(),
         ));
     }

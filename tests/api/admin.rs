@@ -63,6 +63,7 @@ async fn recur(app: &TestApp) {
                 retries: Some(2),
                 backlog: None,
                 cron: None,
+                ..Default::default()
             },
         )
         .await

@@ -1,6 +1,7 @@
 //! Script semantics (deadlines, `lua/deadlines.lua`): a job's `start_by` (not popped
 //! by then: failed into `expired`, at pop or by the sweeper) and `max_run` (its lock
-//! never outlives popped + max_run; the worker's next call is refused `timed_out`).
+//! never outlives popped + max_run; the worker's next call is refused `timed_out`),
+//! also given by recurring templates to their children.
 
 use qlessd::core::{PutArgs, Qless, RetryArgs};
 
@@ -252,4 +253,93 @@ async fn a_job_within_its_max_run_completes() {
         qless.complete(29.0, finish("a", "w", "q")).await.unwrap(),
         "complete"
     );
+}
+
+#[tokio::test]
+async fn a_recurring_template_gives_each_child_its_deadlines() {
+    let (_redis, qless) = start().await;
+    let template = qlessd::core::RecurArgs {
+        queue: "q".into(),
+        jid: "r".into(),
+        klass: "Tick".into(),
+        data: "{}".into(),
+        interval: 60.0,
+        start_within: Some(5.0),
+        max_run: Some(30.0),
+        ..Default::default()
+    };
+    qless.recur(0.0, template).await.unwrap();
+    let stored = qless.recur_get(0.0, "r").await.unwrap().unwrap();
+    assert_eq!(
+        (stored.start_within, stored.max_run),
+        (Some(5.0), Some(30.0))
+    );
+    // The first child spawns at 0 (a peek spawns it): start_by 0 + 5.
+    qless.peek(0.0, "q", 10).await.unwrap();
+    let first = get(&qless, "r-1").await;
+    assert_eq!((first.start_by, first.max_run), (Some(5.0), Some(30.0)));
+    // Not popped by then: expired, and the pop hands out nothing.
+    assert!(pop(&qless, 10.0, "q", "w", 1).await.is_empty());
+    assert_eq!(failed_in(&qless, "expired").await, ["r-1"]);
+    // The next child, popped in time, runs under its max_run.
+    assert_eq!(pop(&qless, 62.0, "q", "w", 1).await, ["r-2"]);
+    let second = get(&qless, "r-2").await;
+    assert_eq!((second.start_by, second.max_run), (Some(65.0), Some(30.0)));
+    assert_eq!(second.expires, 92.0);
+    // An update removes start_within and changes max_run for the children to come.
+    qless
+        .recur_update(
+            63.0,
+            "r",
+            qlessd::core::RecurUpdate {
+                start_within: Some(None),
+                max_run: Some(Some(10.0)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let stored = qless.recur_get(63.0, "r").await.unwrap().unwrap();
+    assert_eq!((stored.start_within, stored.max_run), (None, Some(10.0)));
+    assert_eq!(pop(&qless, 500.0, "q", "w", 1).await, ["r-3"]);
+    let third = get(&qless, "r-3").await;
+    assert_eq!((third.start_by, third.max_run), (None, Some(10.0)));
+    // A re-recur without deadlines drops them.
+    qless
+        .recur(
+            501.0,
+            qlessd::core::RecurArgs {
+                queue: "q".into(),
+                jid: "r".into(),
+                klass: "Tick".into(),
+                data: "{}".into(),
+                interval: 60.0,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let stored = qless.recur_get(501.0, "r").await.unwrap().unwrap();
+    assert_eq!((stored.start_within, stored.max_run), (None, None));
+}
+
+#[tokio::test]
+async fn bad_recurring_deadlines_are_refused() {
+    let (_redis, qless) = start().await;
+    let template = |within: Option<f64>, max_run: Option<f64>| qlessd::core::RecurArgs {
+        queue: "q".into(),
+        jid: "r".into(),
+        klass: "Tick".into(),
+        data: "{}".into(),
+        interval: 60.0,
+        start_within: within,
+        max_run,
+        ..Default::default()
+    };
+    assert_error(
+        qless.recur(0.0, template(Some(-1.0), None)).await,
+        "start-within",
+    );
+    assert_error(qless.recur(0.0, template(None, Some(0.0))).await, "max-run");
+    assert!(qless.recur_get(0.0, "r").await.unwrap().is_none());
 }

@@ -191,6 +191,7 @@ async fn recurring_jobs_and_config_are_edited_through_forms() {
                 retries: None,
                 backlog: None,
                 cron: None,
+                ..Default::default()
             },
         )
         .await
