@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Backoff, Jid, QueueName, Tag, TaskName, ThrottleName, WorkflowName};
+use super::{Backoff, Jid, PartitionName, QueueName, Tag, TaskName, ThrottleName, WorkflowName};
 
 /// One job of a batch or a task of a workflow: a put body naming its queue.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -60,6 +60,9 @@ pub struct QueuedJobRequest {
     #[serde(default)]
     #[schema(exclusive_minimum = 0)]
     pub max_run: Option<f64>,
+    /// The job's partition in a fair queue, as a single put's.
+    #[serde(default)]
+    pub partition: Option<PartitionName>,
 }
 
 /// A new batch.
@@ -243,6 +246,9 @@ pub struct WorkflowTaskRequest {
     #[serde(default)]
     #[schema(exclusive_minimum = 0)]
     pub max_run: Option<f64>,
+    /// The job's partition in a fair queue, as a single put's.
+    #[serde(default)]
+    pub partition: Option<PartitionName>,
     /// The names of the tasks it waits for.
     #[serde(default)]
     pub after: Vec<TaskName>,
@@ -269,6 +275,7 @@ impl WorkflowTaskRequest {
             start_by: self.start_by,
             start_within: self.start_within,
             max_run: self.max_run,
+            partition: self.partition.clone(),
         }
     }
 }
