@@ -1,7 +1,9 @@
 //! Script semantics (fair queues, `lua/partitions.lua`): a queue's partitioned jobs
 //! are served round robin across partitions, priority then time within each, with
 //! per-partition concurrency and rate limits; unpartitioned jobs take a turn of their
-//! own; stock `pop` is fair too; the queue's counts are unchanged.
+//! own; stock `pop` is fair too; the queue's counts are unchanged; every way back
+//! into `-work` (promotion, release, `next`, unfail, retry, timeout) files the job
+//! under its partition; a namespace keeps the keys under its prefix.
 
 use std::collections::BTreeMap;
 
@@ -251,4 +253,77 @@ async fn a_stock_pop_is_fair_and_sees_ordinary_jobs() {
     };
     assert_eq!(job["state"], "running");
     assert!(job.get("partition").is_none(), "{job}");
+}
+
+/// Pops until `jid` comes out (at most `within` pops of one job each); returns how
+/// many pops that took.
+async fn turns_until(qless: &Qless, now: f64, jid: &str, within: usize) -> usize {
+    for turn in 1..=within {
+        let jids = pop(qless, now, "q", "w", 1).await;
+        if jids.iter().any(|j| j == jid) {
+            return turn;
+        }
+    }
+    panic!("{jid} not popped within {within} pops");
+}
+
+#[tokio::test]
+async fn every_way_back_into_the_queue_files_the_job_under_its_partition() {
+    let (_redis, qless) = start().await;
+    backlog(&qless, 1.0, "q", "a", 1000).await;
+    // A delayed job is promoted into its partition.
+    let delayed = PutArgs {
+        delay: 5.0,
+        ..in_partition("q", "b-delayed", "b")
+    };
+    qless.put(1.0, delayed).await.unwrap();
+    assert!(turns_until(&qless, 10.0, "b-delayed", 2).await <= 2);
+    // A job waiting on another is released into its partition.
+    qless
+        .put(11.0, in_partition("q", "b-parent", "b"))
+        .await
+        .unwrap();
+    let child = PutArgs {
+        depends: Some(vec!["b-parent".into()]),
+        ..in_partition("q", "b-child", "b")
+    };
+    qless.put(11.0, child).await.unwrap();
+    turns_until(&qless, 12.0, "b-parent", 2).await;
+    qless
+        .complete(13.0, finish("b-parent", "w", "q"))
+        .await
+        .unwrap();
+    assert!(turns_until(&qless, 14.0, "b-child", 2).await <= 2);
+    // Completed with `next`, it waits in its partition in the next queue too (here: q).
+    let next = qlessd::core::CompleteArgs {
+        next: Some("q".into()),
+        ..finish("b-child", "w", "q")
+    };
+    qless.complete(15.0, next).await.unwrap();
+    assert!(turns_until(&qless, 16.0, "b-child", 2).await <= 2);
+    // Failed and unfailed.
+    qless
+        .fail(17.0, "b-child", "w", "oops", "failed", None)
+        .await
+        .unwrap();
+    assert_eq!(qless.unfail(18.0, "q", "oops", 10).await.unwrap(), 1);
+    assert!(turns_until(&qless, 19.0, "b-child", 2).await <= 2);
+    // Timed out (put back at the head of -work, stalled): at its partition's head.
+    qless.timeout(20.0, &["b-child".to_owned()]).await.unwrap();
+    assert!(turns_until(&qless, 21.0, "b-child", 2).await <= 2);
+}
+
+#[tokio::test]
+async fn a_namespace_keeps_its_partitions_under_its_own_prefix() {
+    let redis = RedisServer::start();
+    let qless = connect(&redis, Some("tenant")).await;
+    backlog(&qless, 1.0, "q", "a", 20).await;
+    backlog(&qless, 2.0, "q", "b", 1).await;
+    let jids = pop(&qless, 3.0, "q", "w", 2).await;
+    assert_eq!(partitions_of(&jids), ["a", "b"]);
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw(&redis)).unwrap();
+    assert!(
+        keys.iter().all(|key| key.starts_with("ql:{tenant}:")),
+        "{keys:?}"
+    );
 }
