@@ -14,6 +14,7 @@
 //! cargo bench --bench lifecycle -- scrape           # GET /metrics with 1,000 queues
 //! cargo bench --bench lifecycle -- push             # push delivery vs pull workers
 //! cargo bench --bench lifecycle -- batches          # batch creation, complete in a batch
+//! cargo bench --bench lifecycle -- partitions       # fair queues: pop cost, fairness
 //! (cd benches/bullmq && npm install) && cargo bench --bench lifecycle -- bullmq
 //! BENCH_AUTH=1 cargo bench --bench lifecycle -- gateway-instructions    # with tokens
 //! BENCH_OTLP=1 cargo bench --bench lifecycle -- gateway-instructions    # with spans
@@ -792,6 +793,9 @@ async fn main() {
     }
     if options.wants("scrape") {
         scrape(&options).await;
+    }
+    if options.wants("partitions") {
+        partitions(&options).await;
     }
 }
 
@@ -2479,4 +2483,130 @@ async fn batches(options: &Options) {
         member,
         (member / plain - 1.0) * 100.0
     );
+}
+
+/// Fair queues (`lua/partitions.lua`): the Redis time of a pop(1) from a queue whose
+/// jobs are spread over 1, 100 or 10,000 partitions (against a queue without), and
+/// the fairness of a queue where partition A has 10,000 jobs waiting when B and C
+/// each put 100: with 20 workers, how many jobs complete before the last of B's and
+/// C's (want: at most 3 × 200; 10,200 without partitions).
+async fn partitions(options: &Options) {
+    println!(
+        "\n== fair queues: pop(1) of {} jobs over n partitions, concurrency 50, median of {} runs ==",
+        options.jobs, options.runs
+    );
+    let mut target = Target::start().await;
+    let clock = Clock::system();
+    let cases: [(&str, Option<usize>); 4] = [
+        ("no partition", None),
+        ("1 partition", Some(1)),
+        ("100 partitions", Some(100)),
+        ("10,000 partitions", Some(10_000)),
+    ];
+    println!(
+        "{:<32} {:>12} {:>16}",
+        "pop(1) from", "calls/s", "redis usec/call"
+    );
+    for (label, partitions) in cases {
+        let mut figures = Vec::new();
+        for _ in 0..options.runs {
+            target.flush().await;
+            for chunk in (0..options.jobs).collect::<Vec<_>>().chunks(1000) {
+                let jobs = chunk
+                    .iter()
+                    .map(|&i| {
+                        let mut args = put_args("bench", format!("bench-{i}"), i);
+                        args.partition = partitions.map(|n| format!("p{}", i % n));
+                        (args, false)
+                    })
+                    .collect();
+                target.qless.put_many(clock.now(), jobs).await.expect("put");
+            }
+            target.reset_stats().await;
+            let (q, c) = (target.qless.clone(), clock.clone());
+            let per_second = drive(options.jobs, 50, move |_| {
+                let (q, c) = (q.clone(), c.clone());
+                async move { pop_one(&q, c.now(), "bench").await }
+            })
+            .await;
+            let usec = target.evalsha_usec().await;
+            figures.push(Figure { per_second, usec });
+        }
+        let figure = median_figure(&figures);
+        println!(
+            "{label:<32} {:>12.0} {:>16.1}",
+            figure.per_second, figure.usec
+        );
+    }
+
+    println!("\n== fair queues: A has 10,000 waiting, then B and C put 100 each; 20 workers ==");
+    println!(
+        "{:<32} {:>32}",
+        "queue", "jobs done before B's and C's last"
+    );
+    for partitioned in [false, true] {
+        target.flush().await;
+        let put = |name: &'static str, n: usize| {
+            (0..n)
+                .map(|i| {
+                    let mut args = put_args("fair", format!("{name}-{i}"), i);
+                    args.partition = partitioned.then(|| name.to_owned());
+                    (args, false)
+                })
+                .collect::<Vec<_>>()
+        };
+        for chunk in put("a", 10_000).chunks(1000) {
+            target
+                .qless
+                .put_many(clock.now(), chunk.to_vec())
+                .await
+                .expect("put");
+        }
+        for name in ["b", "c"] {
+            target
+                .qless
+                .put_many(clock.now(), put(name, 100))
+                .await
+                .expect("put");
+        }
+        let done = Arc::new(AtomicUsize::new(0));
+        let last = Arc::new(AtomicUsize::new(0));
+        let left = Arc::new(AtomicUsize::new(200));
+        let mut workers = Vec::new();
+        for w in 0..20 {
+            let (q, c) = (target.qless.clone(), clock.clone());
+            let (done, last, left) = (done.clone(), last.clone(), left.clone());
+            workers.push(tokio::spawn(async move {
+                let worker = format!("w{w}");
+                while left.load(Ordering::SeqCst) > 0 {
+                    let jobs = q.pop(c.now(), "fair", &worker, 1).await.expect("pop");
+                    let Some(job) = jobs.into_iter().next() else {
+                        break;
+                    };
+                    let args = CompleteArgs {
+                        jid: job.jid.clone(),
+                        worker: worker.clone(),
+                        queue: "fair".into(),
+                        data: "{}".into(),
+                        ..CompleteArgs::default()
+                    };
+                    q.complete(c.now(), args).await.expect("complete");
+                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    if !job.jid.starts_with("a-") {
+                        last.fetch_max(n, Ordering::SeqCst);
+                        left.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+            }));
+        }
+        for worker in workers {
+            worker.await.expect("worker");
+        }
+        let label = if partitioned {
+            "partition per customer"
+        } else {
+            "no partitions (today)"
+        };
+        println!("{label:<32} {:>32}", last.load(Ordering::SeqCst));
+    }
 }

@@ -556,6 +556,7 @@ local function command(name)
       local priority, tags, retries, depends
       local throttles, backoff, traceparent   -- extension options (extra.lua, throttle.lua)
       local start_by, max_run                 -- (deadlines.lua)
+      local partition                         -- (partitions.lua)
       if n > 8 then
         local opts = {}
         for i = 9, n, 2 do opts[A[i]] = A[i + 1] end
@@ -605,12 +606,13 @@ local function command(name)
         elseif opts['max-run'] ~= nil then
           max_run = Qless.Deadlines.option(opts['max-run'], 'Put', 'max-run', true)
         end
+        partition = opts.partition
       end
       return queue, jid, klass, data, delay, priority, tags, retries, depends, throttles,
-        backoff, traceparent, start_by, max_run
+        backoff, traceparent, start_by, max_run, partition
     end
     local function run(now, A, queue, jid, klass, data, delay, priority, tags, retries,
-                       depends, throttles, backoff, traceparent, start_by, max_run)
+                       depends, throttles, backoff, traceparent, start_by, max_run, partition)
       local n = #A
       if name == 'requeue' and not redis.call('hget', Qless.P .. 'j:' .. jid, 'jid') then
         Qless.raise('QL_NOTFOUND', 'Requeue', 'Job ' .. jid .. ' does not exist')
@@ -653,6 +655,12 @@ local function command(name)
         end
       end
       if start_by or max_run then Qless.Deadlines.put(queue, jid, start_by, max_run) end
+      -- (partitions.lua) Filed under its partition, or under '' while the queue has any
+      -- (its -pseq exists: one EXISTS for a put without a partition).
+      if (partition and partition ~= '') or
+          redis.call('exists', Qless.OWN .. 'q:' .. queue .. '-pseq') == 1 then
+        Qless.Partitions.put(queue, jid, partition)
+      end
       return result
     end
     return function(now, A) return run(now, A, check(A)) end, check, run
@@ -1020,7 +1028,8 @@ local function command(name)
     --       [tags|priority|retries|backlog|start-within|max-run v]...) -> jid
     -- recur(queue, jid, klass, data, 'cron', expression, timezone,
     --       ticks <JSON array>, [tags|priority|retries|backlog v]...) -> jid (extension)
-    -- (start-within and max-run, deadlines of the children, are extensions too.)
+    -- (start-within and max-run, deadlines of the children, and partition are
+    -- extensions too.)
     return function(now, A)
       local number_arg = Qless.number_arg
       local queue = Qless.queue_arg(A[3])
@@ -1080,6 +1089,7 @@ local function command(name)
       if opts['max-run'] ~= nil then
         max_run = Qless.Deadlines.option(opts['max-run'], 'Recur', 'max-run', true)
       end
+      local partition = opts.partition   -- (partitions.lua) each child's
       local cron
       if spec == 'cron' then
         if opts.ticks == nil then Qless.raise('QL_ARG', 'Recur', 'Arg "ticks" missing') end
@@ -1088,7 +1098,7 @@ local function command(name)
         interval, offset = tonumber(Qless.Recurring.period(ticks, 86400)), 0
       end
       return Qless.Recurring.on(now, queue, jid, klass, data, interval, offset, priority,
-        tags, retries, backlog, cron, within, max_run)
+        tags, retries, backlog, cron, within, max_run, partition)
     end
 
   elseif name == 'recur.cron.due' then
@@ -1123,7 +1133,7 @@ local function command(name)
 
   elseif name == 'recur.update' then
     -- recur.update(jid, [priority|retries|interval|data|klass|queue|backlog|cron|
-    --   timezone|ticks|start-within|max-run v]...) -> 1
+    --   timezone|ticks|start-within|max-run|partition v]...) -> 1
     return function(now, A)
       return Qless.Recurring.update(now, Qless.jid_arg(A[3], 'Recurring'), Qless.rest(A, 4))
     end
@@ -1503,6 +1513,31 @@ local function command(name)
           'Arg "sample" must be a whole number from 1 to 1000: ' .. tostring(A[3]))
       end
       return Qless.Failures.summary(Qless.rest(A, 4), sample)
+    end
+
+  elseif name == 'partitions.set' then
+    -- Extension. partitions.set(queue, concurrency, rate_jobs, rate_seconds) -> 1: the
+    -- limits of each partition of the queue, numbers >= 0 (0: none) (partitions.lua).
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      local values = {}
+      for i = 4, 6 do
+        local v = tonumber(A[i])
+        if v == nil or v ~= v or v < 0 or v == 1 / 0 then
+          Qless.raise('QL_ARG', 'Partitions', 'Limits must be numbers >= 0: ' .. tostring(A[i]))
+        end
+        values[#values + 1] = v
+      end
+      return Qless.Partitions.set(now, queue, values[1], values[2], values[3])
+    end
+
+  elseif name == 'partitions.get' then
+    -- Extension. partitions.get(queue, offset, count) -> JSON (partitions.lua). Reads.
+    return function(now, A)
+      local queue = Qless.queue_arg(A[3])
+      local offset = Qless.count_arg(A[4], 0, 'Partitions', 'Arg "offset" not a number: ', 0)
+      local count = Qless.count_arg(A[5], 25, 'Partitions', 'Arg "count" not a number: ', 0)
+      return Qless.Partitions.list(now, queue, offset, count)
     end
   end
   return nil

@@ -46,6 +46,8 @@ local search_factory
 local rates_factory, failures_factory
 -- Deadlines of jobs (deadlines.lua): start_by and max_run.
 local deadlines_factory
+-- Fair queues (partitions.lua): partitions served in turn, limits per partition.
+local partitions_factory
 
 -- The metatable of every class table. A class table holds its method factory at
 -- index 0; the first lookup of a method builds it and caches it in the table.
@@ -391,6 +393,8 @@ Qless = setmetatable({
     return setmetatable({ [0] = failures_factory }, LAZY)
   elseif name == 'Deadlines' then
     return setmetatable({ [0] = deadlines_factory }, LAZY)
+  elseif name == 'Partitions' then
+    return setmetatable({ [0] = partitions_factory }, LAZY)
 
   elseif name == 'raise' then
     -- Raises the error reply "<CODE> user_script:1: <Command>(): <message>". The code

@@ -244,6 +244,7 @@ function batches_factory(name)
       if type(tags) ~= 'table' then tags = nil end
       Qless.Queue.put(now, '', spec.queue, spec.jid, spec.klass, data, spec.delay or 0,
         spec.priority, tags, spec.retries, nil)
+      Qless.Partitions.added(spec.queue, spec.jid, nil, '')   -- (partitions.lua) under ''
       local jkey = Qless.P .. 'j:' .. spec.jid
       if type(spec.throttles) == 'table' and #spec.throttles > 0 then
         redis.call('hset', jkey, 'throttles', cjson.encode(spec.throttles))

@@ -11,15 +11,15 @@ function extra_factory(name)
     -- `progress` and `result` (JSON text, as strings like `data`), `throttles`, its
     -- `backoff` policy, the throttle it waits on (`throttled`), its `traceparent`, and
     -- its `batch`, `workflow` and workflow `parents`, its deadlines `start_by` and
-    -- `max_run` (deadlines.lua); nil if no job.
+    -- `max_run` (deadlines.lua), its `partition` (partitions.lua); nil if no job.
     return function(jid)
       local buf = {}
       if not Qless.job_buffer(buf, jid) then return nil end
       local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'progress', 'result', 'throttles',
         'backoff', 'throttled', 'traceparent', 'batch', 'workflow', 'parents', 'start_by',
-        'max_run')
+        'max_run', 'partition')
       if f[1] or f[2] or f[3] or f[4] or f[5] or f[6] or f[7] or f[8] or f[9] or f[10] or
-          f[11] then
+          f[11] or f[12] then
         -- The object ends with '}' in the buffer's last piece: insert before it.
         local last = buf[#buf]
         local extra = ''
@@ -35,6 +35,7 @@ function extra_factory(name)
         if f[9] then extra = extra .. ',"parents":' .. cjson.encode(f[9]) end
         if f[10] then extra = extra .. ',"start_by":' .. Qless.jnum(f[10]) end
         if f[11] then extra = extra .. ',"max_run":' .. Qless.jnum(f[11]) end
+        if f[12] then extra = extra .. ',"partition":' .. cjson.encode(f[12]) end
         buf[#buf] = string.sub(last, 1, -2) .. extra .. '}'
       end
       return table.concat(buf)

@@ -87,7 +87,7 @@ function job_factory(name)
       local f
       if nextq then
         f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
-          'throttles', 'priority', 'max_run')
+          'throttles', 'priority', 'max_run', 'partition')
       else
         -- (8: the job's batch, batches.lua, where the branch for next reads priority.)
         f = redis.call('hmget', key, 'state', 'worker', 'queue', 'time', 'retries', 'history',
@@ -176,8 +176,9 @@ function job_factory(name)
           if delay > 0 then redis.call('hset', key, 'scheduled', Qless.numarg(now + delay)) end
           moved = 'depends'
         else
-          local score = (tonumber(f[8]) or 0) - now / 10000000000
-          redis.call('zadd', nkey .. '-work', Qless.numarg(score), jid)
+          local score = Qless.numarg((tonumber(f[8]) or 0) - now / 10000000000)
+          redis.call('zadd', nkey .. '-work', score, jid)
+          Qless.Partitions.added(nextq, jid, score, f[10] or '')   -- partitions.lua
           Qless.available(nextq, 1)
           moved = 'waiting'
         end
@@ -316,7 +317,8 @@ function job_factory(name)
     -- queue's -depends to -scheduled (if a delay is pending) or -work.
     return function(now, d)
       local dkey = Qless.P .. 'j:' .. d
-      local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority', 'workflow')
+      local f = redis.call('hmget', dkey, 'queue', 'scheduled', 'priority', 'workflow',
+        'partition')
       local q = f[1]
       -- (As the spec releases: whatever the dependent's state, if it still has a queue.)
       if not q or q == '' then return end
@@ -328,8 +330,9 @@ function job_factory(name)
         redis.call('hset', dkey, 'state', 'scheduled')
         redis.call('hdel', dkey, 'scheduled')
       else
-        local score = (tonumber(f[3]) or 0) - now / 10000000000
-        redis.call('zadd', qkey .. '-work', Qless.numarg(score), d)
+        local score = Qless.numarg((tonumber(f[3]) or 0) - now / 10000000000)
+        redis.call('zadd', qkey .. '-work', score, d)
+        Qless.Partitions.added(q, d, score, f[5] or '')   -- partitions.lua
         redis.call('hset', dkey, 'state', 'waiting')
         Qless.available(q, 1)
       end
@@ -444,7 +447,7 @@ function job_factory(name)
     return function(now, jid, queue, worker, delay, group, message)
       local key = Qless.P .. 'j:' .. jid
       local f = redis.call('hmget', key, 'state', 'worker', 'queue', 'priority', 'throttles',
-        'batch', 'workflow')
+        'batch', 'workflow', 'partition')
       local state = f[1]
       if not state then
         Qless.raise('QL_NOTFOUND', 'Retry', 'Job ' .. jid .. ' does not exist')
@@ -500,8 +503,9 @@ function job_factory(name)
           Qless.due(queue, at)
           newstate = 'scheduled'
         else
-          local score = (tonumber(f[4]) or 0) - now / 10000000000
-          redis.call('zadd', qkey .. '-work', Qless.numarg(score), jid)
+          local score = Qless.numarg((tonumber(f[4]) or 0) - now / 10000000000)
+          redis.call('zadd', qkey .. '-work', score, jid)
+          Qless.Partitions.added(queue, jid, score, f[8] or '')   -- partitions.lua
           Qless.available(queue, 1)
           newstate = 'waiting'
         end
@@ -605,6 +609,7 @@ function job_factory(name)
         Qless.history_push(jid, entry, cap)
         redis.call('zrem', qkey .. '-locks', jid)
         redis.call('zadd', qkey .. '-work', '+inf', jid)
+        Qless.Partitions.added(f[2] or '', jid, nil, nil)   -- partitions.lua
         Qless.available(f[2] or '', 1)
         redis.call('hset', Qless.P .. 'j:' .. jid, 'state', 'stalled', 'expires', '0')
         -- Quirk 5 mirrored: the worker's job set keeps the job (spec), so `workers`
@@ -621,8 +626,9 @@ function job_factory(name)
     return function(now, jid, key, queue, priority)
       local qkey = Qless.P .. 'q:' .. queue
       redis.call('zrem', qkey .. '-depends', jid)
-      local score = (tonumber(priority) or 0) - now / 10000000000
-      redis.call('zadd', qkey .. '-work', Qless.numarg(score), jid)
+      local score = Qless.numarg((tonumber(priority) or 0) - now / 10000000000)
+      redis.call('zadd', qkey .. '-work', score, jid)
+      Qless.Partitions.added(queue, jid, score, nil)   -- partitions.lua
       redis.call('hset', key, 'state', 'waiting')
       Qless.available(queue, 1)
     end
@@ -676,6 +682,7 @@ function job_factory(name)
         local work = Qless.P .. 'q:' .. queue .. '-work'
         if redis.call('zscore', work, jid) then
           redis.call('zadd', work, Qless.numarg(priority), jid)
+          Qless.Partitions.added(queue, jid, nil, nil)   -- partitions.lua: re-scored
         end
       end
       redis.call('hset', key, 'priority', Qless.numarg(priority))

@@ -50,8 +50,9 @@ function queue_factory(name)
         if seen and seen.probe[q] then
           probed = 0
         else
+          local own = Qless.OWN .. 'q:' .. q
           probed = call('exists', P .. 'paused_queues', Qless.OWN .. 'throttles', qkey .. '-recur',
-            qkey .. '-scheduled', Qless.OWN .. 'q:' .. q .. '-deadlines')
+            qkey .. '-scheduled', own .. '-deadlines', own .. '-pseq')
           if seen and probed == 0 then seen.probe[q] = true end
         end
       else
@@ -70,6 +71,7 @@ function queue_factory(name)
             probe[#probe + 1] = qkey .. '-recur'
             probe[#probe + 1] = qkey .. '-scheduled'
             probe[#probe + 1] = Qless.OWN .. 'q:' .. q .. '-deadlines'
+            probe[#probe + 1] = Qless.OWN .. 'q:' .. q .. '-pseq'   -- (partitions.lua)
           end
         end
         cfg = call('hmget', P .. 'config', unpack(fields))
@@ -78,7 +80,7 @@ function queue_factory(name)
       local paused, throttles
       if probed == 0 then
         paused, throttles = {}, false
-        for i = 1, #distinct do done[i] = { recur = true, sched = true, dl = true } end
+        for i = 1, #distinct do done[i] = { recur = true, sched = true, dl = true, flat = true } end
       else
         paused = call('smismember', P .. 'paused_queues', unpack(distinct))
         local any = false
@@ -171,7 +173,16 @@ function queue_factory(name)
               end
               -- ZPOPMAX reads the top of -work (in ZREVRANGE order) and takes it out in
               -- one call; a member whose hash is gone is dropped, as it would be anyway.
-              local top = call('zpopmax', qkey .. '-work', limit)
+              -- (partitions.lua) A queue with partitions serves them in turn instead.
+              if st.flat == nil then
+                st.flat = call('exists', Qless.OWN .. 'q:' .. q .. '-pseq') == 0
+              end
+              local top
+              if st.flat then
+                top = call('zpopmax', qkey .. '-work', limit)
+              else
+                top = Qless.Partitions.take(now, q, qkey, more)
+              end
               for i = 1, #top, 2 do jids[#jids + 1] = top[i] end
               -- (deadlines.lua) Jobs past their start_by fail instead, and the next jobs
               -- take their place.
@@ -415,7 +426,7 @@ function queue_factory(name)
       local old = {}
       if redis.call('exists', key) == 1 then
         old = redis.call('hmget', key, 'jid', 'state', 'queue', 'worker', 'priority',
-          'retries', 'tags', 'failure', 'history', 'throttles', 'batch', 'start_by')
+          'retries', 'tags', 'failure', 'history', 'throttles', 'batch', 'start_by', 'partition')
         -- Moving an existing job may touch what a batch's memo holds (ql:completed).
         if Qless.SEEN then Qless.seen() end
       end
@@ -517,6 +528,8 @@ function queue_factory(name)
         if old[10] then Qless.Throttle.release(now, jid, old[10], oqueue) end
         -- (deadlines.lua) Its start_by was for its old wait (the put may give a new one).
         if old[12] then Qless.Deadlines.clear(jid, oqueue) end
+        -- (partitions.lua) Its partition too (api.lua files it under the put's own).
+        if old[13] then redis.call('hdel', key, 'partition') end
       end
       -- 8. Tags into the index, score now (the counter moves only for new ones).
       if #tags > 0 then
@@ -629,15 +642,21 @@ function queue_factory(name)
       local qkey = Qless.P .. 'q:' .. queue
       local scores = {}
       local t = now / 10000000000
+      local parts, any = {}, false   -- (partitions.lua) the jobs' partitions
       for i = 1, #jids do
         local key = Qless.P .. 'j:' .. jids[i]
-        local priority = tonumber(redis.call('hget', key, 'priority')) or 0
-        scores[#scores + 1] = string.format('%.17g', priority - t)
+        local f = redis.call('hmget', key, 'priority', 'partition')
+        scores[#scores + 1] = string.format('%.17g', (tonumber(f[1]) or 0) - t)
         scores[#scores + 1] = jids[i]
         redis.call('hset', key, 'state', 'waiting')
+        parts[i] = f[2] or ''
+        if f[2] then any = true end
       end
       Qless.batch('zadd', qkey .. '-work', scores)
       Qless.batch('zrem', qkey .. '-scheduled', jids)
+      if any or redis.call('exists', Qless.OWN .. 'q:' .. queue .. '-pseq') == 1 then
+        for i = 1, #jids do Qless.Partitions.added(queue, jids[i], scores[2 * i - 1], parts[i]) end
+      end
     end
 
   elseif name == 'lock_notice' then
@@ -851,14 +870,16 @@ function queue_factory(name)
         local jid = jids[i]
         local key = Qless.P .. 'j:' .. jid
         local f = redis.call('hmget', key, 'jid', 'priority', 'retries', 'state', 'failure',
-          'queue', 'batch', 'start_by')
+          'queue', 'batch', 'start_by', 'partition')
         if f[1] then
           -- (deadlines.lua) Put back to run: a start_by, passed or not, no longer holds.
           if f[8] then Qless.Deadlines.clear(jid, f[6]) end
           Qless.history_push(jid, entry, cap)
           redis.call('hset', key, 'state', 'waiting', 'worker', '', 'expires', '0', 'queue', queue,
             'remaining', f[3] or '5')
-          redis.call('zadd', work, Qless.numarg((tonumber(f[2]) or 0) - now / 10000000000), jid)
+          local score = Qless.numarg((tonumber(f[2]) or 0) - now / 10000000000)
+          redis.call('zadd', work, score, jid)
+          Qless.Partitions.added(queue, jid, score, f[9] or '')   -- partitions.lua
           -- Fix of quirk 8: the failed gauge goes down, as for put and cancel.
           if f[4] == 'failed' then
             local failure = Qless.json_decode(f[5])

@@ -28,7 +28,7 @@ function recurring_factory(name)
         local rid = due[i]
         local rhash = Qless.P .. 'r:' .. rid
         local t = redis.call('hmget', rhash, 'klass', 'data', 'priority', 'tags', 'retries',
-          'interval', 'backlog', 'cron', 'start_within', 'max_run')
+          'interval', 'backlog', 'cron', 'start_within', 'max_run', 'partition')
         if not t[1] then
           redis.call('zrem', rkey, rid)   -- a schedule entry whose template is gone
         else
@@ -50,7 +50,11 @@ function recurring_factory(name)
               'time', string.format('%.20f', at), 'spawned_from_jid', rid)
             Qless.history_push(child, '[' .. Qless.num(math.floor(at)) .. entry_tail, cap,
               false)
-            redis.call('zadd', work, Qless.numarg(priority - at / 10000000000), child)
+            local score = Qless.numarg(priority - at / 10000000000)
+            redis.call('zadd', work, score, child)
+            -- (partitions.lua) The template's partition is the child's.
+            if t[11] then redis.call('hset', Qless.P .. 'j:' .. child, 'partition', t[11]) end
+            Qless.Partitions.added(queue, child, score, t[11] or '')
             -- (deadlines.lua) The template's deadlines, counted from the child's spawn
             -- time (its tick: a child of a tick missed long ago may be past it).
             if t[9] or t[10] then
@@ -181,7 +185,7 @@ function recurring_factory(name)
     -- schedule (`cron` = {expr, zone, ticks}) runs at its first tick instead, and its
     -- `interval` is only the period stock qless clients see.
     return function(now, queue, jid, klass, data, interval, offset, priority, tags, retries,
-                    backlog, cron, within, max_run)
+                    backlog, cron, within, max_run, partition)
       local key = Qless.P .. 'r:' .. jid
       local f = redis.call('hmget', key, 'queue', 'count')
       if f[1] and f[1] ~= queue then
@@ -195,9 +199,11 @@ function recurring_factory(name)
         'count', f[2] or '0', 'interval', numarg(interval), 'retries', numarg(retries),
         'backlog', numarg(backlog))
       -- (deadlines.lua) qlessd's fields beside the protocol's, copied to each child.
-      redis.call('hdel', key, 'start_within', 'max_run')
+      redis.call('hdel', key, 'start_within', 'max_run', 'partition')
       if within then redis.call('hset', key, 'start_within', numarg(within)) end
       if max_run then redis.call('hset', key, 'max_run', numarg(max_run)) end
+      -- (partitions.lua) The children's partition.
+      if partition and partition ~= '' then redis.call('hset', key, 'partition', partition) end
       local first = now + offset
       if cron then
         redis.call('hset', key, 'cron', cron.expr, 'timezone', cron.zone)
@@ -217,7 +223,7 @@ function recurring_factory(name)
     return function(jid, ext)
       local f = redis.call('hmget', Qless.P .. 'r:' .. jid, 'jid', 'klass', 'state', 'queue',
         'priority', 'interval', 'retries', 'count', 'data', 'tags', 'backlog', 'cron', 'timezone',
-        'start_within', 'max_run')
+        'start_within', 'max_run', 'partition')
       if not f[1] then return nil end
       local tags = f[10]
       if not tags or tags == '' or tags == '[]' then tags = '{}' end
@@ -240,6 +246,7 @@ function recurring_factory(name)
         extra = extra .. ',"next":[' .. table.concat(upcoming, ',') .. ']'
         if f[14] then extra = extra .. ',"start_within":' .. Qless.jnum(f[14]) end
         if f[15] then extra = extra .. ',"max_run":' .. Qless.jnum(f[15]) end
+        if f[16] then extra = extra .. ',"partition":' .. cjson.encode(f[16]) end
       end
       return '{"jid":' .. cjson.encode(f[1]) ..
         ',"klass":' .. cjson.encode(f[2] or '') ..
@@ -298,6 +305,8 @@ function recurring_factory(name)
           if v == '' then Qless.raise('QL_ARG', 'Recur', 'Arg "' .. k .. '" is empty') end
         elseif k == 'ticks' then
           given.ticks = Qless.Recurring.ticks_arg(v)
+        elseif k == 'partition' then
+          -- (partitions.lua) '' removes it.
         elseif k == 'start-within' or k == 'max-run' then
           -- (deadlines.lua) '' removes the template's deadline.
           if v ~= '' then Qless.Deadlines.option(v, 'Recur', k, k == 'max-run') end
@@ -343,12 +352,13 @@ function recurring_factory(name)
           queue = v
         elseif k == 'priority' or k == 'retries' or k == 'backlog' then
           redis.call('hset', key, k, tonumber(v))
-        elseif k == 'start-within' or k == 'max-run' then
-          local field = k == 'max-run' and 'max_run' or 'start_within'
+        elseif k == 'start-within' or k == 'max-run' or k == 'partition' then
+          local field = k == 'max-run' and 'max_run' or k == 'partition' and 'partition' or
+            'start_within'
           if v == '' then
             redis.call('hdel', key, field)
           else
-            redis.call('hset', key, field, Qless.numarg(tonumber(v)))
+            redis.call('hset', key, field, k == 'partition' and v or Qless.numarg(tonumber(v)))
           end
         elseif k ~= 'cron' and k ~= 'timezone' and k ~= 'ticks' then
           redis.call('hset', key, k, v)

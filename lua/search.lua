@@ -581,8 +581,9 @@ function search_factory(name)
           elseif action == 'tag' or action == 'untag' then
             Qless.Job.tag(now, action == 'tag' and 'add' or 'remove', jid, change)
           else
-            local j = redis.call('hmget', P .. 'j:' .. jid, 'klass', 'data')
+            local j = redis.call('hmget', P .. 'j:' .. jid, 'klass', 'data', 'partition')
             Qless.Queue.put(now, '', change, jid, j[1] or '', j[2] or '{}', 0)
+            Qless.Partitions.put(change, jid, j[3])   -- (partitions.lua) it keeps its own
           end
         end
       end

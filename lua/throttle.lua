@@ -201,6 +201,7 @@ function throttle_factory(name)
           local qkey = Qless.P .. 'q:' .. q
           redis.call('zrem', Qless.OWN .. 'q:' .. q .. '-throttled', jid)
           redis.call('zadd', qkey .. '-work', top[i + 1], jid)
+          Qless.Partitions.added(q, jid, nil, nil)   -- partitions.lua
           redis.call('hdel', key, 'throttled')
           redis.call(Qless.PUBLISH, Qless.OWN .. 'log', '{"jid":' .. cjson.encode(jid) ..
             ',"event":"unthrottled","queue":' .. cjson.encode(q) .. '}')

@@ -235,6 +235,9 @@ pub const ROUTES: &[Route] = &[
     // operator's, as acting on one job is.
     route("GET", "/v1/search", Needs(Read)),
     route("POST", "/v1/search/{action}", Needs(Admin)),
+    // Fair queues: the partitions are readers' to see, their limits an operator's.
+    route("GET", "/v1/queues/{queue}/partitions", Needs(Read)),
+    route("PUT", "/v1/queues/{queue}/partitions", Needs(Admin)),
 ];
 
 /// Who may call `method path` by [`ROUTES`]; `None` for a route not listed.

@@ -93,6 +93,9 @@ pub const SENT: &[&str] = &[
     // lua/rates.lua, lua/failures.lua (the dashboard's)
     "rates",
     "failed.summary",
+    // lua/partitions.lua
+    "partitions.set",
+    "partitions.get",
     // lua/config.lua
     "config.get",
     "config.set",

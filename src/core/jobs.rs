@@ -41,6 +41,9 @@ pub struct PutArgs {
     pub start_by: Option<f64>,
     /// Seconds the job may run from its pop (extension). Unset: kept.
     pub max_run: Option<f64>,
+    /// The job's partition in a fair queue (extension, `lua/partitions.lua`). Unset:
+    /// none (a re-put drops the old).
+    pub partition: Option<String>,
 }
 
 impl PutArgs {
@@ -60,7 +63,8 @@ impl PutArgs {
             .option("backoff", self.backoff.as_ref())
             .option("traceparent", self.traceparent.as_ref())
             .option("start-by", self.start_by)
-            .option("max-run", self.max_run);
+            .option("max-run", self.max_run)
+            .option("partition", self.partition.as_ref());
     }
 }
 

@@ -128,6 +128,7 @@ impl Fields {
             parents,
             start_by: None,
             max_run: None,
+            partition: None,
         })
     }
 }

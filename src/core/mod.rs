@@ -22,6 +22,7 @@ mod group;
 pub mod info;
 pub mod jobs;
 mod leased;
+pub mod partitions;
 pub mod push;
 pub mod queues;
 mod rates;
@@ -48,6 +49,7 @@ pub use jobs::{
     CompleteArgs, FailArgs, Idempotency, Leased, PutArgs, PutOutcome, RequeueKeep, RetryArgs,
     Tracked,
 };
+pub use partitions::PartitionLimits;
 pub use queues::Listing;
 pub use rates::{MINUTES as RATE_MINUTES, Minute};
 pub use recurring::{CronDue, CronSpec, RecurArgs, RecurUpdate};

@@ -30,6 +30,8 @@ pub struct RecurArgs {
     pub start_within: Option<f64>,
     /// Each child's `max_run`.
     pub max_run: Option<f64>,
+    /// Each child's partition (`lua/partitions.lua`).
+    pub partition: Option<String>,
 }
 
 /// A cron schedule as the script stores it: the expression, its zone, and its first
@@ -70,6 +72,8 @@ pub struct RecurUpdate {
     pub start_within: Option<Option<f64>>,
     /// A new `max_run` of the children; `Some(None)` removes it.
     pub max_run: Option<Option<f64>>,
+    /// A new partition of the children; `Some("")` removes it.
+    pub partition: Option<String>,
 }
 
 impl RecurUpdate {
@@ -85,6 +89,7 @@ impl RecurUpdate {
             && self.cron.is_none()
             && self.start_within.is_none()
             && self.max_run.is_none()
+            && self.partition.is_none()
     }
 }
 
@@ -115,7 +120,8 @@ impl Command for RecurArgs {
             .option("retries", self.retries)
             .option("backlog", self.backlog)
             .option("start-within", self.start_within)
-            .option("max-run", self.max_run);
+            .option("max-run", self.max_run)
+            .option("partition", self.partition.as_ref());
     }
 
     fn decode(&self, reply: Value) -> Result<String, Error> {
@@ -180,7 +186,8 @@ impl Command for RecurChange<'_> {
             .option("queue", update.queue.as_ref())
             .option("backlog", update.backlog)
             .option("start-within", update.start_within.map(removable))
-            .option("max-run", update.max_run.map(removable));
+            .option("max-run", update.max_run.map(removable))
+            .option("partition", update.partition.as_ref());
         if let Some(cron) = &update.cron {
             args.push("cron")
                 .push(&cron.expression)

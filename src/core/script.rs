@@ -38,6 +38,8 @@ macro_rules! lua_files {
             "\n",
             include_str!("../../lua/deadlines.lua"),
             "\n",
+            include_str!("../../lua/partitions.lua"),
+            "\n",
             include_str!("../../lua/api.lua"),
             "\n",
         )

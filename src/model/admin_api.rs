@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::{QueueName, Tag};
+use super::{PartitionName, QueueName, Tag};
 
 /// Changes to a recurring job template (`PATCH /v1/recurring/{jid}`). Fields left out
 /// keep their value; at least one field must be given.
@@ -59,6 +59,10 @@ pub struct RecurringJobUpdate {
     #[serde(default, deserialize_with = "crate::model::wire::present")]
     #[schema(value_type = Option<f64>, exclusive_minimum = 0)]
     pub max_run: Option<Option<f64>>,
+    /// The partition of each child spawned from now on; `null` removes it.
+    #[serde(default, deserialize_with = "crate::model::wire::present")]
+    #[schema(value_type = Option<crate::model::Name>)]
+    pub partition: Option<Option<PartitionName>>,
 }
 
 /// Tags to add to a recurring job template.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Backoff, Jid, QueueName, Tag, TaskName, ThrottleName, WorkflowName};
+use super::{Backoff, Jid, PartitionName, QueueName, Tag, TaskName, ThrottleName, WorkflowName};
 
 /// One job of a batch or a task of a workflow: a put body naming its queue (and, for a
 /// task, its place in the graph).
@@ -61,6 +61,9 @@ pub struct QueuedJobRequest {
     #[serde(default)]
     #[schema(exclusive_minimum = 0)]
     pub max_run: Option<f64>,
+    /// The job's partition in a fair queue, as a single put's.
+    #[serde(default)]
+    pub partition: Option<PartitionName>,
     /// A workflow task's parents: the names of the tasks it waits for (workflow tasks
     /// only; a 400 elsewhere).
     #[serde(default)]

@@ -156,6 +156,9 @@ pub struct Job {
     /// Seconds it may run from its pop; absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_run: Option<f64>,
+    /// Its partition in a fair queue; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
 }
 
 /// One history entry: `when` and `what`, plus what the event recorded (`q` for puts,

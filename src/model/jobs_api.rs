@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::job::Job;
-use super::{GroupName, Jid, QueueName, Tag, WorkerName};
+use super::{GroupName, Jid, PartitionName, QueueName, Tag, WorkerName};
 
 /// Body of `POST /v1/jobs/{jid}/heartbeat`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -237,6 +237,12 @@ pub struct RequeueJobRequest {
     #[serde(default)]
     #[schema(exclusive_minimum = 0)]
     pub max_run: Option<f64>,
+    /// The job's partition (a name: a customer, a tenant) in a fair queue: the
+    /// queue's partitioned jobs are served in turn across partitions, each with the
+    /// queue's partition limits. Absent: none (a put of an existing job drops its
+    /// old one).
+    #[serde(default)]
+    pub partition: Option<PartitionName>,
 }
 
 /// Reply of a requeue.

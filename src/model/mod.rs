@@ -9,6 +9,7 @@ mod jobs_api;
 mod leasing_api;
 mod names;
 mod page;
+mod partitions;
 mod problem;
 mod push_api;
 mod queue;
@@ -25,11 +26,13 @@ pub use batch_api::*;
 pub use job::{Failure, HistoryEntry, Job, JobState};
 pub use jobs_api::*;
 pub use leasing_api::*;
+pub use names::PartitionName;
 pub use names::{
     BatchId, GroupName, IdempotencyKey, Jid, Name, NameError, OptionName, QueueName, Tag, TaskName,
     ThrottleName, WorkerName, WorkflowId, WorkflowName, is_blank,
 };
 pub use page::PageQuery;
+pub use partitions::{Partition, PartitionsQuery, QueuePartitions, SetPartitionsRequest};
 pub use problem::{
     Health, PayloadTooLarge, Problem, Unavailable, UnsupportedMediaType, problem_example,
 };

@@ -334,6 +334,12 @@ name_type!(
 );
 
 name_type!(
+    /// A partition's name (fair queues): a customer, a tenant.
+    PartitionName,
+    "partition"
+);
+
+name_type!(
     /// A configuration option's name (`heartbeat`, `<queue>-max-concurrency`, ...).
     OptionName,
     "option"

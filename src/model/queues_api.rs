@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{IdempotencyKey, Jid, Tag, ThrottleName, WorkerName};
+use super::{IdempotencyKey, Jid, PartitionName, Tag, ThrottleName, WorkerName};
 
 /// A job to put in a queue (`POST /v1/queues/{queue}/jobs`, and each item of a batch).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -79,6 +79,12 @@ pub struct PutJobRequest {
     #[serde(default)]
     #[schema(exclusive_minimum = 0)]
     pub max_run: Option<f64>,
+    /// The job's partition (a name: a customer, a tenant) in a fair queue: the
+    /// queue's partitioned jobs are served in turn across partitions, each with the
+    /// queue's partition limits. Absent: none (a put of an existing job drops its
+    /// old one).
+    #[serde(default)]
+    pub partition: Option<PartitionName>,
     /// In a batch item: the item's idempotency key (as the `Idempotency-Key` header
     /// of a single put). A put repeating a key used within `--idempotency-ttl` answers
     /// the first put's jid with `created: false` and writes nothing.
@@ -298,6 +304,9 @@ pub struct CreateRecurringJobRequest {
     #[serde(default)]
     #[schema(exclusive_minimum = 0)]
     pub max_run: Option<f64>,
+    /// Each child's partition (fair queues). Absent: none.
+    #[serde(default)]
+    pub partition: Option<PartitionName>,
 }
 
 /// The id of a created recurring job.

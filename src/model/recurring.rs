@@ -75,4 +75,7 @@ pub struct RecurringJob {
         serialize_with = "wire::optional_whole_when_possible"
     )]
     pub max_run: Option<f64>,
+    /// Each child's partition (fair queues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
 }

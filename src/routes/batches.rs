@@ -63,6 +63,7 @@ fn queued_put(
         start_by: job.start_by,
         start_within: job.start_within,
         max_run: job.max_run,
+        partition: job.partition,
         idempotency_key: None,
     };
     Ok(put_args(&queue, body, state, trace)?.0)

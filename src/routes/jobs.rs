@@ -649,6 +649,7 @@ async fn requeue_job(
         depends: body.depends.map(Jid::into_strings),
         start_by,
         max_run,
+        partition: body.partition.map(String::from),
         ..PutArgs::default()
     };
     let jid = state

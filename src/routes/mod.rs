@@ -10,6 +10,7 @@ mod health;
 mod jobs;
 mod leasing;
 pub mod metrics;
+mod partitions;
 mod push;
 mod queues;
 mod recurring;
@@ -47,6 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(workers::router())
         .merge(config::router())
         .merge(search::router())
+        .merge(partitions::router())
 }
 
 /// Leased `jobs` appear in their own traces (with spans exported): a span per job that

@@ -524,6 +524,7 @@ pub(super) fn put_args(
         traceparent,
         start_by,
         max_run,
+        partition: job.partition.map(String::from),
     };
     Ok((args, job.if_absent, idem))
 }
@@ -641,6 +642,7 @@ fn recur_args(
         backlog: body.backlog,
         start_within,
         max_run,
+        partition: body.partition.map(String::from),
     })
 }
 

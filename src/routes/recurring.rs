@@ -238,6 +238,9 @@ fn recur_update(body: RecurringJobUpdate, max_job_size: u64) -> Result<RecurUpda
         cron: None,
         start_within,
         max_run,
+        partition: body
+            .partition
+            .map(|name| name.map(String::from).unwrap_or_default()),
     };
     if update.is_empty() && body.cron.is_none() && body.timezone.is_none() {
         return Err(ApiError::BadRequest(

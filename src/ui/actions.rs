@@ -167,6 +167,7 @@ async fn requeue(ui: &Ui, jid: &str, queue: &str) -> Result<(), UiError> {
         traceparent: None,
         start_by: None,
         max_run: None,
+        partition: None,
     };
     let keep = RequeueKeep {
         klass: true,

@@ -18,6 +18,7 @@ mod limits;
 mod memory;
 mod metrics;
 mod operations;
+mod partitions;
 mod queues;
 mod search;
 mod tenants;

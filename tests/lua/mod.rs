@@ -15,6 +15,7 @@ mod jobs;
 mod malformed;
 mod memory;
 mod namespaces;
+mod partitions;
 mod plumbing;
 mod pop_after;
 mod prefix;
