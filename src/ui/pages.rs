@@ -197,12 +197,13 @@ pub(super) async fn queue(
             Some(l) => qless.jobs(now, l, &queue, p.offset, PAGE).await,
         }
     };
-    let (counts, jids, stats, pushed, minutes) = tokio::try_join!(
+    let (counts, jids, stats, pushed, minutes, partitions) = tokio::try_join!(
         qless.queue(now, &queue),
         jids,
         qless.stats(now, &queue, now),
         qless.push_list(now),
-        qless.rates(now, &queue, RATE_MINUTES)
+        qless.rates(now, &queue, RATE_MINUTES),
+        qless.partitions_get(now, &queue, 0, PAGE)
     )?;
     let pushed = pushed.contains(&queue);
     let total = match state {
@@ -269,6 +270,7 @@ pub(super) async fn queue(
                 a href="/ui/throttles" { "throttle" } ")" }
             (rows)
             (pager(&base, p.offset, jids.len(), Some(total)))
+            (queue_partitions(&queue, &partitions))
             (last_hour(&minutes))
             h2 { "Today" }
             p.muted { (stats.failures) " failures, " (stats.failed) " still failed, "
@@ -279,6 +281,40 @@ pub(super) async fn queue(
             }
         },
     ))
+}
+
+/// A fair queue's partitions with jobs waiting (the first page, next served first) and
+/// their limits; nothing for a queue without partitions.
+fn queue_partitions(queue: &str, partitions: &crate::model::QueuePartitions) -> Markup {
+    let limited = partitions.concurrency.is_some() || partitions.rate.is_some();
+    if partitions.partitions.is_empty() && !limited {
+        return html! {};
+    }
+    html! {
+        h2 { "Partitions" }
+        p.muted #partition-limits {
+            "Per partition: "
+            @match partitions.concurrency { Some(k) => { "at most " (k) " running" }, None => { "no concurrency limit" } }
+            ", "
+            @match &partitions.rate { Some(r) => { "at most " (r.jobs) " started per " (r.seconds) " s" }, None => { "no rate limit" } }
+            " (" a href=(format!("/v1/queues/{}/partitions", seg(queue))) { "API" } ")."
+        }
+        table #partitions {
+            tr { th { "Partition" } th.n { "Waiting" } th.n { "Running" } th { "Limited until" } }
+            @for part in &partitions.partitions {
+                tr {
+                    td { @if part.name.is_empty() { span.muted { "(no partition)" } } @else { (name(&part.name)) } }
+                    td.n { (part.waiting) }
+                    td.n { @match part.running { Some(n) => { (n) }, None => { "—" } } }
+                    td { @match part.limited { Some(at) => { (when(at)) }, None => { "—" } } }
+                }
+            }
+        }
+        @if partitions.cursor.is_some() {
+            p.muted { "The first " (partitions.partitions.len()) " partitions, next served first; "
+                "the API lists them all." }
+        }
+    }
 }
 
 /// A queue's last hour, minute by minute: jobs put, completed and failed, and the
@@ -404,6 +440,9 @@ pub(super) async fn job(
                 }
                 @if let Some(backoff) = &job.backoff {
                     dt { "Backoff" } dd #backoff { code { (backoff) } }
+                }
+                @if let Some(partition) = &job.partition {
+                    dt { "Partition" } dd #partition { (name(partition)) }
                 }
                 @if let Some(start_by) = job.start_by {
                     dt { "Start by" } dd #start_by { (when(start_by)) " (else it fails as expired)" }

@@ -2230,3 +2230,48 @@ async fn a_bulk_action_matching_nothing_offers_nothing_to_confirm() {
         confirm.text
     );
 }
+
+#[tokio::test]
+async fn a_fair_queues_page_lists_its_partitions_and_a_jobs_page_its_partition() {
+    let app = TestApp::start().await;
+    for (jid, partition) in [("a1", "acme"), ("a2", "acme"), ("b1", "<b>bolt</b>")] {
+        let put = app
+            .post(
+                "/v1/queues/fair/jobs",
+                serde_json::json!({"jid": jid, "klass": "K", "partition": partition}),
+            )
+            .await;
+        assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+    }
+    let set = app
+        .request(
+            Method::PUT,
+            "/v1/queues/fair/partitions",
+            Some(serde_json::json!({"concurrency": 2})),
+        )
+        .await;
+    assert!(set.status.is_success(), "{}", set.text);
+    let page = app.get("/ui/queues/fair").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    let table = element(&page.text, "partitions", "table");
+    assert!(
+        table.contains("<td>acme</td><td class=\"n\">2</td>")
+            || table.contains("<td><bdi>acme</bdi></td><td class=\"n\">2</td>"),
+        "{table}"
+    );
+    assert!(table.contains("&lt;b&gt;bolt&lt;/b&gt;"), "{table}");
+    assert!(!page.text.contains("<b>bolt"));
+    let limits = element(&page.text, "partition-limits", "p");
+    assert!(limits.contains("at most 2 running"), "{limits}");
+    // A queue without partitions shows no such section.
+    put(&app, "plain", "p1").await;
+    assert!(
+        !app.get("/ui/queues/plain")
+            .await
+            .text
+            .contains("id=\"partitions\"")
+    );
+    // The job's page names its partition.
+    let job = app.get("/ui/jobs/a1").await.text;
+    assert!(element(&job, "partition", "dd").contains("acme"), "{job}");
+}
