@@ -195,54 +195,19 @@ async fn fail_fails_the_task_into_its_group_and_its_children_follow_their_own_po
 #[tokio::test]
 async fn ignore_runs_once_the_other_parents_are_done_and_an_unfail_first_restores_the_wait() {
     let (_redis, qless) = start().await;
-    qless
-        .workflow_open(
-            1.0,
-            &workflow(vec![
-                task("a", &[], Cancel),
-                task("b", &[], Cancel),
-                task("c", &["a", "b"], Ignore),
-            ]),
-        )
-        .await
-        .unwrap();
-    // a fails while b has not run: c keeps waiting, for b.
-    let first = pop(&qless, 2.0, "q", "w", 1).await.remove(0);
-    let other = if first == "w-a" { "w-b" } else { "w-a" };
-    qless
-        .fail(2.0, &first, "w", "boom", "broke", None)
-        .await
-        .unwrap();
-    assert_eq!(state(&qless, "w-c").await, "depends");
+    one_parent_failed(&qless).await;
     // The failed parent is unfailed before c was decided: c waits for it as normal.
     assert_eq!(qless.unfail(3.0, "q", "boom", 10).await.unwrap(), 1);
     complete_next(&qless, 4.0).await;
     assert_eq!(state(&qless, "w-c").await, "depends", "one parent is left");
     complete_next(&qless, 5.0).await;
     assert_eq!(state(&qless, "w-c").await, "waiting");
-    let _ = other;
 }
 
 #[tokio::test]
 async fn ignore_treats_a_failed_parent_as_completed_once_the_others_are_done() {
     let (_redis, qless) = start().await;
-    qless
-        .workflow_open(
-            1.0,
-            &workflow(vec![
-                task("a", &[], Cancel),
-                task("b", &[], Cancel),
-                task("c", &["a", "b"], Ignore),
-            ]),
-        )
-        .await
-        .unwrap();
-    let first = pop(&qless, 2.0, "q", "w", 1).await.remove(0);
-    qless
-        .fail(2.0, &first, "w", "boom", "broke", None)
-        .await
-        .unwrap();
-    assert_eq!(state(&qless, "w-c").await, "depends");
+    let first = one_parent_failed(&qless).await;
     complete_next(&qless, 3.0).await;
     assert_eq!(state(&qless, "w-c").await, "waiting");
     let c = qless.pop(4.0, "q", "w", 1).await.unwrap();
@@ -253,6 +218,30 @@ async fn ignore_treats_a_failed_parent_as_completed_once_the_others_are_done() {
     assert_eq!(qless.unfail(5.0, "q", "boom", 10).await.unwrap(), 1);
     complete_next(&qless, 6.0).await;
     assert_eq!(state(&qless, "w-c").await, "running");
+}
+
+/// Opens a, b and c after both (policy `ignore`), then fails whichever of a and b a
+/// pop hands out first, while the other has not run: c keeps waiting. Returns the
+/// failed parent's jid.
+async fn one_parent_failed(qless: &Qless) -> String {
+    qless
+        .workflow_open(
+            1.0,
+            &workflow(vec![
+                task("a", &[], Cancel),
+                task("b", &[], Cancel),
+                task("c", &["a", "b"], Ignore),
+            ]),
+        )
+        .await
+        .unwrap();
+    let first = pop(qless, 2.0, "q", "w", 1).await.remove(0);
+    qless
+        .fail(2.0, &first, "w", "boom", "broke", None)
+        .await
+        .unwrap();
+    assert_eq!(state(qless, "w-c").await, "depends");
+    first
 }
 
 /// Pops the next job of `q` and completes it.
