@@ -32,7 +32,8 @@ use subtle::ConstantTimeEq;
 use toml::Spanned;
 
 use crate::error::ApiError;
-use crate::settings::{Settings, TokenArgs, parse_namespace, parse_token_name};
+use crate::model::{NameError, NamespaceName, TokenName};
+use crate::settings::{Settings, TokenArgs};
 use crate::tenants::{self, Addressed};
 
 /// What a token may do. `Admin` implies every other scope.
@@ -331,7 +332,7 @@ struct Token {
     /// [`Scope::bit`]s.
     scopes: u8,
     /// The namespaces granted; `None`: every namespace.
-    namespaces: Option<Vec<String>>,
+    namespaces: Option<Vec<NamespaceName>>,
     /// The secret, once a request proved it (its digest matched), with its
     /// fingerprint: later requests are recognised without hashing it again.
     proven: OnceLock<(u64, Box<[u8]>)>,
@@ -365,7 +366,7 @@ impl Token {
     /// The token's namespace when it is granted exactly one.
     fn only_namespace(&self) -> Option<&str> {
         match self.namespaces.as_deref() {
-            Some([only]) => Some(only),
+            Some([only]) => Some(only.as_str()),
             _ => None,
         }
     }
@@ -474,8 +475,8 @@ impl Auth {
 
     /// Every namespace some token is granted, in file order, without repeats. A
     /// gateway serves these (read at start-up, and again after each reload).
-    pub fn namespaces(&self) -> Vec<String> {
-        let mut names: Vec<String> = Vec::new();
+    pub fn namespaces(&self) -> Vec<NamespaceName> {
+        let mut names: Vec<NamespaceName> = Vec::new();
         for token in &self.0.tokens.load().0 {
             for name in token.namespaces.iter().flatten() {
                 if !names.contains(name) {
@@ -577,7 +578,7 @@ impl Auth {
                 "admin action"
             );
             // For the handlers that log what an operator did (bulk actions): by name.
-            let name = TokenName(token.name.clone());
+            let name = ActingToken(token.name.clone());
             request.extensions_mut().insert(name);
         }
         if let Some(name) = by_token {
@@ -631,12 +632,12 @@ impl Grants {
 /// extension), for handlers that log what was done and by whom. Absent without
 /// `--auth-file`.
 #[derive(Debug, Clone)]
-pub struct TokenName(pub Arc<str>);
+pub struct ActingToken(pub Arc<str>);
 
 /// The namespaces whose figures a `/metrics` request's token may see (`None`: every
 /// namespace, and the figures of none, such as HTTP and Redis calls).
 #[derive(Debug, Clone)]
-pub struct SeenNamespaces(pub Option<Vec<String>>);
+pub struct SeenNamespaces(pub Option<Vec<NamespaceName>>);
 
 /// The cookie the dashboard keeps the token in (`HttpOnly`, `SameSite=Strict`, path
 /// `/ui`), set by its login form.
@@ -712,7 +713,7 @@ fn bearer(headers: &HeaderMap) -> Result<&[u8], ApiError> {
 /// address, unless `--allow-unauthenticated` says the network is trusted.
 pub fn from_settings(settings: &Settings) -> Result<Option<Auth>, String> {
     if let Some(file) = &settings.auth_file {
-        return Auth::load(file, settings.namespace.as_deref()).map(Some);
+        return Auth::load(file, settings.namespace.as_ref().map(NamespaceName::as_str)).map(Some);
     }
     if !settings.listen.is_local() {
         if !settings.allow_unauthenticated {
@@ -737,10 +738,10 @@ pub fn new_token(args: &TokenArgs) -> Result<(String, String), String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|err| format!("no randomness from the OS: {err}"))?;
     let secret = hex(&bytes);
-    let quoted = |words: &[String]| {
+    fn quoted(words: &[impl std::fmt::Display]) -> String {
         let words: Vec<String> = words.iter().map(|word| format!("\"{word}\"")).collect();
         format!("[{}]", words.join(", "))
-    };
+    }
     let mut entry = format!(
         "[[tokens]]\nname = \"{}\"\nsha256 = \"{}\"\nscopes = {}\n",
         args.name,
@@ -809,9 +810,12 @@ fn parse_tokens(text: &str) -> Result<Tokens, String> {
         let fail = |span: std::ops::Range<usize>, field: &str, why: &str| {
             format!("{}: tokens[{index}].{field}: {why}", line(span.start))
         };
-        let name = parse_token_name(entry.name.get_ref())
-            .map_err(|why| fail(entry.name.span(), "name", &why))?;
-        if let Some((_, at)) = tokens.iter().find(|(token, _)| *token.name == *name) {
+        let name: TokenName = entry
+            .name
+            .get_ref()
+            .parse()
+            .map_err(|why: NameError| fail(entry.name.span(), "name", &why.to_string()))?;
+        if let Some((_, at)) = tokens.iter().find(|(token, _)| name == *token.name) {
             return Err(fail(
                 entry.name.span(),
                 "name",
@@ -863,8 +867,10 @@ fn parse_tokens(text: &str) -> Result<Tokens, String> {
             Some(granted) => {
                 let mut names = Vec::with_capacity(granted.get_ref().len());
                 for word in granted.get_ref() {
-                    let name = parse_namespace(word.get_ref())
-                        .map_err(|why| fail(word.span(), "namespaces", &why))?;
+                    let name: NamespaceName =
+                        word.get_ref().parse().map_err(|why: NameError| {
+                            fail(word.span(), "namespaces", &why.to_string())
+                        })?;
                     if !names.contains(&name) {
                         names.push(name);
                     }
@@ -873,7 +879,7 @@ fn parse_tokens(text: &str) -> Result<Tokens, String> {
             }
         };
         let token = Token {
-            name: name.into(),
+            name: String::from(name).into(),
             digest,
             scopes,
             namespaces,
@@ -1015,9 +1021,9 @@ mod tests {
     #[test]
     fn a_new_token_parses_and_its_secret_matches_its_digest() {
         let args = TokenArgs {
-            name: "billing".into(),
+            name: "billing".parse().unwrap(),
             scopes: vec!["produce".into(), "work".into()],
-            namespaces: vec!["billing".into()],
+            namespaces: vec!["billing".parse().unwrap()],
         };
         let (secret, entry) = new_token(&args).unwrap();
         assert_eq!(secret.len(), 64);

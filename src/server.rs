@@ -28,6 +28,7 @@ use crate::core::embedded::EmbeddedRedis;
 use crate::core::{ConnectOptions, Qless};
 use crate::error::ApiError;
 use crate::middleware::RequestLayer;
+use crate::model::NamespaceName;
 use crate::settings::Settings;
 use crate::tenants::Tenants;
 use crate::{openapi, routes, sweeper, ui};
@@ -250,7 +251,7 @@ async fn serve_with(
     connections::check_descriptor_limit(settings.max_connections as usize);
     // The default namespace, then every other one named by `--namespaces` or granted
     // by a token: each with its own state (connections, events, waiters, sweeper).
-    let mut others: Vec<String> = Vec::new();
+    let mut others: Vec<NamespaceName> = Vec::new();
     let granted = auth.as_ref().map(Auth::namespaces).unwrap_or_default();
     for name in settings.namespaces.iter().chain(&granted) {
         if Some(name) != settings.namespace.as_ref() && !others.contains(name) {
@@ -285,7 +286,7 @@ async fn serve_with(
         );
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let qless = Qless::connect(options(settings.namespace.clone()))
+    let qless = Qless::connect(options(settings.namespace.clone().map(String::from)))
         .await
         .map_err(|err| err.to_string())?;
     // Every gateway on this Redis takes `now` from Redis's clock, so a lease granted
@@ -320,7 +321,7 @@ async fn serve_with(
     let mut tenants = Vec::with_capacity(others.len());
     for name in others {
         let state = namespaces.connect(&name).await?;
-        tenants.push((name, state));
+        tenants.push((String::from(name), state));
     }
     let listener = connections::Listener::bind(&settings.listen)
         .await
@@ -400,9 +401,9 @@ struct Running {
 
 impl Namespaces {
     /// Connects to `name`'s keys and starts its upkeep.
-    async fn connect(&self, name: &str) -> Result<AppState, String> {
+    async fn connect(&self, name: &NamespaceName) -> Result<AppState, String> {
         let options = ConnectOptions {
-            namespace: Some(name.to_owned()),
+            namespace: Some(name.to_string()),
             ..self.options.clone()
         };
         let qless = Qless::connect(options)
@@ -441,7 +442,7 @@ impl Namespaces {
     /// Re-reads the auth file on every SIGHUP and serves the namespaces that new tokens
     /// grant, until shutdown. The connections open meanwhile stay open: requests go on
     /// with the old tokens until the new ones are in place.
-    async fn reload_on_hangup(self, auth: Auth, default: Option<String>, add: AddTenant) {
+    async fn reload_on_hangup(self, auth: Auth, default: Option<NamespaceName>, add: AddTenant) {
         let Ok(mut hangups) =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         else {
@@ -453,7 +454,7 @@ impl Namespaces {
                 continue;
             }
             for name in auth.namespaces() {
-                if Some(&name) == default.as_ref() || add.serves(&name) {
+                if Some(&name) == default.as_ref() || add.serves(name.as_str()) {
                     continue;
                 }
                 if *self.stopped.borrow() {
@@ -461,7 +462,7 @@ impl Namespaces {
                 }
                 match self.connect(&name).await {
                     Ok(state) => {
-                        add.add(name.clone(), state);
+                        add.add(name.to_string(), state);
                         tracing::info!(namespace = %name, "serving a namespace the auth file now grants");
                     }
                     // Tried again at the next reload; its tokens get 404 meanwhile.

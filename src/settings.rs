@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::core::embedded::MaxMemory;
+use crate::model::{NamespaceName, TokenName};
 pub use crate::telemetry::LogFormat;
 
 /// Where the HTTP server listens (`--listen`).
@@ -128,17 +129,21 @@ pub struct Settings {
     /// Unset: the plain `ql:` prefix shared with other qless clients. Set to `NAME`: keys
     /// live under `ql:{NAME}:` (one Redis Cluster slot per namespace; tenants never see
     /// each other).
-    #[arg(help_heading = "Redis", long, env = "QLESSD_NAMESPACE", value_parser = parse_namespace)]
-    pub namespace: Option<String>,
+    #[arg(help_heading = "Redis", long, env = "QLESSD_NAMESPACE")]
+    pub namespace: Option<NamespaceName>,
 
     /// More namespaces to serve besides `--namespace` (comma-separated), chosen per request
     /// by the `Qless-Namespace` header.
     ///
     /// Namespaces the `--auth-file` tokens grant are served too (from start-up, or from the
     /// reload that first grants them). Each has its own Redis connections and sweeper.
-    #[arg(help_heading = "Redis", long, env = "QLESSD_NAMESPACES", value_delimiter = ',',
-          value_parser = parse_namespace)]
-    pub namespaces: Vec<String>,
+    #[arg(
+        help_heading = "Redis",
+        long,
+        env = "QLESSD_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub namespaces: Vec<NamespaceName>,
 
     /// Deprecated and ignored (a warning says so).
     ///
@@ -424,8 +429,8 @@ pub struct HealthcheckArgs {
 #[derive(Debug, Clone, Args)]
 pub struct TokenArgs {
     /// The token's name, shown in logs instead of its secret.
-    #[arg(long, value_parser = parse_token_name)]
-    pub name: String,
+    #[arg(long)]
+    pub name: TokenName,
 
     /// What the token may do (repeat for several): read, produce, work or admin
     /// (admin implies all).
@@ -434,8 +439,8 @@ pub struct TokenArgs {
     pub scopes: Vec<String>,
 
     /// A namespace the token may reach (repeat for several). None: every namespace.
-    #[arg(long = "namespace", value_parser = parse_namespace)]
-    pub namespaces: Vec<String>,
+    #[arg(long = "namespace")]
+    pub namespaces: Vec<NamespaceName>,
 }
 
 impl Settings {
@@ -531,28 +536,6 @@ fn parse_origin(raw: &str) -> Result<String, String> {
     }
 }
 
-/// Namespace names become part of a Redis hash tag, so braces and other separators
-/// would break the key layout.
-pub(crate) fn parse_namespace(raw: &str) -> Result<String, String> {
-    let valid = !raw.is_empty()
-        && raw.len() <= 64
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if valid {
-        Ok(raw.to_owned())
-    } else {
-        Err("a namespace is 1-64 characters from [A-Za-z0-9._-]".to_owned())
-    }
-}
-
-/// Token names appear in logs and in the auth file: the namespace rule keeps them
-/// short and free of quotes, spaces and control characters.
-pub(crate) fn parse_token_name(raw: &str) -> Result<String, String> {
-    parse_namespace(raw)
-        .map_err(|_| "a token name is 1-64 characters from [A-Za-z0-9._-]".to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,12 +556,24 @@ mod tests {
     }
 
     #[test]
-    fn namespaces_that_would_break_the_key_layout_are_refused() {
-        assert!(parse_namespace("prod").is_ok());
-        assert!(parse_namespace("tenant-1.eu_west").is_ok());
+    fn namespaces_and_token_names_are_checked_on_the_command_line() {
+        let refused = |args: &[&str]| Settings::try_parse_from(args).unwrap_err().to_string();
+        let parsed =
+            Settings::try_parse_from(["qlessd", "--namespaces", "a,tenant-1.eu_west"]).unwrap();
+        assert_eq!(parsed.namespaces[1].as_str(), "tenant-1.eu_west");
         for bad in ["", "a{b", "a}b", "a:b", "a b", &"x".repeat(65)] {
-            assert!(parse_namespace(bad).is_err(), "{bad:?} accepted");
+            let message = refused(&["qlessd", "--namespace", bad]);
+            assert!(
+                message.contains("a namespace is 1-64 characters from [A-Za-z0-9._-]"),
+                "{bad:?}: {message}"
+            );
         }
+        assert!(refused(&["qlessd", "--namespaces", "a,b:c"]).contains("a namespace is"));
+        let message = refused(&["qlessd", "token", "--name", "a b", "--scope", "read"]);
+        assert!(
+            message.contains("a token name is 1-64 characters"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use futures_util::future::{Either, Ready, ready};
 use tower::Service;
 
 use crate::error::ApiError;
-use crate::settings::parse_namespace;
+use crate::model::NamespaceName;
 
 /// The header naming a request's namespace.
 pub static NAMESPACE_HEADER: HeaderName = HeaderName::from_static("qless-namespace");
@@ -35,12 +35,12 @@ pub fn named(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let Some(value) = headers.get(&NAMESPACE_HEADER) else {
         return Ok(None);
     };
-    let refused = |why: String| ApiError::BadRequest(format!("Qless-Namespace: {why}"));
-    let name = value
-        .to_str()
-        .map_err(|_| refused("not visible ASCII".to_owned()))?;
-    parse_namespace(name).map_err(refused)?;
-    Ok(Some(name))
+    let refused =
+        |why: &dyn std::fmt::Display| ApiError::BadRequest(format!("Qless-Namespace: {why}"));
+    let name = value.to_str().map_err(|_| refused(&"not visible ASCII"))?;
+    NamespaceName::check(name)
+        .map(Some)
+        .map_err(|why| refused(&why))
 }
 
 /// Sends each request to the service of its namespace. The services are axum routers

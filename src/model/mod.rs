@@ -28,8 +28,8 @@ pub use jobs_api::*;
 pub use leasing_api::*;
 pub use names::PartitionName;
 pub use names::{
-    BatchId, GroupName, IdempotencyKey, Jid, Name, NameError, OptionName, QueueName, Tag, TaskName,
-    ThrottleName, WorkerName, WorkflowId, WorkflowName, is_blank,
+    BatchId, GroupName, IdempotencyKey, Jid, Name, NameError, NamespaceName, OptionName, QueueName,
+    Tag, TaskName, ThrottleName, TokenName, WorkerName, WorkflowId, WorkflowName, is_blank,
 };
 pub use page::PageQuery;
 pub use partitions::{Partition, PartitionsQuery, QueuePartitions, SetPartitionsRequest};

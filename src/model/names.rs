@@ -14,6 +14,12 @@
 //!
 //! Names qlessd accepted before the invisible characters were refused stay in Redis
 //! and are listed, but a request can no longer name one that holds such a character.
+//!
+//! Namespaces and tokens are named by a narrower rule ([`NamespaceName`], [`TokenName`]:
+//! 1 to [`MAX_NAMESPACE_LEN`] characters from `[A-Za-z0-9._-]`), checked on the command
+//! line, in the auth file and in the `Qless-Namespace` header: a namespace becomes a
+//! cluster hash tag (`ql:{NAME}:`), a Prometheus label and a header value, and a token
+//! name is written unescaped into the auth file and the logs.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -26,6 +32,9 @@ use utoipa::{PartialSchema, ToSchema};
 
 /// Longest accepted name, in characters (not bytes: `ж` counts once).
 pub const MAX_NAME_LEN: usize = 256;
+
+/// Longest namespace or token name, in characters (all of them ASCII).
+pub const MAX_NAMESPACE_LEN: usize = 64;
 
 /// The rule as a JSON Schema pattern, for clients that check before sending. JSON
 /// Schema's `\s` includes the byte order mark, which Rust's `is_whitespace` does not;
@@ -98,6 +107,8 @@ enum Rule {
     LeadingMark(char),
     /// A jid ending in a suffix the key layout gives a job's side keys.
     Reserved(&'static str),
+    /// Not a namespace or token name ([`check_namespace_rule`]).
+    NotNamespaceLike,
 }
 
 impl fmt::Display for NameError {
@@ -121,6 +132,10 @@ impl fmt::Display for NameError {
                 f,
                 "{kind} ends in {suffix:?}, which is reserved: a job's history, \
                  dependencies and dependents are kept under its jid with these suffixes"
+            ),
+            Rule::NotNamespaceLike => write!(
+                f,
+                "a {kind} is 1-{MAX_NAMESPACE_LEN} characters from [A-Za-z0-9._-]"
             ),
         }
     }
@@ -173,6 +188,25 @@ fn jid_free(value: &str) -> Result<(), NameError> {
             broken: Rule::Reserved(suffix),
         }),
         None => Ok(()),
+    }
+}
+
+/// The rule of namespaces and token names: 1 to [`MAX_NAMESPACE_LEN`] characters from
+/// `[A-Za-z0-9._-]`, so that a namespace makes a plain hash tag (no brace, no
+/// separator) and a token name needs no quoting in the auth file or a log line.
+fn check_namespace_rule(kind: &'static str, value: &str) -> Result<(), NameError> {
+    let valid = !value.is_empty()
+        && value.len() <= MAX_NAMESPACE_LEN
+        && value
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(NameError {
+            kind,
+            broken: Rule::NotNamespaceLike,
+        })
     }
 }
 
@@ -373,6 +407,77 @@ name_type!(
     /// A workflow's name (what it is, shown with it; not unique).
     WorkflowName,
     "workflow name"
+);
+
+/// Defines a type of the namespace rule: a `String` that passed
+/// [`check_namespace_rule`] for its kind.
+macro_rules! namespace_rule_type {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The name.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = NameError;
+
+            fn from_str(value: &str) -> Result<Self, NameError> {
+                check_namespace_rule($kind, value)?;
+                Ok($name(value.to_owned()))
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> String {
+                name.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        // As the string it is, as the other names.
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+namespace_rule_type!(
+    /// A namespace: the tenant whose keys live under `ql:{NAME}:`.
+    NamespaceName,
+    "namespace"
+);
+
+impl NamespaceName {
+    /// Checks `value` without copying it: the `Qless-Namespace` header of a request
+    /// is compared with the served namespaces, never kept.
+    pub fn check(value: &str) -> Result<&str, NameError> {
+        check_namespace_rule("namespace", value).map(|()| value)
+    }
+}
+
+namespace_rule_type!(
+    /// A bearer token's name, shown in logs and on the dashboard instead of its secret.
+    TokenName,
+    "token name"
 );
 
 #[cfg(test)]
@@ -628,5 +733,43 @@ mod tests {
         }
         // Other kinds of name keep the plain rule.
         assert!("q-history".parse::<QueueName>().is_ok());
+    }
+
+    #[test]
+    fn namespaces_and_token_names_follow_the_narrower_rule() {
+        let longest = "n".repeat(MAX_NAMESPACE_LEN);
+        for good in ["prod", "tenant-1.eu_west", "A.b-C_9", longest.as_str()] {
+            assert_eq!(good.parse::<NamespaceName>().unwrap().as_str(), good);
+            assert_eq!(NamespaceName::check(good), Ok(good));
+            assert_eq!(good.parse::<TokenName>().unwrap().as_str(), good);
+        }
+        let too_long = "n".repeat(MAX_NAMESPACE_LEN + 1);
+        // Each is a name (`{`, `}` and blanks aside) but would break a hash tag, need
+        // quoting, or is longer than the rule allows.
+        for bad in [
+            "",
+            "a:b",
+            "a{b",
+            "{a}",
+            "a b",
+            "a/b",
+            "a\"b",
+            "café",
+            "a\n",
+            too_long.as_str(),
+        ] {
+            assert!(bad.parse::<NamespaceName>().is_err(), "{bad:?} accepted");
+            assert!(NamespaceName::check(bad).is_err(), "{bad:?} accepted");
+            assert!(bad.parse::<TokenName>().is_err(), "{bad:?} accepted");
+        }
+        // The messages the command line, the auth file and the header's 400 show.
+        assert_eq!(
+            "a:b".parse::<NamespaceName>().unwrap_err().to_string(),
+            "a namespace is 1-64 characters from [A-Za-z0-9._-]"
+        );
+        assert_eq!(
+            "".parse::<TokenName>().unwrap_err().to_string(),
+            "a token name is 1-64 characters from [A-Za-z0-9._-]"
+        );
     }
 }

@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 
 use crate::error::ApiError;
 use crate::metrics::METRICS;
+use crate::model::NamespaceName;
 use crate::state::AppState;
 
 /// How long a scrape's Redis figures are reused.
@@ -82,7 +83,7 @@ pub async fn serve(
 /// samples labelled with one of those namespaces; none without a `namespace` label
 /// (HTTP, Redis calls, the process: they belong to every namespace at once); a
 /// family's `#` lines only when one of its samples is shown.
-fn visible_to(text: &str, granted: &[String]) -> String {
+fn visible_to(text: &str, granted: &[NamespaceName]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut header: Vec<&str> = Vec::new();
     let mut family_shown = false;
@@ -340,7 +341,7 @@ waits_count{namespace=\"a\"} 1
 tricky{subnamespace=\"b\"} 1
 # EOF
 ";
-        let shown = visible_to(text, &["b".to_owned()]);
+        let shown = visible_to(text, &["b".parse().unwrap()]);
         assert_eq!(
             shown,
             "\
@@ -350,7 +351,7 @@ qless_jobs_total{namespace=\"b\",queue=\"q\",event=\"put\"} 2
 # EOF
 "
         );
-        let shown = visible_to(text, &["a".to_owned()]);
+        let shown = visible_to(text, &["a".parse().unwrap()]);
         assert!(shown.contains("waits_bucket") && !shown.contains("namespace=\"b\""));
     }
 

@@ -25,7 +25,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{Json, Path};
 use super::validate;
-use crate::auth::TokenName;
+use crate::auth::ActingToken;
 use crate::core::{Bounds, Bulk};
 use crate::error::ApiError;
 use crate::model::{
@@ -210,7 +210,7 @@ impl SearchPlan {
 async fn act_on_matching_jobs(
     State(state): State<AppState>,
     Path(action): Path<SearchAction>,
-    token: Option<axum::Extension<TokenName>>,
+    token: Option<axum::Extension<ActingToken>>,
     Json(body): Json<SearchActionRequest>,
 ) -> Result<Json<SearchActionResponse>, ApiError> {
     let plan = ActionPlan::read(action, &body, &state)?;
@@ -236,7 +236,7 @@ async fn act_on_matching_jobs(
     };
     let token = token
         .as_ref()
-        .map(|axum::Extension(TokenName(name))| &**name);
+        .map(|axum::Extension(ActingToken(name))| &**name);
     log_action(token, &plan.bulk, &body, &answer);
     Ok(Json(answer))
 }

@@ -25,7 +25,7 @@ use maud::{Markup, html};
 use super::actions::Form;
 use super::pages::{history, pretty};
 use super::{Can, Path, Ui, UiError, UiResult, csrf_field, layout, name, names, refused, seg};
-use crate::auth::TokenName;
+use crate::auth::ActingToken;
 use crate::core::Acted;
 use crate::error::ApiError;
 use crate::model::{
@@ -425,7 +425,7 @@ async fn walk(
 pub(super) async fn act(
     State(ui): State<Ui>,
     Path(action): Path<String>,
-    token: Option<Extension<TokenName>>,
+    token: Option<Extension<ActingToken>>,
     body: Bytes,
 ) -> UiResult<Response> {
     let form = Form::parse(&body)?;
@@ -461,7 +461,7 @@ pub(super) async fn act(
         cursor: plan.seal(cursor.as_deref()),
         done: cursor.is_none(),
     };
-    let token = token.as_ref().map(|Extension(TokenName(name))| &**name);
+    let token = token.as_ref().map(|Extension(ActingToken(name))| &**name);
     log_action(token, &plan.bulk, &body, &answer);
     let back = if filter.is_empty() {
         "/ui/search".to_owned()

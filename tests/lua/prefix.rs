@@ -1,14 +1,19 @@
 //! The plain prefix is the protocol's (lesson 24 of the architecture guide): on the
 //! plain `ql:` prefix, which stock qless clients read and watch, a broad job lifecycle
 //! writes only the keys and publishes only on the channels the spec names (§3 and
-//! §4.1), and every key and channel of qlessd's own is under `qlessd:`. A Redis that
+//! §4.1), and every key and channel of qlessd's own is under `qlessd:`, as
+//! `lua/README.md` documents it (its key table and its channels): a key of qlessd's
+//! under `ql:`, or one under `qlessd:` the README does not list, fails. A Redis that
 //! holds qlessd's keys under their old `ql:` names gets them moved (`migrate`) without
 //! losing a due time, an idempotency key, a cron tick or a throttle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use qlessd::core::{Idempotency, Qless};
+use qlessd::core::batches::{CallbackKind, NewBatch, NewTask, NewWorkflow};
+use qlessd::core::push::{Attempted, Outcome, PushConfig, PushRate, Secret};
+use qlessd::core::{Idempotency, PartitionLimits, PutArgs, Qless};
+use qlessd::model::ParentFailurePolicy;
 use redis::Value;
 
 use super::events::Listener;
@@ -127,8 +132,10 @@ async fn pop_exactly(qless: &Qless, now: f64, queue: &str, worker: &str, jids: &
 }
 
 /// A job lifecycle as broad as the script's commands, on the plain prefix: every
-/// transition of the spec's state machine and every extension of qlessd's. Returns
-/// how many keys the move of old keys found under `ql:` at the end (none is right).
+/// transition of the spec's state machine and every extension of qlessd's (the test
+/// wants every key the README documents written, so a new extension's keys, once
+/// documented, fail it until the extension is used here). Returns how many keys the
+/// move of old keys found under `ql:` at the end (none is right).
 async fn lifecycle(qless: &Qless) -> i64 {
     // Configuration.
     call(qless, 0.0, "config.set", &["heartbeat", "60"]).await;
@@ -209,7 +216,7 @@ async fn lifecycle(qless: &Qless) -> i64 {
     qless
         .put(
             1.0,
-            qlessd::core::PutArgs {
+            PutArgs {
                 delay: 10.0,
                 ..job("qs", "c")
             },
@@ -347,12 +354,294 @@ async fn lifecycle(qless: &Qless) -> i64 {
     }
     call(qless, 210.0, "worker.deregister", &["w3"]).await;
 
+    extensions(qless).await;
+
     // The gateway's upkeep: the sweeper's lease, the move of old keys.
     let ttl = Duration::from_secs(5);
     assert!(qless.hold_lease("sweeper", "me", ttl).await.unwrap());
     qless.release_lease("sweeper", "me").await.unwrap();
     assert!(qless.hold_lease("sweeper", "me", ttl).await.unwrap());
     qless.migrate(210.0, true).await.unwrap()
+}
+
+/// The lifecycle's part that uses qlessd's later extensions (batches, workflows, push
+/// delivery, fair queues, deadlines, search, per-minute rates and the failures
+/// summary), each far enough to write every key the README gives it.
+async fn extensions(qless: &Qless) {
+    // Batches: a parent with a callback and a child batch. In the child one job fails
+    // for good, and one added later is canceled with the batch; the parent settles
+    // when its own job completes, and fires its callback.
+    let parent = NewBatch {
+        bid: "bp".into(),
+        description: "parent".into(),
+        parent: None,
+        jobs: vec![job("qbt", "bj1")],
+        callbacks: vec![(CallbackKind::OnComplete, job("qcb", "bp-done"))],
+    };
+    qless.batch_open(300.0, &parent).await.unwrap();
+    let child = NewBatch {
+        bid: "bc".into(),
+        description: "child".into(),
+        parent: Some("bp".into()),
+        jobs: vec![job("qbt", "bj2")],
+        callbacks: vec![],
+    };
+    // (One after the other, so they are popped in this order.)
+    qless.batch_open(300.1, &child).await.unwrap();
+    qless
+        .batch_add(300.2, "bc", &[job("qbt", "bj3")])
+        .await
+        .unwrap();
+    pop_exactly(qless, 301.0, "qbt", "w6", &["bj1", "bj2"]).await;
+    call(qless, 301.0, "fail", &["bj2", "w6", "g2", "it broke"]).await;
+    assert_eq!(qless.batch_cancel(301.0, "bc").await.unwrap(), Some(1));
+    call(qless, 302.0, "complete", &["bj1", "w6", "qbt", "{}"]).await;
+    let settled = qless.batch_get(302.0, "bp", 0, 10).await.unwrap().unwrap();
+    assert_eq!(settled.state, "settled");
+
+    // A workflow whose first task fails: the task after it is canceled by its policy.
+    let task = |name: &str, after: &[&str]| {
+        let depends: Vec<String> = after.iter().map(|p| format!("wf-{p}")).collect();
+        NewTask {
+            name: name.into(),
+            put: PutArgs {
+                depends: (!depends.is_empty()).then_some(depends),
+                ..job("qwf", &format!("wf-{name}"))
+            },
+            after: strs(after),
+            on_parent_failure: ParentFailurePolicy::Cancel,
+        }
+    };
+    let workflow = NewWorkflow {
+        wid: "wf".into(),
+        name: "thumbnails".into(),
+        tasks: vec![task("fetch", &[]), task("resize", &["fetch"])],
+    };
+    qless.workflow_open(303.0, &workflow).await.unwrap();
+    pop_exactly(qless, 304.0, "qwf", "w6", &["wf-fetch"]).await;
+    call(qless, 304.0, "fail", &["wf-fetch", "w6", "g3", "it broke"]).await;
+    qless.workflow_get(305.0, "wf").await.unwrap().unwrap();
+    qless.workflow_cancel(305.0, "wf").await.unwrap();
+
+    // Push delivery, with a concurrency and a rate: a delivery leased, ended and
+    // recorded; the secret rotated; the queue forgotten.
+    let config = PushConfig {
+        url: "https://example.com/hook".into(),
+        timeout: 30,
+        concurrency: 1,
+        rate: Some(PushRate {
+            jobs: 5,
+            seconds: 60.0,
+        }),
+        headers: BTreeMap::new(),
+    };
+    let secret = |text: &str| Secret::new(text.to_owned());
+    assert!(
+        qless
+            .push_set(306.0, "qp", &config, &secret("whsec_a"))
+            .await
+            .unwrap()
+    );
+    for jid in ["pj1", "pj2"] {
+        qless.put(306.0, job("qp", jid)).await.unwrap();
+    }
+    let leased = qless.push_pop(307.0, "qp", "push-1", 10).await.unwrap();
+    assert_eq!(leased.len(), 1, "one slot");
+    let answered = Attempted {
+        status: Some(200),
+        ms: 5,
+        attempt: 1,
+    };
+    let done = Outcome::Complete { result: None };
+    qless
+        .push_finish(308.0, "qp", &leased[0].jid, "push-1", answered, done)
+        .await
+        .unwrap();
+    assert!(
+        qless
+            .push_rotate(308.0, "qp", &secret("whsec_b"), 100)
+            .await
+            .unwrap()
+    );
+    qless.push_get(308.0, "qp").await.unwrap().unwrap();
+    qless.push_list(308.0).await.unwrap();
+    assert!(qless.push_forget(309.0, "qp").await.unwrap());
+
+    // A fair queue: two jobs of one partition and one of none, with limits per
+    // partition; the partition's second job waits for its turn at the limit.
+    let limits = PartitionLimits {
+        concurrency: 1,
+        rate_jobs: 1,
+        rate_seconds: 60.0,
+    };
+    qless.partitions_set(310.0, "qf", limits).await.unwrap();
+    for (now, jid, partition) in [
+        (310.0, "pa1", Some("pa")),
+        (310.1, "pu", None),
+        (310.2, "pa2", Some("pa")),
+    ] {
+        let args = PutArgs {
+            partition: partition.map(str::to_owned),
+            ..job("qf", jid)
+        };
+        qless.put(now, args).await.unwrap();
+    }
+    let leased = call(qless, 311.0, "pop", &["qf", "w7", "3"]).await;
+    assert_eq!(popped(leased), ["pa1", "pu"], "pa at its limits is parked");
+    qless.partitions_get(311.0, "qf", 0, 10).await.unwrap();
+
+    // Deadlines: a job never popped by its start_by expires; one that runs past its
+    // max_run is timed out (the sweeper does both).
+    qless
+        .put(
+            312.0,
+            PutArgs {
+                start_by: Some(320.0),
+                ..job("qdl", "late")
+            },
+        )
+        .await
+        .unwrap();
+    qless
+        .put(
+            312.0,
+            PutArgs {
+                max_run: Some(10.0),
+                ..job("qmr", "capped")
+            },
+        )
+        .await
+        .unwrap();
+    pop_exactly(qless, 313.0, "qmr", "w8", &["capped"]).await;
+    qless.sweep(330.0, 1000, 0, 0).await.unwrap();
+
+    // Search, and a bulk action on what it finds; the dashboard's rates and failures.
+    call(qless, 331.0, "search", &[r#"{"queue":"qf"}"#, "10", "100"]).await;
+    call(
+        qless,
+        331.0,
+        "search.act",
+        &["retry", "", r#"{"group":"expired"}"#, "10", "2000", "0"],
+    )
+    .await;
+    call(qless, 331.0, "rates", &["qa", "60"]).await;
+    call(qless, 331.0, "failed.summary", &["3"]).await;
+}
+
+/// qlessd's own keys as the key table of `lua/README.md` documents them, without their
+/// prefix (`OWN`) and with their placeholders (`th:<T>-locks`): each row's first cell
+/// names them, a row of several keys sharing a name with their suffixes alone
+/// (`` `OWN workflow:<W>-tasks` / `-jids` ``).
+fn documented_own_keys(readme: &str) -> BTreeSet<String> {
+    let mut documented = BTreeSet::new();
+    for row in readme.lines().filter(|line| line.starts_with("| `OWN ")) {
+        let first_cell = row.split(" | ").next().unwrap_or_default();
+        let mut named = String::new();
+        for span in first_cell.split('`').skip(1).step_by(2) {
+            if let Some(key) = span.strip_prefix("OWN ") {
+                named = key.to_owned();
+                documented.insert(named.clone());
+            } else if span.starts_with('-') {
+                let (stem, _) = named.rsplit_once('-').expect("a suffix after a key");
+                documented.insert(format!("{stem}{span}"));
+            }
+        }
+    }
+    documented
+}
+
+/// qlessd's own channels as the README's paragraph on channels names them (`OWN
+/// available`), without the prefix.
+fn documented_own_channels(readme: &str) -> BTreeSet<String> {
+    let paragraph = readme
+        .split("\n\n")
+        .find(|paragraph| paragraph.starts_with("Channels:"))
+        .expect("the README has its paragraph on channels");
+    paragraph
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|span| span.strip_prefix("OWN "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether `key` is an instance of the documented `pattern`, each `<placeholder>`
+/// standing for a name without `:` (possibly empty: a fair queue's jobs of no
+/// partition are those of partition `''`).
+fn instance_of(pattern: &str, key: &str) -> bool {
+    let Some((literal, rest)) = pattern.split_once('<') else {
+        return pattern == key;
+    };
+    let Some(key) = key.strip_prefix(literal) else {
+        return false;
+    };
+    let (_, after) = rest.split_once('>').expect("a placeholder is closed");
+    let name_ends = key.find(':').unwrap_or(key.len());
+    (0..=name_ends)
+        .filter(|&end| key.is_char_boundary(end))
+        .any(|end| instance_of(after, &key[end..]))
+}
+
+/// The documented key that `key` (without its prefix) is an instance of, or `None`.
+/// Where several fit (`th:<T>` fits `th:a-locks` too), the one with the most fixed
+/// text is meant.
+fn documented_kind<'a>(documented: &'a BTreeSet<String>, key: &str) -> Option<&'a str> {
+    let fixed = |pattern: &str| {
+        pattern
+            .split('<')
+            .map(|part| part.split_once('>').map_or(part, |(_, text)| text).len())
+            .sum::<usize>()
+    };
+    documented
+        .iter()
+        .filter(|pattern| instance_of(pattern, key))
+        .max_by_key(|pattern| fixed(pattern))
+        .map(String::as_str)
+}
+
+/// qlessd's own events on `OWN log` (lua/README.md, "Channels").
+const OWN_LOG_EVENTS: &[&str] = &["unthrottled", "batch_fired", "expired", "timed_out"];
+
+#[test]
+fn the_readme_s_own_keys_are_read_as_written() {
+    let readme = "| `OWN due` | zset | x |\n\
+                  | `OWN th:<T>-locks` | zset | y |\n\
+                  | `OWN workflow:<W>-tasks` / `-jids` | hash / hash | z |\n\
+                  | `OWN q:<Q>-prun:<name>`, `OWN q:<Q>-prate:<name>` | zset | w |\n\
+                  | `P config` | hash | `OWN not-a-key` |\n\
+                  \n\
+                  Channels: `P log`, qlessd adds `OWN available` and `OWN log`.\n";
+    let documented = documented_own_keys(readme);
+    assert_eq!(
+        documented,
+        owned(&[
+            "due",
+            "q:<Q>-prate:<name>",
+            "q:<Q>-prun:<name>",
+            "th:<T>-locks",
+            "workflow:<W>-jids",
+            "workflow:<W>-tasks",
+        ])
+    );
+    assert_eq!(
+        documented_own_channels(readme),
+        owned(&["available", "log"])
+    );
+    let every = owned(&[
+        "th:<T>",
+        "th:<T>-locks",
+        "q:<Q>-p:<name>",
+        "rate:<minute>:<Q>",
+    ]);
+    let kind = |key| documented_kind(&every, key);
+    assert_eq!(kind("th:th1"), Some("th:<T>"));
+    assert_eq!(kind("th:th1-locks"), Some("th:<T>-locks"));
+    assert_eq!(kind("q:qf-p:"), Some("q:<Q>-p:<name>"));
+    assert_eq!(kind("rate:60:qa"), Some("rate:<minute>:<Q>"));
+    assert_eq!(kind("rate:60"), None);
+    assert_eq!(kind("th:"), Some("th:<T>"));
+    assert_eq!(kind("due"), None);
 }
 
 #[tokio::test]
@@ -380,13 +669,20 @@ async fn a_full_lifecycle_on_the_plain_prefix_writes_only_what_the_spec_names_th
         }
     }
 
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/README.md"))
+        .expect("lua/README.md");
+    let documented_keys = documented_own_keys(&readme);
     let mut strays = Vec::new();
     let mut spec_keys = BTreeSet::new();
     let mut own_keys = BTreeSet::new();
     for key in &keys {
         if let Some(own) = key.strip_prefix("qlessd:") {
-            // The kind of key: up to the first name in it.
-            own_keys.insert(own.split_inclusive(':').next().unwrap_or(own).to_owned());
+            match documented_kind(&documented_keys, own) {
+                Some(kind) => {
+                    own_keys.insert(kind.to_owned());
+                }
+                None => strays.push(format!("key {key}, not in lua/README.md's key table")),
+            }
         } else if let Some(kind) = spec_key(key) {
             spec_keys.insert(kind);
         } else {
@@ -396,8 +692,8 @@ async fn a_full_lifecycle_on_the_plain_prefix_writes_only_what_the_spec_names_th
     let mut spec_channels = BTreeSet::new();
     let mut own_channels = BTreeSet::new();
     for channel in channels.keys() {
-        if channel.starts_with("qlessd:") {
-            own_channels.insert(channel.as_str());
+        if let Some(own) = channel.strip_prefix("qlessd:") {
+            own_channels.insert(own.to_owned());
         } else if let Some(kind) = spec_channel(channel) {
             spec_channels.insert(kind);
         } else {
@@ -410,10 +706,16 @@ async fn a_full_lifecycle_on_the_plain_prefix_writes_only_what_the_spec_names_th
             strays.push(format!("ql:log event {payload}"));
         }
     }
+    for payload in channels.get("qlessd:log").into_iter().flatten() {
+        let event: serde_json::Value = serde_json::from_str(payload).unwrap();
+        if !OWN_LOG_EVENTS.contains(&event["event"].as_str().unwrap_or_default()) {
+            strays.push(format!("qlessd:log event {payload}"));
+        }
+    }
     assert!(
         strays.is_empty(),
-        "written on the plain prefix or outside `ql:`/`qlessd:` without the spec naming it: \
-         {strays:#?}"
+        "written on the plain prefix without the spec naming it, under `qlessd:` without \
+         lua/README.md documenting it, or outside both: {strays:#?}"
     );
     assert_eq!(
         left_under_ql, 0,
@@ -462,33 +764,26 @@ async fn a_full_lifecycle_on_the_plain_prefix_writes_only_what_the_spec_names_th
         "ql:canceled",
     ]);
     assert_eq!(spec_channels, every_spec_channel);
-    let own: Vec<&str> = own_keys.iter().map(String::as_str).collect();
-    assert_eq!(
-        own,
-        [
-            "cron",
-            "cron:",
-            "due",
-            "idem:",
-            "migrated",
-            "q:",
-            "rate:",
-            "sweeper",
-            "th:",
-            "throttles"
-        ]
-    );
+    // Every key and channel of qlessd's own that the README documents was written
+    // (so a documented key nothing writes any more fails too), and each of its events.
+    assert_eq!(own_keys, documented_keys, "qlessd's own keys written");
     assert_eq!(
         own_channels,
-        BTreeSet::from(["qlessd:available", "qlessd:log"])
+        documented_own_channels(&readme),
+        "qlessd's own channels"
     );
-    let unthrottled = &channels["qlessd:log"];
-    assert!(
-        unthrottled
-            .iter()
-            .all(|p| p.contains(r#""event":"unthrottled""#)),
-        "{unthrottled:?}"
-    );
+    let own_events: BTreeSet<&str> = channels["qlessd:log"]
+        .iter()
+        .map(|payload| {
+            let event: serde_json::Value = serde_json::from_str(payload).unwrap();
+            OWN_LOG_EVENTS
+                .iter()
+                .copied()
+                .find(|known| event["event"] == *known)
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(own_events, OWN_LOG_EVENTS.iter().copied().collect());
 }
 
 /// Runs each command (its words) on `redis` as it is, as an older qlessd or a stock
@@ -639,7 +934,7 @@ async fn a_due_time_filed_under_its_old_name_is_swept_once_moved() {
     qless
         .put(
             0.0,
-            qlessd::core::PutArgs {
+            PutArgs {
                 delay: 10.0,
                 ..job("qs", "c")
             },

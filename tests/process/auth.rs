@@ -117,14 +117,9 @@ fn serve(redis: &RedisServer, port: u16, file: &Path, log: &Path) -> Child {
     child
 }
 
-#[allow(
-    unsafe_code,
-    reason = "std has no way to send a signal other than SIGKILL"
-)]
 fn hang_up(child: &Child) {
-    // SAFETY: a plain signal to a child this test started and still owns.
-    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
-    assert_eq!(sent, 0);
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).expect("SIGHUP sent");
 }
 
 #[test]

@@ -104,10 +104,6 @@ fn spawn(redis: &RedisServer, port: u16, args: &[&str]) -> Child {
 }
 
 #[test]
-#[allow(
-    unsafe_code,
-    reason = "std has no way to send a signal other than SIGKILL"
-)]
 fn sigterm_ends_qlessd_within_the_shutdown_timeout_whatever_clients_do() {
     let redis = RedisServer::start();
     let port = free_port();
@@ -127,8 +123,8 @@ fn sigterm_ends_qlessd_within_the_shutdown_timeout_whatever_clients_do() {
         )
         .unwrap();
     let started = Instant::now();
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM sent");
     let deadline = started + Duration::from_secs(10);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
