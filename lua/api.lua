@@ -156,8 +156,8 @@ local function command(name)
     end
     return function(now, A) return run(now, A, check(A)) end, check, run
 
-  elseif name == 'batch' or name == 'pop.after' or name == 'batch.open' or
-      name == 'batch.add' or name == 'workflow.open' then
+  elseif name == 'batch' or name == 'batch.check' or name == 'pop.after' or
+      name == 'batch.open' or name == 'batch.add' or name == 'workflow.open' then
     -- The two commands that run calls of other commands share these helpers, which
     -- are made only for them: a function the chunk made at its top level would cost
     -- every invocation.
@@ -169,20 +169,21 @@ local function command(name)
     -- run" above `command`). Such a call's pair holds its run, and its args the checked
     -- values under `v`; the first malformed call refuses the whole list, with its own
     -- code and message after `Call <k> is malformed, no call ran: ` (a list of one
-    -- call: its own error as it is).
-    local function batch_calls(A, i, who)
+    -- call: its own error as it is). Calls are numbered from `first` (1 unless the
+    -- list is one part of a longer one: see `batch.check`).
+    local function batch_calls(A, i, who, first)
       -- (Room for one call: `pop.after` usually carries one.)
       local n, calls, handlers, checks, runs = #A, { nil, nil }, {}, {}, {}
       if n < i then Qless.raise('QL_ARG', who, 'At least one call is required') end
       while i <= n do
         local sub, argc = A[i], tonumber(A[i + 1])
         local handler = handlers[sub]
-        if handler == nil and sub ~= 'batch' then
+        if handler == nil and sub ~= 'batch' and sub ~= 'batch.check' then
           local check, run
           handler, check, run = command(sub)
           handlers[sub], checks[sub], runs[sub] = handler, check or false, run
         end
-        local k = #calls / 2 + 1
+        local k = #calls / 2 + (first or 1)
         if not handler then
           Qless.raise('QL_ARG', who, 'Unknown command in call ' .. k .. ': ' .. tostring(sub))
         end
@@ -453,6 +454,25 @@ local function command(name)
         local wname = type(meta.name) == 'string' and meta.name or ''
         Qless.Workflow.open(now, wid, wname, tasks)
         return jids
+      end
+    end
+
+    if name == 'batch.check' then
+      -- Extension. batch.check(first, command, argc, args..., [command, argc, args...]...)
+      -- -> how many calls were checked. Checks the list exactly as `batch` does before
+      -- it runs anything (same checks, same errors), and runs none of it: writes
+      -- nothing. The gateway sends a request longer than one `batch` in several; it
+      -- checks every part this way before sending the first `batch`, so a malformed
+      -- call in any part writes nothing at all. `first` is the number of the list's
+      -- first call in the whole request, which the error names as one `batch` of the
+      -- whole request would.
+      return function(now, A)
+        local first = tonumber(A[3])
+        if first == nil or first < 1 or first % 1 ~= 0 or first == 1 / 0 then
+          Qless.raise('QL_ARG', 'Batch', 'Arg "first" must be a positive integer: ' ..
+            tostring(A[3]))
+        end
+        return #batch_calls(A, 4, 'Batch', first) / 2
       end
     end
 

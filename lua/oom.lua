@@ -3,7 +3,9 @@
 -- lets it write whatever it asks: so this copy runs only the commands whose writes
 -- free more than they take (deleting jobs, recurring templates, registry entries),
 -- and refuses any other, a `batch` included (whose calls could lease or put), before
--- anything else runs. The gateway sends a command here only after the main script was
+-- anything else runs. (One exception, on purpose: a cancel that settles a batch puts
+-- its on_complete callback, so that the callback is not lost; lua/README.md, "Out of
+-- memory", says why that is bounded.) The gateway sends a command here only after the main script was
 -- refused for lack of memory; the list matches `script::ONLY_DELETING`.
 do
   local name = ARGV[1]

@@ -273,11 +273,13 @@ pub struct Settings {
     pub max_connections: u32,
 
     /// Most long polls (pops with a `wait`) waiting at once, over every namespace;
-    /// default: half of `--max-connections`.
+    /// default: half of `--max-connections`, rounded down (5,000 of 10,000; none of 1).
     ///
     /// A long poll holds its connection while it waits, so the rest of
-    /// `--max-connections` stays for short requests (puts, completions). A pop past the
-    /// cap does not wait: it answers at once with what there is (maybe `[]`).
+    /// `--max-connections` stays for short requests (puts, completions): by default
+    /// at least half of them, and at least one, so that with `--max-connections 1` no
+    /// pop waits. A pop past the cap does not wait: it answers at once with what there
+    /// is (maybe `[]`). Must be below `--max-connections`.
     #[arg(help_heading = "HTTP", long, env = "QLESSD_MAX_LONG_POLLS",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_long_polls: Option<u32>,
@@ -463,11 +465,16 @@ impl Settings {
         Duration::from_secs(self.request_timeout)
     }
 
-    /// How many long polls may wait at once (`--max-long-polls`, else half of
-    /// `--max-connections`).
+    /// How many long polls may wait at once: `--max-long-polls`, else
+    /// `--max-connections` less a reserve for short requests of half of them, rounded
+    /// up. The reserve is never empty: with one connection no pop waits (each answers
+    /// at once), since a waiting one would hold the only connection.
     pub fn max_long_polls(&self) -> usize {
-        let cap = self.max_long_polls.unwrap_or(self.max_connections / 2);
-        cap.max(1) as usize
+        let reserved = self.max_connections.div_ceil(2);
+        let cap = self
+            .max_long_polls
+            .unwrap_or(self.max_connections - reserved);
+        cap as usize
     }
 
     /// Settings for tests and embedding: defaults, with an explicit Redis URL.
@@ -553,6 +560,35 @@ mod tests {
         let parsed = Settings::try_parse_from(["qlessd", "--threads", "3"]).unwrap();
         assert_eq!(parsed.threads, Some(3));
         assert!(Settings::try_parse_from(["qlessd", "--threads", "0"]).is_err());
+    }
+
+    #[test]
+    fn by_default_long_polls_leave_room_for_short_requests_whatever_the_connections() {
+        let cap = |connections: &str| {
+            Settings::try_parse_from(["qlessd", "--max-connections", connections])
+                .unwrap()
+                .max_long_polls()
+        };
+        assert_eq!(Settings::for_redis("redis://r").max_long_polls(), 5_000);
+        for (connections, long_polls) in [(1, 0), (2, 1), (3, 1), (4, 2), (5, 2), (101, 50)] {
+            assert_eq!(cap(&connections.to_string()), long_polls, "{connections}");
+        }
+        for connections in 1..=1000 {
+            let long_polls = cap(&connections.to_string());
+            assert!(
+                long_polls * 2 <= connections,
+                "{long_polls} of {connections} connections"
+            );
+        }
+        let told = Settings::try_parse_from([
+            "qlessd",
+            "--max-connections",
+            "10",
+            "--max-long-polls",
+            "9",
+        ])
+        .unwrap();
+        assert_eq!(told.max_long_polls(), 9);
     }
 
     #[test]

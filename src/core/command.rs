@@ -16,7 +16,7 @@ use super::resp;
 /// Every script command the gateway sends, by name: each type's [`Command::name`] is
 /// one of these (checked on every call in debug builds), and a test checks that the
 /// script dispatches each of them (`tests/lua/commands.rs`). `batch` carries groups
-/// of other calls.
+/// of other calls, and `batch.check` checks them without running them.
 pub const SENT: &[&str] = &[
     // lua/job.lua
     "get.ext",
@@ -102,6 +102,7 @@ pub const SENT: &[&str] = &[
     "config.unset",
     // group commit and batches
     "batch",
+    "batch.check",
 ];
 
 /// The arguments of one script call after `now`, already encoded as RESP bulk

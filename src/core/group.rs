@@ -131,6 +131,9 @@ struct Alone {
 enum AloneKind {
     /// A `batch` invocation: it may write, and is loaded again after NOSCRIPT.
     Batch,
+    /// A `batch.check` invocation: like `Batch`, but it writes nothing, so no
+    /// replica needs to acknowledge it.
+    Check,
     /// A plain command, answered as Redis answers it (an error reply is a value).
     Command,
     /// `ROLE`, answered as Redis answers it; when the node is no longer a primary the
@@ -211,6 +214,21 @@ impl Grouper {
         self.send_alone(request, AloneKind::Batch).await
     }
 
+    /// Runs one `batch.check` invocation of `calls`, numbered from `first`: the
+    /// script checks them as `batch` would and runs none. Its reply is how many it
+    /// checked, or the error of the first malformed call.
+    pub(super) async fn check_batch(
+        &self,
+        now: f64,
+        first: usize,
+        calls: &[(&'static str, Args)],
+    ) -> Result<Value, Error> {
+        let mut request = Vec::new();
+        let calls = calls.iter().map(|(name, args)| (*name, args));
+        link::put_batch_check(&mut request, &self.target, &format_now(now), first, calls);
+        self.send_alone(request, AloneKind::Check).await
+    }
+
     /// Sends one command (not a script call) after those already sent, and returns
     /// its answer as Redis gave it (an error reply is a [`Value::ServerError`]).
     pub(super) async fn command<T: AsRef<[u8]>>(&self, words: &[T]) -> Result<Value, Error> {
@@ -280,7 +298,7 @@ impl Sent {
         match self {
             Sent::One(_)
             | Sent::Alone {
-                kind: AloneKind::Batch,
+                kind: AloneKind::Batch | AloneKind::Check,
                 ..
             } => Kind::Script,
             Sent::Group(_) => Kind::Group,
@@ -331,7 +349,7 @@ fn deliver(sent: Sent, value: Value) {
         }
         Sent::Alone {
             reply,
-            kind: AloneKind::Batch,
+            kind: AloneKind::Batch | AloneKind::Check,
             ..
         } => {
             let _ = reply.send(value_to_result(value));

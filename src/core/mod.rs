@@ -532,6 +532,12 @@ impl Qless {
     /// pays the fixed cost of a script invocation once per hundred calls rather than
     /// once per call, and a huge batch still lets other clients in between chunks.
     ///
+    /// A malformed call anywhere refuses the whole list and nothing is written (an
+    /// `Err`): the script checks every call of a `batch` before it runs any, and when
+    /// the list takes more than one invocation every part is first sent as
+    /// `batch.check`, which checks as `batch` does and writes nothing. A list of up to
+    /// [`BATCH_CALLS`] calls is one invocation and no check.
+    ///
     /// Only when the first invocation fails is the whole call an `Err`. When a later
     /// one fails (Redis went away mid-batch), the calls already run keep their results
     /// and every call from the failed invocation on gets its error, so callers can
@@ -556,19 +562,25 @@ impl Qless {
         now: f64,
         commands: &[C],
     ) -> Result<Vec<Result<C::Output, Error>>, Error> {
+        let encoded: Vec<(&'static str, Args)> = commands
+            .iter()
+            .map(|command| {
+                let mut args = Args::new();
+                command.encode(&mut args);
+                (command.name(), args)
+            })
+            .collect();
+        if encoded.len() > BATCH_CALLS {
+            self.check_many(now, &encoded).await?;
+        }
         let mut results = Vec::with_capacity(commands.len());
         let recorder = self.recorder(now);
-        for chunk in commands.chunks(BATCH_CALLS) {
-            let calls: Vec<(&'static str, Args)> = chunk
-                .iter()
-                .map(|command| {
-                    let mut args = Args::new();
-                    command.encode(&mut args);
-                    (command.name(), args)
-                })
-                .collect();
+        for (chunk, calls) in commands
+            .chunks(BATCH_CALLS)
+            .zip(encoded.chunks(BATCH_CALLS))
+        {
             let started = std::time::Instant::now();
-            let answered = self.inner.calls.batch(now, &calls).await;
+            let answered = self.inner.calls.batch(now, calls).await;
             METRICS.script_call("batch", started.elapsed(), answered.is_err());
             let err = match answered {
                 Ok(Value::Array(replies)) if replies.len() == chunk.len() => {
@@ -591,6 +603,26 @@ impl Qless {
             break;
         }
         Ok(results)
+    }
+
+    /// Sends `calls`, a list too long for one `batch`, part by part as `batch.check`,
+    /// and fails with the error of the first malformed call: the script's checks of
+    /// the whole list before its first `batch` writes anything.
+    async fn check_many(&self, now: f64, calls: &[(&'static str, Args)]) -> Result<(), Error> {
+        for (index, part) in calls.chunks(BATCH_CALLS).enumerate() {
+            let started = std::time::Instant::now();
+            let answered = self
+                .inner
+                .calls
+                .check_batch(now, index * BATCH_CALLS + 1, part)
+                .await;
+            METRICS.script_call("batch.check", started.elapsed(), answered.is_err());
+            match answered? {
+                Value::Int(checked) if usize::try_from(checked) == Ok(part.len()) => {}
+                other => return Err(Error::reply(format!("batch.check reply {other:?}"))),
+            }
+        }
+        Ok(())
     }
 }
 

@@ -79,7 +79,9 @@ pub const ALLOW_OOM_SOURCE: &str = lua_files!(concat!(
 ));
 
 /// The commands the `allow-oom` copy runs: those that only delete (their writes free
-/// more memory than they take). Each one's type says so (`Command::only_deletes`).
+/// more memory than they take), but for the callback a cancel puts when it settles a
+/// batch (kept so that it is not lost: "Out of memory" in `lua/README.md`). Each
+/// one's type says so (`Command::only_deletes`).
 pub const ONLY_DELETING: &[&str] = &["cancel", "queue.forget", "unrecur", "worker.deregister"];
 
 /// The script with its SHA1, as Redis names it in `SCRIPT LOAD` / `EVALSHA`.

@@ -634,6 +634,34 @@ mod tests {
         }
     }
 
+    /// The workflow graph (`ui::graph`) draws task names in SVG, which has no
+    /// `<bdi>`: it closes each name's isolate with U+2069 itself, which holds only if
+    /// no name carries a direction control or an isolate of its own.
+    #[test]
+    fn task_and_workflow_names_refuse_format_characters_as_every_name_does() {
+        for bad in [
+            "pay\u{202e}cod.exe",
+            "open\u{2068}",
+            "close\u{2069}",
+            "\u{2066}left",
+            "embed\u{202b}",
+            "mark\u{200f}",
+            "zero\u{200b}width",
+            "\u{feff}bom",
+        ] {
+            assert!(bad.parse::<TaskName>().is_err(), "task name {bad:?}");
+            assert!(
+                bad.parse::<WorkflowName>().is_err(),
+                "workflow name {bad:?}"
+            );
+            assert!(bad.parse::<Jid>().is_err(), "jid {bad:?}");
+        }
+        // Letters that run right to left are names like any other: the graph isolates
+        // them.
+        assert!("שלום".parse::<TaskName>().is_ok());
+        assert!("سير-العمل".parse::<WorkflowName>().is_ok());
+    }
+
     #[test]
     fn the_length_is_counted_in_characters_not_bytes() {
         // 256 three-byte characters are 768 bytes but a name of 256 characters; the

@@ -195,10 +195,11 @@ async fn put_job(
 /// before anything is written, as completely as the script checks it (data JSON
 /// nested at most 100 deep, jids not ending in `-history`, ...): a bad item is a 400
 /// naming its index (`jobs[3]: ...`) and no job is put, whichever item it is. The jobs
-/// are then put in order, one script invocation per 100 jobs, which the script also
-/// checks whole before writing; the answer lists one outcome per item, in the same
-/// order. A jid that appears twice is put twice (with `if_absent`, the second reports
-/// `created: false`). Should Redis become unreachable
+/// are then put in order, one script invocation per 100 jobs, and the script also
+/// checks every item of the request before the first invocation writes (a request of
+/// more than 100 is checked part by part first); the answer lists one outcome per
+/// item, in the same order. A jid that appears twice is put twice (with `if_absent`,
+/// the second reports `created: false`). Should Redis become unreachable
 /// part-way through a batch of more than 100 jobs, the answer is a 503 whose detail
 /// names the first item that may not have been put; the items before it were (with
 /// `if_absent` and jids of your own, sending the whole batch again is safe).

@@ -204,8 +204,8 @@ pub fn workflow(tasks: &[WorkflowTask], limits: Limits) -> Result<String, TooLar
                 r#"<path d="M{x1:.1},{y1:.1} C{:.1},{y1:.1} {:.1},{y2:.1} {x2:.1},{y2:.1}" marker-end="url(#arrow)"><title>{} → {}</title></path>"#,
                 x1 + bend,
                 x2 - bend,
-                escape(parent),
-                escape(&task.name),
+                isolated(parent),
+                isolated(&task.name),
             );
         }
     }
@@ -227,13 +227,13 @@ pub fn workflow(tasks: &[WorkflowTask], limits: Limits) -> Result<String, TooLar
         };
         let _ = write!(
             svg,
-            r#"<a href="/ui/jobs/{}" class="task-link" data-task="{}"><g class="task {state}" data-layer="{}"><title>{} ({}, job {})</title><rect x="{x:.1}" y="{y:.1}" width="{BOX_W:.0}" height="{BOX_H:.0}" rx="5"/><text x="{:.1}" y="{:.1}" class="name">{}</text><text x="{:.1}" y="{:.1}" class="state">{}</text></g></a>"#,
+            r#"<a href="/ui/jobs/{}" class="task-link" data-task="{}"><g class="task {state}" data-layer="{}"><title>{} ({}, job {})</title><rect x="{x:.1}" y="{y:.1}" width="{BOX_W:.0}" height="{BOX_H:.0}" rx="5"/><text x="{:.1}" y="{:.1}" class="name" {NAME_BIDI}>{}</text><text x="{:.1}" y="{:.1}" class="state">{}</text></g></a>"#,
             seg(&task.jid),
             escape(&task.name),
             layer[i],
-            escape(&task.name),
+            isolated(&task.name),
             escape(&task.state),
-            escape(&task.jid),
+            isolated(&task.jid),
             x + 8.0,
             y + 14.0,
             escape(&label),
@@ -244,6 +244,21 @@ pub fn workflow(tasks: &[WorkflowTask], limits: Limits) -> Result<String, TooLar
     }
     svg.push_str("</svg>");
     Ok(svg)
+}
+
+/// The presentation attributes of a box's name (SVG has no `<bdi>`): the name is laid
+/// out as a run of its own, so letters that run right to left stay within it and
+/// cannot carry the ellipsis of a cut name, or anything else, across it.
+const NAME_BIDI: &str = r#"direction="ltr" unicode-bidi="isolate""#;
+
+/// `text`, escaped, between U+2068 FIRST STRONG ISOLATE and U+2069 POP DIRECTIONAL
+/// ISOLATE. Hover text (`<title>`) is plain text, where no attribute applies: these
+/// characters isolate a name there as `<bdi>` does in HTML (its direction taken from
+/// its first letter), so a right-to-left name cannot reorder the words around it.
+/// A name cannot close the isolate early: the name types refuse format characters
+/// such as U+2069 (`model::names`).
+fn isolated(text: &str) -> String {
+    format!("\u{2068}{}\u{2069}", escape(text))
 }
 
 #[cfg(test)]
@@ -333,9 +348,44 @@ mod tests {
         let name = "a-task-with-a-rather-long-name";
         let svg = workflow(&[task(name, "waiting", &[])], LIMITS).unwrap();
         assert!(
-            svg.contains(r#"class="name">a-task-with-a-rathe…<"#),
+            svg.contains(&format!(
+                r#"class="name" {NAME_BIDI}>a-task-with-a-rathe…<"#
+            )),
             "{svg}"
         );
-        assert!(svg.contains(&format!("<title>{name} (waiting")));
+        assert!(svg.contains(&format!("<title>\u{2068}{name}\u{2069} (waiting")));
+    }
+
+    #[test]
+    fn names_are_isolated_so_that_none_reorders_the_text_around_it() {
+        // Hebrew letters run right to left.
+        let tasks = [
+            task("שלום", "complete", &[]),
+            task("next", "waiting", &["שלום"]),
+        ];
+        let svg = workflow(&tasks, LIMITS).unwrap();
+        // Drawn: every name in a text of its own, isolated.
+        let names: Vec<&str> = svg.split(r#"class="name""#).skip(1).collect();
+        assert_eq!(names.len(), 2);
+        for name in names {
+            assert!(name.starts_with(&format!(" {NAME_BIDI}>")), "{name}");
+        }
+        // Hover text: the name and the jid between isolates, the words around them
+        // outside.
+        assert!(
+            svg.contains(
+                "<title>\u{2068}שלום\u{2069} (complete, job \u{2068}j-שלום\u{2069})</title>"
+            ),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>\u{2068}שלום\u{2069} → \u{2068}next\u{2069}</title>"),
+            "{svg}"
+        );
+        // Every isolate opened is closed, so nothing after the names is affected.
+        assert_eq!(
+            svg.matches('\u{2068}').count(),
+            svg.matches('\u{2069}').count()
+        );
     }
 }

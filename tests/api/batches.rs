@@ -87,6 +87,73 @@ async fn a_batch_put_whose_last_item_the_script_would_refuse_is_a_400_and_puts_n
     }
 }
 
+/// The number of keys and their names: what "nothing was written" compares, besides
+/// the contents [`snapshot`] compares.
+fn keyspace(redis: &RedisServer) -> (u64, Vec<String>) {
+    let mut conn = redis.client().get_connection().unwrap();
+    let size: u64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.sort();
+    (size, keys)
+}
+
+/// Data the script would refuse, as JSON text, with what the 400's detail says.
+fn bad_data() -> Vec<(String, &'static str)> {
+    vec![
+        (nested(1001), "nested deeper than 100"),
+        (nested(101), "nested deeper than 100"),
+        (r#"{"s":"\ud800"}"#.to_owned(), "lone UTF-16 surrogate"),
+    ]
+}
+
+#[tokio::test]
+async fn batch_and_workflow_puts_whose_last_item_the_script_would_refuse_are_400s_and_write_nothing()
+ {
+    let app = TestApp::start().await;
+    let created = app
+        .post(
+            "/v1/batches",
+            json!({"jobs": [{"queue": "q", "klass": "K", "jid": "first"}]}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let bid = created.body["bid"].as_str().unwrap().to_owned();
+    let before = (snapshot(&app.redis), keyspace(&app.redis));
+    assert!(before.1.0 > 0, "the batch wrote no key");
+    let good = |i: usize| format!(r#"{{"queue":"q","klass":"K","jid":"job-{i}","data":{{}}}}"#);
+    for (data, expected) in bad_data() {
+        let bad = format!(r#"{{"queue":"q","klass":"K","jid":"last","data":{data}}}"#);
+        let mut jobs: Vec<String> = (0..20).map(good).collect();
+        jobs.push(bad.clone());
+        let jobs = format!(r#"{{"jobs":[{}]}}"#, jobs.join(","));
+        // Tasks are kept in name order: `zz` is the last.
+        let mut tasks: Vec<String> = (0..20)
+            .map(|i| format!(r#""t{i:02}":{}"#, good(i)))
+            .collect();
+        tasks.push(format!(r#""zz":{bad}"#));
+        let workflow = format!(r#"{{"tasks":{{{}}}}}"#, tasks.join(","));
+        let cases = [
+            ("/v1/batches".to_owned(), jobs.clone(), "jobs[20]"),
+            (format!("/v1/batches/{bid}/jobs"), jobs, "jobs[20]"),
+            ("/v1/workflows".to_owned(), workflow, "zz"),
+        ];
+        for (uri, body, at) in cases {
+            let response = post_text(&app, &uri, body).await;
+            assert_eq!(
+                (snapshot(&app.redis), keyspace(&app.redis)),
+                before,
+                "{uri}, {expected}: something was written"
+            );
+            response.assert_problem(400, "bad_request");
+            let detail = response.body["detail"].as_str().unwrap();
+            assert!(
+                detail.contains(at) && detail.contains(expected),
+                "{uri}: {detail}"
+            );
+        }
+    }
+}
+
 /// An app with jobs `a`, `b` and `c` running for worker `w` in queue `q`.
 async fn running() -> TestApp {
     let app = TestApp::start().await;

@@ -21,9 +21,10 @@ fn exists(redis: &RedisServer, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query(&mut conn).unwrap()
 }
 
-#[tokio::test]
-async fn out_of_memory_a_put_says_so_and_cancel_and_forget_still_free_memory() {
-    let app = TestApp::start().await;
+/// Fills Redis with jobs of queue `fill` until it refuses a put, and lowers
+/// `maxmemory` under what it then uses, so that it stays full. Returns the limit it
+/// was filled to and the jids of the jobs put.
+async fn fill_up(app: &TestApp) -> (u64, Vec<String>) {
     // A megabyte of room from here (the test Redis's policy is `noeviction`, Redis's
     // default), then jobs until Redis refuses one.
     let limit = memory(&app.redis, "used_memory") + (1 << 20);
@@ -71,7 +72,7 @@ async fn out_of_memory_a_put_says_so_and_cancel_and_forget_still_free_memory() {
         filled.len()
     );
     // Full by a margin: what client buffers still hold (and may free) cannot bring
-    // Redis back under the limit before the put below.
+    // Redis back under the limit before the calls that follow.
     let full = memory(&app.redis, "used_memory") - (512 << 10);
     redis::cmd("CONFIG")
         .arg("SET")
@@ -79,6 +80,14 @@ async fn out_of_memory_a_put_says_so_and_cancel_and_forget_still_free_memory() {
         .arg(full)
         .query::<()>(&mut conn)
         .unwrap();
+    (limit, filled)
+}
+
+#[tokio::test]
+async fn out_of_memory_a_put_says_so_and_cancel_and_forget_still_free_memory() {
+    let app = TestApp::start().await;
+    let (limit, filled) = fill_up(&app).await;
+    let mut conn = app.redis.client().get_connection().unwrap();
 
     // A write: 503 with its own word (not the bare "Redis is unavailable"), nothing
     // written.
@@ -168,4 +177,50 @@ async fn out_of_memory_a_put_says_so_and_cancel_and_forget_still_free_memory() {
         )
         .await;
     assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+}
+
+/// Cancel runs through the `allow-oom` copy of the script, and cancelling the last
+/// open job of a batch settles it, which puts its `on_complete` callback: that put is
+/// not lost for lack of memory (lua/README.md, "Out of memory", says why the copy may
+/// write it).
+#[tokio::test]
+async fn out_of_memory_cancelling_the_last_job_of_a_batch_still_puts_its_callback() {
+    let app = TestApp::start().await;
+    let created = app
+        .post(
+            "/v1/batches",
+            json!({
+                "jobs": [{"queue": "work", "klass": "K", "jid": "member"}],
+                "on_complete": {"queue": "report", "klass": "Done", "jid": "done",
+                                "data": {"to": "ops"}}
+            }),
+        )
+        .await;
+    assert_eq!(created.status.as_u16(), 201, "{}", created.text);
+    let bid = created.body["bid"].as_str().unwrap().to_owned();
+    fill_up(&app).await;
+    let put = app
+        .post(
+            "/v1/queues/more/jobs",
+            json!({"jid": "late", "klass": "K", "data": {}}),
+        )
+        .await;
+    put.assert_problem(503, "out_of_memory");
+
+    let canceled = app
+        .request(axum::http::Method::DELETE, "/v1/jobs/member", None)
+        .await;
+    assert_eq!(canceled.status.as_u16(), 204, "{}", canceled.text);
+    assert!(!exists(&app.redis, "ql:j:member"));
+    assert!(exists(&app.redis, "ql:j:done"), "the callback was not put");
+    let callback = app.get("/v1/jobs/done").await;
+    assert_eq!(callback.status.as_u16(), 200, "{}", callback.text);
+    assert_eq!(callback.body["queue"], "report");
+    assert_eq!(callback.body["state"], "waiting");
+    assert_eq!(callback.body["data"]["to"], "ops");
+    assert_eq!(callback.body["data"]["batch"]["bid"], bid.as_str());
+    assert_eq!(callback.body["data"]["batch"]["canceled"], 1);
+    let batch = app.get(&format!("/v1/batches/{bid}")).await;
+    assert_eq!(batch.status.as_u16(), 200, "{}", batch.text);
+    assert_eq!(batch.body["state"], "settled", "{}", batch.text);
 }

@@ -145,19 +145,26 @@ fn too_deep() -> String {
 /// A call of a batch: its command and arguments.
 type Call<'a> = (&'a str, Vec<String>);
 
-/// Runs `command` (`batch` or `pop.after`) with `calls` and returns its error reply.
-async fn refusal(
-    qless: &Qless,
-    command: &'static str,
-    head: &[&str],
-    calls: &[Call<'_>],
-) -> String {
+/// `head`, then `calls` as `batch` takes them: `command argc args...` each.
+fn batch_args(head: &[&str], calls: &[Call<'_>]) -> Vec<String> {
     let mut args = strs(head);
     for (name, call_args) in calls {
         args.push(name.to_string());
         args.push(call_args.len().to_string());
         args.extend(call_args.iter().cloned());
     }
+    args
+}
+
+/// Runs `command` (`batch`, `batch.check` or `pop.after`) with `calls` and returns its
+/// error reply.
+async fn refusal(
+    qless: &Qless,
+    command: &'static str,
+    head: &[&str],
+    calls: &[Call<'_>],
+) -> String {
+    let args = batch_args(head, calls);
     match qless.call(command, 100.0, &args).await {
         Err(Error::Script { code, message }) => format!("{code:?} {message}"),
         other => panic!("{command} answered {other:?}"),
@@ -323,6 +330,108 @@ async fn call_many_sends_large_batches_in_chunks_and_keeps_every_answer_in_place
         get(&qless, &format!("job-{}", total - 1)).await.state,
         "waiting"
     );
+}
+
+#[tokio::test]
+async fn batch_check_checks_a_list_as_batch_does_and_runs_none_of_it() {
+    let (redis, qless) = start().await;
+    seed(&qless).await;
+    let before = snapshot(&redis);
+    let good: Vec<Call> = vec![
+        ("put", strs(&["", "q", "new", "K", "{}", "0"])),
+        ("complete", strs(&["b", "w", "q", "{}"])),
+        ("cancel", strs(&["a"])),
+    ];
+    let reply = qless
+        .call("batch.check", 100.0, batch_args(&["201"], &good))
+        .await
+        .unwrap();
+    assert_eq!(reply, Value::Int(3), "every call is counted as checked");
+    assert_eq!(snapshot(&redis), before, "a check ran a call");
+
+    // Numbered from `first`, as one `batch` of the whole request would name the call.
+    let mut bad = good.clone();
+    bad.push(("put", strs(&["", "q", "new-2", "K", &too_deep(), "0"])));
+    let message = refusal(&qless, "batch.check", &["201"], &bad).await;
+    assert!(
+        message.starts_with(
+            "Argument Batch(): Call 204 is malformed, no call ran: Put(): Arg \"data\" missing or not JSON"
+        ),
+        "{message}"
+    );
+    // The same refusal as `batch`'s of the same list, but for the numbering.
+    let alone = refusal(&qless, "batch", &[], &bad).await;
+    assert_eq!(message.replace("Call 204", "Call 4"), alone);
+    let message = refusal(&qless, "batch.check", &["0"], &good).await;
+    assert!(
+        message.starts_with("Argument Batch(): Arg \"first\" must be a positive integer"),
+        "{message}"
+    );
+    assert_eq!(snapshot(&redis), before, "a refused check wrote something");
+}
+
+/// `put_many`, `complete_many` and `heartbeat_many` send more than [`BATCH_CALLS`]
+/// calls as several `batch`es: a call the script refuses for its arguments in a later
+/// one refuses the whole list before the first writes anything.
+#[tokio::test]
+async fn a_list_longer_than_one_batch_with_a_malformed_call_in_a_later_part_writes_nothing() {
+    let (redis, qless) = start().await;
+    seed(&qless).await;
+    let before = snapshot(&redis);
+    let deep = too_deep();
+
+    let jobs = (0..250)
+        .map(|i| {
+            let mut put = job("q", &format!("new-{i}"));
+            if i == 240 {
+                put.data = deep.clone();
+            }
+            (put, false)
+        })
+        .collect();
+    let refused = qless.put_many(100.0, jobs).await;
+    let Err(Error::Script { message, .. }) = refused else {
+        panic!("a put of 250 jobs, the 241st malformed, answered {refused:?}");
+    };
+    assert!(
+        message.starts_with("Batch(): Call 241 is malformed, no call ran: Put(): Arg \"data\""),
+        "{message}"
+    );
+    assert_eq!(snapshot(&redis), before, "jobs were put");
+
+    // The running job `b` first: without the check, the first part would complete it.
+    let completes = (0..150)
+        .map(|i| qlessd::core::CompleteArgs {
+            jid: if i == 0 {
+                "b".into()
+            } else {
+                format!("nope-{i}")
+            },
+            worker: "w".into(),
+            queue: "q".into(),
+            data: if i == 149 { deep.clone() } else { "{}".into() },
+            ..Default::default()
+        })
+        .collect();
+    let refused = qless.complete_many(100.0, completes).await;
+    let Err(Error::Script { message, .. }) = refused else {
+        panic!("150 completions, the last malformed, answered {refused:?}");
+    };
+    assert!(message.contains("Call 150 is malformed"), "{message}");
+    assert_eq!(snapshot(&redis), before, "a job was completed");
+
+    let heartbeats = (0..150)
+        .map(|i| {
+            let progress = (i == 149).then(|| deep.clone());
+            ("b".to_owned(), "w".to_owned(), None, progress)
+        })
+        .collect();
+    let refused = qless.heartbeat_many(100.0, heartbeats).await;
+    let Err(Error::Script { message, .. }) = refused else {
+        panic!("150 heartbeats, the last malformed, answered {refused:?}");
+    };
+    assert!(message.contains("Call 150 is malformed"), "{message}");
+    assert_eq!(snapshot(&redis), before, "a lock was renewed");
 }
 
 /// Puts j1..j5 and leases them one second apart (at 10, 11, ...), so that completing

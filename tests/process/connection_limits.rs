@@ -244,6 +244,32 @@ fn long_polls_past_the_cap_answer_at_once_and_leave_room_for_puts() {
     );
 }
 
+/// With a single connection, the default cap lets no pop wait: a waiting one would
+/// hold the only connection and the put that could feed it would never get in.
+#[test]
+fn by_default_a_long_poll_never_takes_the_last_connection() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(
+        &redis,
+        "-n 1024",
+        &["--max-connections", "1", "--max-wait", "30"],
+    );
+    let started = Instant::now();
+    let (status, body) = gateway.request("POST", "/v1/queues/q/pop", r#"{"worker":"w","wait":30}"#);
+    assert_eq!((status, body.as_str()), (200, "[]"), "{}", gateway.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        metric(&gateway, "qless_longpoll_cut_short_total"),
+        Some(1.0)
+    );
+    let (status, put) = gateway.request("POST", "/v1/queues/q/jobs", r#"{"klass":"K"}"#);
+    assert_eq!(status, 201, "{put}");
+}
+
 #[test]
 fn max_long_polls_must_leave_room_below_max_connections() {
     let redis = RedisServer::start();

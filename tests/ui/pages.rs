@@ -744,15 +744,21 @@ async fn names_are_isolated_so_that_none_reorders_the_page_around_it() {
     put(&app, queue, "j2").await;
     let popped = app.qless.pop(app.clock.now(), queue, "w\u{202e}2", 1).await;
     assert_eq!(popped.unwrap().len(), 1);
+    batch_and_workflow_of_such_names(&app, queue).await;
     for uri in [
         "/ui",
         "/ui/failures",
         "/ui/jobs/j1",
         "/ui/jobs/j2",
         "/ui/workers",
+        "/ui/batches/b1",
+        "/ui/workflows/w1",
+        "/ui/search?state=failed",
+        "/ui/search?queue=other",
     ] {
         assert_isolated(&app, uri).await;
     }
+    // (The push page has a test of its own: `the_push_page_isolates_the_names_it_shows`.)
     // Nor can the API or the dashboard be asked for such a name.
     let refused = app.get("/v1/queues/pay%E2%80%AEcod.exe").await;
     refused.assert_problem(400, "bad_request");
@@ -760,8 +766,66 @@ async fn names_are_isolated_so_that_none_reorders_the_page_around_it() {
     assert_eq!(page.status, StatusCode::BAD_REQUEST);
 }
 
-/// Fails unless every right-to-left override (U+202E) `uri` shows is inside a
-/// `<bdi>`, and it shows at least one.
+/// Batch `b1` (a job and a callback) and workflow `w1` (two tasks) whose names hold
+/// a right-to-left override (U+202E), with their jobs in `queue`, put through the
+/// script as [`names_are_isolated_so_that_none_reorders_the_page_around_it`] puts
+/// its jobs. Also a job of queue `other` with such a jid, tag and class.
+async fn batch_and_workflow_of_such_names(app: &TestApp, queue: &str) {
+    use qlessd::core::PutArgs;
+    use qlessd::core::batches::{CallbackKind, NewBatch, NewTask, NewWorkflow};
+    use qlessd::model::ParentFailurePolicy;
+    let put = |queue: &str, jid: &str| PutArgs {
+        queue: queue.into(),
+        jid: jid.into(),
+        klass: "K".into(),
+        data: "{}".into(),
+        ..Default::default()
+    };
+    let batch = NewBatch {
+        bid: "b1".into(),
+        description: String::new(),
+        parent: None,
+        jobs: vec![put(queue, "bj\u{202e}1")],
+        callbacks: vec![(
+            CallbackKind::OnComplete,
+            put("report\u{202e}q", "cb\u{202e}1"),
+        )],
+    };
+    app.qless.batch_open(app.clock.now(), &batch).await.unwrap();
+    let mut child = put(queue, "wt2");
+    child.depends = Some(vec!["wt\u{202e}1".to_owned()]);
+    let workflow = NewWorkflow {
+        wid: "w1".into(),
+        name: "flow\u{202e}x".into(),
+        tasks: vec![
+            NewTask {
+                name: "task\u{202e}1".into(),
+                put: put(queue, "wt\u{202e}1"),
+                after: Vec::new(),
+                on_parent_failure: ParentFailurePolicy::Cancel,
+            },
+            NewTask {
+                name: "next".into(),
+                put: child,
+                after: vec!["task\u{202e}1".into()],
+                on_parent_failure: ParentFailurePolicy::Cancel,
+            },
+        ],
+    };
+    app.qless
+        .workflow_open(app.clock.now(), &workflow)
+        .await
+        .unwrap();
+    let mut other = put("other", "o\u{202e}1");
+    other.klass = "Klass\u{202e}y".into();
+    other.tags = Some(vec!["t\u{202e}z".into()]);
+    app.qless.put(app.clock.now(), other).await.unwrap();
+}
+
+/// Fails unless every right-to-left override (U+202E) `uri` shows is isolated, and it
+/// shows at least one: in HTML inside a `<bdi>`; in the SVG of a workflow's graph
+/// (which has no `<bdi>`) inside a `<text unicode-bidi="isolate">`, or in hover text
+/// between U+2068 FIRST STRONG ISOLATE and U+2069 POP DIRECTIONAL ISOLATE.
 async fn assert_isolated(app: &TestApp, uri: &str) {
     let page = app.get(uri).await;
     assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.text);
@@ -772,10 +836,22 @@ async fn assert_isolated(app: &TestApp, uri: &str) {
         if before.rfind('<') > before.rfind('>') {
             continue;
         }
-        let opened = before.rfind("<bdi>").or_else(|| before.rfind("<bdi "));
-        let closed = before.rfind("</bdi>");
+        let isolated = if before.rfind("<svg") > before.rfind("</svg>") {
+            let text = before
+                .rfind("<text ")
+                .filter(|&t| before.rfind("</text>") < Some(t));
+            let in_isolated_text = text.is_some_and(|t| {
+                let tag = &before[t..t + before[t..].find('>').unwrap()];
+                tag.contains(r#"unicode-bidi="isolate""#)
+            });
+            let between_isolates = before.rfind('\u{2068}') > before.rfind('\u{2069}');
+            in_isolated_text || between_isolates
+        } else {
+            let opened = before.rfind("<bdi>").or_else(|| before.rfind("<bdi "));
+            opened.is_some() && opened > before.rfind("</bdi>")
+        };
         assert!(
-            opened.is_some() && opened > closed,
+            isolated,
             "{uri}: a name is not isolated: {}",
             &page.text[at.saturating_sub(80)..at]
         );
@@ -1224,7 +1300,7 @@ async fn a_workflow_page_draws_its_graph_coloured_by_state_and_lists_its_tasks()
     assert_eq!(x("resize"), x("audit"));
     // An edge (with its arrow) per `after`, and a legend naming every state.
     assert_eq!(svg.matches(r#"marker-end="url(#arrow)""#).count(), 3);
-    assert!(svg.contains("<title>fetch → audit</title>"));
+    assert!(svg.contains("<title>\u{2068}fetch\u{2069} → \u{2068}audit\u{2069}</title>"));
     let legend = &svg[svg.find(r#"<g class="legend">"#).unwrap()..];
     for state in [
         "waiting", "depends", "running", "complete", "failed", "canceled",

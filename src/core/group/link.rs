@@ -296,8 +296,38 @@ pub(super) fn put_batch<'a>(
     now: &str,
     calls: impl Iterator<Item = (&'a str, &'a Args)> + Clone,
 ) {
-    let more = calls.clone().map(|(_, args)| 2 + args.count()).sum();
-    put_head(out, target, "batch", now, more);
+    put_head(out, target, "batch", now, calls_length(calls.clone()));
+    put_calls(out, calls);
+}
+
+/// Appends one `batch.check` invocation of `calls`, the part of a longer list whose
+/// first call is call number `first`: `batch.check now first (command argc args...)...`.
+/// The script checks them as `batch` would and runs none.
+pub(super) fn put_batch_check<'a>(
+    out: &mut Vec<u8>,
+    target: &Target,
+    now: &str,
+    first: usize,
+    calls: impl Iterator<Item = (&'a str, &'a Args)> + Clone,
+) {
+    put_head(
+        out,
+        target,
+        "batch.check",
+        now,
+        1 + calls_length(calls.clone()),
+    );
+    resp::put_bulk_number(out, first);
+    put_calls(out, calls);
+}
+
+/// How many arguments `calls` take as a list of `command argc args...`.
+fn calls_length<'a>(calls: impl Iterator<Item = (&'a str, &'a Args)>) -> usize {
+    calls.map(|(_, args)| 2 + args.count()).sum()
+}
+
+/// Appends `calls` as a list of `command argc args...`.
+fn put_calls<'a>(out: &mut Vec<u8>, calls: impl Iterator<Item = (&'a str, &'a Args)>) {
     for (name, args) in calls {
         resp::put_bulk(out, name.as_bytes());
         resp::put_bulk_number(out, args.count());
