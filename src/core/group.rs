@@ -87,13 +87,16 @@ pub(super) struct Target {
 type Reply = oneshot::Sender<Result<Value, Error>>;
 
 /// One script call as the driver sees it: a command's name and encoded arguments,
-/// with what its type says of it (its weight in a group, whether it may write).
+/// with what its type says of it (its weight in a group, whether it must go alone,
+/// whether it may write).
 pub(super) struct ScriptCall {
     pub name: &'static str,
     pub now: f64,
     pub args: Args,
     /// The jobs it works on (see [`super::command::Command::weight`]).
     pub weight: usize,
+    /// Whether it never joins a group (see [`super::command::Command::alone`]).
+    pub alone: bool,
     /// Whether it may write, so that replicas must acknowledge it.
     pub writes: bool,
 }
@@ -110,7 +113,7 @@ impl Member for Call {
     }
 
     fn alone(&self) -> bool {
-        self.script.name == "batch"
+        self.script.alone
     }
 
     fn gone(&self) -> bool {

@@ -499,6 +499,7 @@ impl Qless {
             now,
             args,
             weight: command.weight().max(1),
+            alone: command.alone(),
             writes: command.writes(),
         };
         if command.only_deletes() {
@@ -569,7 +570,7 @@ impl Qless {
                 .collect();
             let started = std::time::Instant::now();
             let answered = self.inner.calls.batch(now, &calls).await;
-            METRICS.script_call("batch", started.elapsed(), answered.is_err());
+            METRICS.script_call(command::BATCH, started.elapsed(), answered.is_err());
             let err = match answered {
                 Ok(Value::Array(replies)) if replies.len() == chunk.len() => {
                     for (command, reply) in chunk.iter().zip(replies) {

@@ -16,7 +16,7 @@ use redis::{ConnectionInfo, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
-use super::super::command::Args;
+use super::super::command::{Args, BATCH};
 use super::super::resp::{self, Connection};
 use super::super::{Error, format_now};
 use super::{ScriptCall, Sent, Target, fail};
@@ -297,7 +297,7 @@ pub(super) fn put_batch<'a>(
     calls: impl Iterator<Item = (&'a str, &'a Args)> + Clone,
 ) {
     let more = calls.clone().map(|(_, args)| 2 + args.count()).sum();
-    put_head(out, target, "batch", now, more);
+    put_head(out, target, BATCH, now, more);
     for (name, args) in calls {
         resp::put_bulk(out, name.as_bytes());
         resp::put_bulk_number(out, args.count());

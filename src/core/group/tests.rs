@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use redis::Value;
 
-use super::super::command::Args;
+use super::super::command::{Args, BATCH};
 use super::super::{Error, Replicas, Script};
 use super::fake::{FakeRedis, Server};
 use super::*;
@@ -56,6 +56,7 @@ fn put(jid: &str) -> ScriptCall {
         now: 1.5,
         args,
         weight: 1,
+        alone: false,
         writes: true,
     }
 }
@@ -69,6 +70,7 @@ fn pop(worker: &str, count: usize) -> ScriptCall {
         now: 1.5,
         args,
         weight: count,
+        alone: false,
         writes: true,
     }
 }
@@ -82,6 +84,7 @@ fn get(jid: &str) -> ScriptCall {
         now: 1.5,
         args,
         weight: 1,
+        alone: false,
         writes: false,
     }
 }
@@ -248,6 +251,48 @@ async fn groups_are_bounded_by_the_jobs_their_calls_work_on() {
     for (n, answer) in pops.into_iter().enumerate() {
         assert_eq!(text(answer.await), n.to_string());
     }
+}
+
+#[tokio::test]
+async fn a_call_that_must_go_alone_leaves_by_itself_between_groups() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let before: Vec<_> = (0..2)
+        .map(|n| start(&grouper, put(&format!("j{n}"))))
+        .collect();
+    let mut batch = Args::new();
+    batch.push("put").push(1usize).push("x");
+    let alone = start(
+        &grouper,
+        ScriptCall {
+            name: BATCH,
+            now: 1.5,
+            args: batch,
+            weight: 1,
+            alone: true,
+            writes: true,
+        },
+    );
+    let after = start(&grouper, put("j2"));
+    server.reply(&bulk("a")).await;
+    assert_eq!(expect_batch(&mut server).await.len(), 2);
+    server.reply(&bulk("b")).await;
+    // The batch goes as it came, its one call not nested in a group of the others.
+    assert_eq!(expect_batch(&mut server).await, [["put", "x"]]);
+    server.reply(&array(&[bulk("j0"), bulk("j1")])).await;
+    expect_call(&mut server, "put", "j2").await;
+    server.reply(&array(&[bulk("x")])).await;
+    server.reply(&bulk("j2")).await;
+    first.await.unwrap();
+    second.await.unwrap();
+    for (answer, jid) in before.into_iter().zip(["j0", "j1"]) {
+        assert_eq!(text(answer.await), jid);
+    }
+    assert_eq!(
+        alone.await.unwrap(),
+        Value::Array(vec![Value::BulkString(b"x".to_vec())])
+    );
+    assert_eq!(text(after.await), "j2");
 }
 
 #[tokio::test]
