@@ -21,6 +21,9 @@ use super::super::resp::{self, Connection};
 use super::super::{Error, format_now};
 use super::{ScriptCall, Sent, Target, fail};
 
+#[cfg(test)]
+mod tests;
+
 /// How the driver opens its connections.
 pub(super) trait Connector: Send + Sync {
     /// A connection to wherever the target's primary is now (authenticated, on the

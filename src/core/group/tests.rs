@@ -18,12 +18,12 @@ use super::fake::{FakeRedis, Server};
 use super::*;
 
 /// The namespace key every invocation carries.
-const KEY: &str = "ql:{ns}";
+pub(super) const KEY: &str = "ql:{ns}";
 
 /// How long the driver waits for an answer in these tests.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn target(replicas: u32) -> Target {
+pub(super) fn target(replicas: u32) -> Target {
     Target {
         endpoint: resp::Endpoint::plain(fake::PRIMARY),
         script: Script::qless(),
@@ -50,7 +50,7 @@ fn driver_to(target: Target, max_calls: usize, capacity: usize) -> (Grouper, Fak
 }
 
 /// A `put` of job `jid` (a write of one job).
-fn put(jid: &str) -> ScriptCall {
+pub(super) fn put(jid: &str) -> ScriptCall {
     let mut args = Args::new();
     args.push("q").push(jid);
     ScriptCall {
@@ -78,7 +78,7 @@ fn pop(worker: &str, count: usize) -> ScriptCall {
 }
 
 /// A `get` (a read: no `WAIT` after it).
-fn get(jid: &str) -> ScriptCall {
+pub(super) fn get(jid: &str) -> ScriptCall {
     let mut args = Args::new();
     args.push(jid);
     ScriptCall {
@@ -103,7 +103,7 @@ fn start(grouper: &Grouper, call: ScriptCall) -> Answer<'_> {
 
 /// Reads the invocation of one call alone, checking its command and that `arg` is
 /// among its arguments.
-async fn expect_call(server: &mut Server, name: &str, arg: &str) {
+pub(super) async fn expect_call(server: &mut Server, name: &str, arg: &str) {
     let words = server.command().await;
     let sha = Script::qless().sha().to_owned();
     assert_eq!(
@@ -146,7 +146,7 @@ fn arg_of(call: &ScriptCall) -> String {
 
 /// Reads one `batch` invocation and returns the calls it carries, each as its
 /// command and arguments.
-async fn expect_batch(server: &mut Server) -> Vec<Vec<String>> {
+pub(super) async fn expect_batch(server: &mut Server) -> Vec<Vec<String>> {
     let words = server.command().await;
     assert_eq!(words[4], "batch", "{words:?}");
     let mut calls = Vec::new();
@@ -162,18 +162,18 @@ async fn expect_batch(server: &mut Server) -> Vec<Vec<String>> {
 }
 
 /// `value` as a RESP bulk string.
-fn bulk(value: &str) -> Vec<u8> {
+pub(super) fn bulk(value: &str) -> Vec<u8> {
     format!("${}\r\n{value}\r\n", value.len()).into_bytes()
 }
 
 /// An array of `items`, each already RESP.
-fn array(items: &[Vec<u8>]) -> Vec<u8> {
+pub(super) fn array(items: &[Vec<u8>]) -> Vec<u8> {
     let mut reply = format!("*{}\r\n", items.len()).into_bytes();
     items.iter().for_each(|item| reply.extend_from_slice(item));
     reply
 }
 
-fn text(result: Result<Value, Error>) -> String {
+pub(super) fn text(result: Result<Value, Error>) -> String {
     match result {
         Ok(Value::BulkString(bytes)) => String::from_utf8(bytes).unwrap(),
         other => panic!("{other:?}"),
