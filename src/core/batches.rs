@@ -61,12 +61,10 @@ fn callback_spec(put: &PutArgs) -> serde_json::Value {
     })
 }
 
-/// Appends each job as a `put` call, as `batch` takes them.
+/// Appends each job as a `put` call, as `batch.open` and `batch.add` take them.
 fn encode_puts(args: &mut Args, jobs: &[PutArgs]) {
     for job in jobs {
-        let mut put = Args::new();
-        job.encode(&mut put);
-        args.call("put", &put);
+        job.encode_call(args);
     }
 }
 
@@ -235,9 +233,7 @@ impl Command for NewWorkflow {
         let meta = json!({ "name": self.name, "tasks": tasks });
         args.push(&self.wid).push(meta.to_string());
         for task in &self.tasks {
-            let mut put = Args::new();
-            task.put.encode(&mut put);
-            args.call("put", &put);
+            task.put.encode_call(args);
         }
     }
 

@@ -13,9 +13,19 @@ use redis::Value;
 use super::Error;
 use super::resp;
 
+/// The script command that runs several calls in one invocation, each as it would
+/// run alone (`lua/api.lua`): what group commit and `Qless::run_many` send. The
+/// script does not nest it in another `batch`.
+pub const BATCH: &str = "batch";
+
+/// The script command that checks a part of a longer list of calls as [`BATCH`]
+/// would, running none: sent before the first write of a request of more than one
+/// `batch` invocation, so that the request is refused whole or not at all.
+pub const BATCH_CHECK: &str = "batch.check";
+
 /// Every script command the gateway sends, by name: each type's [`Command::name`] is
 /// one of these (checked on every call in debug builds), and a test checks that the
-/// script dispatches each of them (`tests/lua/commands.rs`). `batch` carries groups
+/// script dispatches each of them (`tests/lua/commands.rs`). [`BATCH`] carries groups
 /// of other calls, and `batch.check` checks them without running them.
 pub const SENT: &[&str] = &[
     // lua/job.lua
@@ -101,8 +111,8 @@ pub const SENT: &[&str] = &[
     "config.set",
     "config.unset",
     // group commit and batches
-    "batch",
-    "batch.check",
+    BATCH,
+    BATCH_CHECK,
 ];
 
 /// The arguments of one script call after `now`, already encoded as RESP bulk
@@ -312,6 +322,12 @@ pub trait Command {
         1
     }
 
+    /// Whether it must go to Redis by itself, never in a group of calls: a call that
+    /// is a [`BATCH`] already, which the script does not nest in the group's.
+    fn alone(&self) -> bool {
+        false
+    }
+
     /// The queue and jid it is about, for its span.
     fn subject(&self) -> Subject<'_> {
         Subject::default()
@@ -323,7 +339,9 @@ pub trait Command {
 
 /// Any command by name with arguments made elsewhere: for tests and tools that
 /// drive the script directly. It counts as a write of weight one and counts no job
-/// events; its reply is Redis's value as it came.
+/// events; its reply is Redis's value as it came. Its name is all there is of it, so
+/// its name alone says whether it must go alone (a [`BATCH`] of calls made
+/// elsewhere).
 pub struct Raw<'a> {
     pub name: &'static str,
     pub args: &'a [String],
@@ -342,6 +360,10 @@ impl Command for Raw<'_> {
 
     fn decode(&self, reply: Value) -> Result<Value, Error> {
         Ok(reply)
+    }
+
+    fn alone(&self) -> bool {
+        self.name == BATCH
     }
 }
 
@@ -368,6 +390,14 @@ mod tests {
                 .bytes()
                 .starts_with(b"$1\r\n1\r\n$8\r\ncomplete\r\n$1\r\n6\r\n")
         );
+    }
+
+    #[test]
+    fn only_a_batch_made_elsewhere_must_go_alone() {
+        let raw = |name| Raw { name, args: &[] };
+        assert!(raw(BATCH).alone());
+        assert!(!raw("put").alone());
+        assert!(!raw("pop.after").alone());
     }
 
     #[test]

@@ -14,7 +14,10 @@
 //! form from calls that would have queued behind Redis anyway, bounded by the jobs
 //! they work on (`grouping.rs`). A call whose caller has gone (a client that
 //! disconnected, a request past its deadline) before it leaves is not sent, so an
-//! abandoned pop leases nothing.
+//! abandoned pop leases nothing; nor is it sent again when a recovery sends its
+//! group once more (the others go without it). One whose caller goes while it is in
+//! flight is answered into the void: the replies behind it still reach their own
+//! callers.
 //!
 //! One task, the driver, owns the connection: it forms the groups, writes them,
 //! and hands each reply (Redis answers in order) to its callers, so a call costs one
@@ -87,13 +90,16 @@ pub(super) struct Target {
 type Reply = oneshot::Sender<Result<Value, Error>>;
 
 /// One script call as the driver sees it: a command's name and encoded arguments,
-/// with what its type says of it (its weight in a group, whether it may write).
+/// with what its type says of it (its weight in a group, whether it must go alone,
+/// whether it may write).
 pub(super) struct ScriptCall {
     pub name: &'static str,
     pub now: f64,
     pub args: Args,
     /// The jobs it works on (see [`super::command::Command::weight`]).
     pub weight: usize,
+    /// Whether it never joins a group (see [`super::command::Command::alone`]).
+    pub alone: bool,
     /// Whether it may write, so that replicas must acknowledge it.
     pub writes: bool,
 }
@@ -110,7 +116,7 @@ impl Member for Call {
     }
 
     fn alone(&self) -> bool {
-        self.script.name == "batch"
+        self.script.alone
     }
 
     fn gone(&self) -> bool {
@@ -330,13 +336,23 @@ impl Sent {
         }
     }
 
-    /// Whether its caller has gone, so that sending it would serve no one.
-    fn abandoned(&self) -> bool {
+    /// What of it still serves someone, to be sent (again): nothing when its callers
+    /// have gone, and of a group only the calls whose callers are still there (one
+    /// left goes alone). A recovery thus runs nothing for a caller who has gone, just
+    /// as a call abandoned before it first left never runs.
+    fn wanted(self) -> Option<Sent> {
         match self {
-            Sent::One(call) => call.reply.is_closed(),
-            Sent::Group(calls) => calls.iter().all(|call| call.reply.is_closed()),
-            Sent::Alone { reply, .. } => reply.is_closed(),
-            Sent::Load | Sent::Wait => false,
+            Sent::One(call) if call.reply.is_closed() => None,
+            Sent::Alone { ref reply, .. } if reply.is_closed() => None,
+            Sent::Group(mut calls) => {
+                calls.retain(|call| !call.reply.is_closed());
+                match calls.len() {
+                    0 => None,
+                    1 => calls.pop().map(Sent::One),
+                    _ => Some(Sent::Group(calls)),
+                }
+            }
+            sent => Some(sent),
         }
     }
 }
@@ -502,12 +518,10 @@ impl Driver {
         self.send_sent(sent, false, false).await;
     }
 
-    /// Sends `sent` (opening a connection first when there is none), unless its
-    /// caller has gone; `again`: it was sent before; `load`: `SCRIPT LOAD` first.
+    /// Sends what of `sent` is still wanted (opening a connection first when there
+    /// is none); `again`: it was sent before; `load`: `SCRIPT LOAD` first.
     async fn send_sent(&mut self, sent: Sent, again: bool, load: bool) {
-        if sent.abandoned() {
-            return;
-        }
+        let Some(sent) = sent.wanted() else { return };
         if let Err(err) = self.connect().await {
             return fail(sent, &err);
         }
@@ -610,9 +624,7 @@ impl Driver {
         let link = self.link.as_mut().expect("a connection");
         let mut loading = false;
         for (sent, again, load) in items {
-            if sent.abandoned() {
-                continue;
-            }
+            let Some(sent) = sent.wanted() else { continue };
             link.stage(&self.target, sent, again, load && !loading);
             loading |= load;
         }
@@ -623,9 +635,7 @@ impl Driver {
     /// promoted replica or a slot's new owner may not hold it), or fails it with
     /// `err` when none opens.
     async fn send_again(&mut self, sent: Sent, err: Error) {
-        if sent.abandoned() {
-            return;
-        }
+        let Some(sent) = sent.wanted() else { return };
         match Link::open(&*self.connector, &self.target).await {
             Ok(link) => {
                 self.link.insert(link).stage(&self.target, sent, true, true);
@@ -659,6 +669,7 @@ async fn redirect(
     node: redis::ConnectionInfo,
     sent: Sent,
 ) {
+    let Some(sent) = sent.wanted() else { return };
     let mut request = Vec::new();
     link::encode(&mut request, target, &sent);
     let kind = sent.kind();

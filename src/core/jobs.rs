@@ -66,6 +66,14 @@ impl PutArgs {
             .option("max-run", self.max_run)
             .option("partition", self.partition.as_ref());
     }
+
+    /// Appends a plain put of this job as a whole call, as the commands that carry
+    /// puts of their own take them (`batch.open`, `workflow.open`).
+    pub(super) fn encode_call(&self, args: &mut Args) {
+        let mut put = Args::new();
+        self.encode(&mut put);
+        args.call(PutForm::Plain.name(), &put);
+    }
 }
 
 /// An idempotency key for a put (extension `put.idem`): a repeated put with the same
@@ -410,6 +418,17 @@ enum PutForm {
     Idempotent { idem: Idempotency, if_absent: bool },
 }
 
+impl PutForm {
+    /// The script command of this form.
+    fn name(&self) -> &'static str {
+        match self {
+            PutForm::Plain => "put",
+            PutForm::IfAbsent => "put.ifabsent",
+            PutForm::Idempotent { .. } => "put.idem",
+        }
+    }
+}
+
 /// A put in one of its forms; every form answers a [`PutOutcome`].
 struct Put {
     args: PutArgs,
@@ -420,17 +439,17 @@ impl Command for Put {
     type Output = PutOutcome;
 
     fn name(&self) -> &'static str {
-        match self.form {
-            PutForm::Plain => "put",
-            PutForm::IfAbsent => "put.ifabsent",
-            PutForm::Idempotent { .. } => "put.idem",
-        }
+        self.form.name()
     }
 
     fn encode(&self, args: &mut Args) {
         if let PutForm::Idempotent { idem, if_absent } = &self.form {
-            let mode = if *if_absent { "put.ifabsent" } else { "put" };
-            args.push(&idem.key).push(idem.ttl).push(mode);
+            let mode = if *if_absent {
+                PutForm::IfAbsent
+            } else {
+                PutForm::Plain
+            };
+            args.push(&idem.key).push(idem.ttl).push(mode.name());
         }
         self.args.encode(args);
     }

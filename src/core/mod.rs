@@ -499,6 +499,7 @@ impl Qless {
             now,
             args,
             weight: command.weight().max(1),
+            alone: command.alone(),
             writes: command.writes(),
         };
         if command.only_deletes() {
@@ -581,7 +582,7 @@ impl Qless {
         {
             let started = std::time::Instant::now();
             let answered = self.inner.calls.batch(now, calls).await;
-            METRICS.script_call("batch", started.elapsed(), answered.is_err());
+            METRICS.script_call(command::BATCH, started.elapsed(), answered.is_err());
             let err = match answered {
                 Ok(Value::Array(replies)) if replies.len() == chunk.len() => {
                     for (command, reply) in chunk.iter().zip(replies) {
@@ -616,7 +617,7 @@ impl Qless {
                 .calls
                 .check_batch(now, index * BATCH_CALLS + 1, part)
                 .await;
-            METRICS.script_call("batch.check", started.elapsed(), answered.is_err());
+            METRICS.script_call(command::BATCH_CHECK, started.elapsed(), answered.is_err());
             match answered? {
                 Value::Int(checked) if usize::try_from(checked) == Ok(part.len()) => {}
                 other => return Err(Error::reply(format!("batch.check reply {other:?}"))),

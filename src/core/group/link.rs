@@ -16,10 +16,13 @@ use redis::{ConnectionInfo, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
-use super::super::command::Args;
+use super::super::command::{Args, BATCH, BATCH_CHECK};
 use super::super::resp::{self, Connection};
 use super::super::{Error, format_now};
 use super::{ScriptCall, Sent, Target, fail};
+
+#[cfg(test)]
+mod tests;
 
 /// How the driver opens its connections.
 pub(super) trait Connector: Send + Sync {
@@ -296,7 +299,7 @@ pub(super) fn put_batch<'a>(
     now: &str,
     calls: impl Iterator<Item = (&'a str, &'a Args)> + Clone,
 ) {
-    put_head(out, target, "batch", now, calls_length(calls.clone()));
+    put_head(out, target, BATCH, now, calls_length(calls.clone()));
     put_calls(out, calls);
 }
 
@@ -313,7 +316,7 @@ pub(super) fn put_batch_check<'a>(
     put_head(
         out,
         target,
-        "batch.check",
+        BATCH_CHECK,
         now,
         1 + calls_length(calls.clone()),
     );

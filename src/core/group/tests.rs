@@ -1,8 +1,10 @@
 //! The whole driver against a scripted Redis (`fake.rs`): every recovery branch,
-//! replies cut at every byte, connections lost mid-group, callers that gave up, and
-//! groups forming. No test sleeps to synchronize: calls are queued by polling them
-//! once, and the fake answers only when the test says so. (Tests of the response
-//! timeout and the backoff wait for the driver's own timers, short ones.)
+//! each applied to a whole group, replies cut at every byte, connections lost
+//! mid-group, callers that gave up (before their call left, while it was in flight,
+//! and while it waited to go again), and groups forming. No test sleeps to
+//! synchronize: calls are queued by polling them once, and the fake answers only
+//! when the test says so. (Tests of the response timeout and the backoff wait for
+//! the driver's own timers, short ones.)
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -10,18 +12,18 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use redis::Value;
 
-use super::super::command::Args;
+use super::super::command::{Args, BATCH};
 use super::super::{Error, Replicas, Script};
 use super::fake::{FakeRedis, Server};
 use super::*;
 
 /// The namespace key every invocation carries.
-const KEY: &str = "ql:{ns}";
+pub(super) const KEY: &str = "ql:{ns}";
 
 /// How long the driver waits for an answer in these tests.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn target(replicas: u32) -> Target {
+pub(super) fn target(replicas: u32) -> Target {
     Target {
         endpoint: resp::Endpoint::plain(fake::PRIMARY),
         script: Script::qless(),
@@ -48,7 +50,7 @@ fn driver_to(target: Target, max_calls: usize, capacity: usize) -> (Grouper, Fak
 }
 
 /// A `put` of job `jid` (a write of one job).
-fn put(jid: &str) -> ScriptCall {
+pub(super) fn put(jid: &str) -> ScriptCall {
     let mut args = Args::new();
     args.push("q").push(jid);
     ScriptCall {
@@ -56,6 +58,7 @@ fn put(jid: &str) -> ScriptCall {
         now: 1.5,
         args,
         weight: 1,
+        alone: false,
         writes: true,
     }
 }
@@ -69,12 +72,13 @@ fn pop(worker: &str, count: usize) -> ScriptCall {
         now: 1.5,
         args,
         weight: count,
+        alone: false,
         writes: true,
     }
 }
 
 /// A `get` (a read: no `WAIT` after it).
-fn get(jid: &str) -> ScriptCall {
+pub(super) fn get(jid: &str) -> ScriptCall {
     let mut args = Args::new();
     args.push(jid);
     ScriptCall {
@@ -82,6 +86,7 @@ fn get(jid: &str) -> ScriptCall {
         now: 1.5,
         args,
         weight: 1,
+        alone: false,
         writes: false,
     }
 }
@@ -98,7 +103,7 @@ fn start(grouper: &Grouper, call: ScriptCall) -> Answer<'_> {
 
 /// Reads the invocation of one call alone, checking its command and that `arg` is
 /// among its arguments.
-async fn expect_call(server: &mut Server, name: &str, arg: &str) {
+pub(super) async fn expect_call(server: &mut Server, name: &str, arg: &str) {
     let words = server.command().await;
     let sha = Script::qless().sha().to_owned();
     assert_eq!(
@@ -141,7 +146,7 @@ fn arg_of(call: &ScriptCall) -> String {
 
 /// Reads one `batch` invocation and returns the calls it carries, each as its
 /// command and arguments.
-async fn expect_batch(server: &mut Server) -> Vec<Vec<String>> {
+pub(super) async fn expect_batch(server: &mut Server) -> Vec<Vec<String>> {
     let words = server.command().await;
     assert_eq!(words[4], "batch", "{words:?}");
     let mut calls = Vec::new();
@@ -157,22 +162,45 @@ async fn expect_batch(server: &mut Server) -> Vec<Vec<String>> {
 }
 
 /// `value` as a RESP bulk string.
-fn bulk(value: &str) -> Vec<u8> {
+pub(super) fn bulk(value: &str) -> Vec<u8> {
     format!("${}\r\n{value}\r\n", value.len()).into_bytes()
 }
 
 /// An array of `items`, each already RESP.
-fn array(items: &[Vec<u8>]) -> Vec<u8> {
+pub(super) fn array(items: &[Vec<u8>]) -> Vec<u8> {
     let mut reply = format!("*{}\r\n", items.len()).into_bytes();
     items.iter().for_each(|item| reply.extend_from_slice(item));
     reply
 }
 
-fn text(result: Result<Value, Error>) -> String {
+pub(super) fn text(result: Result<Value, Error>) -> String {
     match result {
         Ok(Value::BulkString(bytes)) => String::from_utf8(bytes).unwrap(),
         other => panic!("{other:?}"),
     }
+}
+
+/// Checks that nothing was left over on `server`'s connection by what went before:
+/// two commands sent next each get their own reply (a request left in flight would
+/// take the first one's), a call still goes straight to Redis, and the driver opened
+/// no other connection.
+async fn nothing_left_in_flight(grouper: &Grouper, fake: &mut FakeRedis, server: &mut Server) {
+    let mut first = Box::pin(grouper.command(&["ECHO", "first"]));
+    assert!((&mut first).now_or_never().is_none());
+    let mut second = Box::pin(grouper.command(&["ECHO", "second"]));
+    assert!((&mut second).now_or_never().is_none());
+    server.expect(&["ECHO", "first"]).await;
+    server.expect(&["ECHO", "second"]).await;
+    server.reply(&bulk("first")).await;
+    server.reply(&bulk("second")).await;
+    assert_eq!(text(first.await), "first");
+    assert_eq!(text(second.await), "second");
+    let call = start(grouper, get("probe"));
+    expect_call(server, "get", "probe").await;
+    server.reply(&bulk("probe")).await;
+    assert_eq!(text(call.await), "probe");
+    assert!(server.quiet());
+    assert!(fake.none_opened());
 }
 
 /// The word an unavailable error starts with, or the whole message.
@@ -248,6 +276,48 @@ async fn groups_are_bounded_by_the_jobs_their_calls_work_on() {
     for (n, answer) in pops.into_iter().enumerate() {
         assert_eq!(text(answer.await), n.to_string());
     }
+}
+
+#[tokio::test]
+async fn a_call_that_must_go_alone_leaves_by_itself_between_groups() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let before: Vec<_> = (0..2)
+        .map(|n| start(&grouper, put(&format!("j{n}"))))
+        .collect();
+    let mut batch = Args::new();
+    batch.push("put").push(1usize).push("x");
+    let alone = start(
+        &grouper,
+        ScriptCall {
+            name: BATCH,
+            now: 1.5,
+            args: batch,
+            weight: 1,
+            alone: true,
+            writes: true,
+        },
+    );
+    let after = start(&grouper, put("j2"));
+    server.reply(&bulk("a")).await;
+    assert_eq!(expect_batch(&mut server).await.len(), 2);
+    server.reply(&bulk("b")).await;
+    // The batch goes as it came, its one call not nested in a group of the others.
+    assert_eq!(expect_batch(&mut server).await, [["put", "x"]]);
+    server.reply(&array(&[bulk("j0"), bulk("j1")])).await;
+    expect_call(&mut server, "put", "j2").await;
+    server.reply(&array(&[bulk("x")])).await;
+    server.reply(&bulk("j2")).await;
+    first.await.unwrap();
+    second.await.unwrap();
+    for (answer, jid) in before.into_iter().zip(["j0", "j1"]) {
+        assert_eq!(text(answer.await), jid);
+    }
+    assert_eq!(
+        alone.await.unwrap(),
+        Value::Array(vec![Value::BulkString(b"x".to_vec())])
+    );
+    assert_eq!(text(after.await), "j2");
 }
 
 #[tokio::test]
@@ -593,4 +663,206 @@ async fn the_role_of_a_replica_fails_and_drops_the_connection() {
     server.expect(&["ROLE"]).await;
     server.reply(b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n").await;
     assert!(matches!(role.await, Ok(Value::Array(_))));
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_while_its_call_is_in_flight_takes_no_other_callers_reply() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, gone, kept) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    drop(gone);
+    server.reply(&bulk("a")).await;
+    server.reply(&bulk("b")).await;
+    assert_eq!(text(kept.await), "b");
+    nothing_left_in_flight(&grouper, &mut fake, &mut server).await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gave_up_before_noscript_is_not_sent_again() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let gone = start(&grouper, put("a"));
+    let mut server = fake.accept().await;
+    expect_call(&mut server, "put", "a").await;
+    drop(gone);
+    server.reply(b"-NOSCRIPT No matching script.\r\n").await;
+    // Neither the script nor the call goes: the next thing written is the probe's.
+    nothing_left_in_flight(&grouper, &mut fake, &mut server).await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_while_its_call_is_reloaded_takes_no_other_callers_reply() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, gone, kept) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    server.reply(b"-NOSCRIPT No matching script.\r\n").await;
+    server.expect(&["SCRIPT", "LOAD"]).await;
+    expect_call(&mut server, "put", "a").await;
+    drop(gone);
+    server.reply(&bulk("b")).await;
+    server.reply(&bulk(Script::qless().sha())).await;
+    server.reply(&bulk("a")).await;
+    assert_eq!(text(kept.await), "b");
+    nothing_left_in_flight(&grouper, &mut fake, &mut server).await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gave_up_before_moved_opens_no_connection_for_it() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut old, gone, behind) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    drop(gone);
+    old.reply(b"-MOVED 3999 10.0.0.2:7001\r\n").await;
+    old.closed().await;
+    assert!(unavailable(behind.await).starts_with("MOVED"));
+    assert!(fake.none_opened());
+    // The next call opens a connection of its own, with nothing sent before it.
+    let next = start(&grouper, put("c"));
+    let mut new = fake.accept().await;
+    expect_call(&mut new, "put", "c").await;
+    new.reply(&bulk("c")).await;
+    assert_eq!(text(next.await), "c");
+    nothing_left_in_flight(&grouper, &mut fake, &mut new).await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_while_its_call_goes_again_after_moved_takes_no_other_reply() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let gone = start(&grouper, put("a"));
+    let mut old = fake.accept().await;
+    expect_call(&mut old, "put", "a").await;
+    old.reply(b"-MOVED 3999 10.0.0.2:7001\r\n").await;
+    let mut new = fake.accept().await;
+    new.expect(&["SCRIPT", "LOAD"]).await;
+    expect_call(&mut new, "put", "a").await;
+    drop(gone);
+    let kept = start(&grouper, put("b"));
+    expect_call(&mut new, "put", "b").await;
+    new.reply(&bulk(Script::qless().sha())).await;
+    new.reply(&bulk("a")).await;
+    new.reply(&bulk("b")).await;
+    assert_eq!(text(kept.await), "b");
+    old.closed().await;
+    nothing_left_in_flight(&grouper, &mut fake, &mut new).await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_during_its_backoff_is_not_sent_again() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, gone, kept) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let loading = b"-LOADING Redis is loading the dataset in memory\r\n";
+    server.reply(loading).await;
+    server.reply(loading).await;
+    drop(gone);
+    // Both waited out their backoff; only the call still awaited goes again.
+    expect_call(&mut server, "put", "b").await;
+    server.reply(&bulk("b")).await;
+    assert_eq!(text(kept.await), "b");
+    nothing_left_in_flight(&grouper, &mut fake, &mut server).await;
+}
+
+/// Where a group refused whole goes again.
+#[derive(Debug, Clone, Copy)]
+enum Again {
+    /// On the same connection, after `SCRIPT LOAD`.
+    Loaded,
+    /// On a new connection, after `SCRIPT LOAD`.
+    Elsewhere,
+    /// On the same connection, after the backoff.
+    Later,
+    /// On the same connection, each call alone.
+    Split,
+}
+
+#[tokio::test]
+async fn a_recovery_of_a_group_applies_to_every_call_still_awaited_in_it() {
+    let cases: &[(&[u8], Again)] = &[
+        (b"-NOSCRIPT No matching script.\r\n", Again::Loaded),
+        (b"-MOVED 3999 10.0.0.2:7001\r\n", Again::Elsewhere),
+        (
+            b"-READONLY You can't write against a read only replica.\r\n",
+            Again::Elsewhere,
+        ),
+        (
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+            Again::Later,
+        ),
+        (
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            Again::Later,
+        ),
+        (
+            b"-QL_COMMAND user_script:1: Batch(): unknown command\r\n",
+            Again::Split,
+        ),
+    ];
+    for &(refusal, again) in cases {
+        let (grouper, mut fake) = driver(100, 1 << 20, 0);
+        let (mut server, first, second) =
+            two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+        let mut queued: Vec<_> = (0..4)
+            .map(|n| Some(start(&grouper, put(&format!("j{n}")))))
+            .collect();
+        server.reply(&bulk("a")).await;
+        assert_eq!(expect_batch(&mut server).await.len(), 4, "{again:?}");
+        server.reply(&bulk("b")).await;
+        // One caller of the group gives up before the group is refused.
+        drop(queued[1].take());
+        server.reply(refusal).await;
+        let kept = ["j0", "j2", "j3"];
+        let puts = |calls: Vec<Vec<String>>| -> Vec<String> {
+            calls.into_iter().map(|call| call[2].clone()).collect()
+        };
+        let replies: Vec<_> = kept.iter().map(|jid| bulk(jid)).collect();
+        let mut server = match again {
+            Again::Loaded | Again::Elsewhere => {
+                let mut to = match again {
+                    Again::Elsewhere => fake.accept().await,
+                    _ => server,
+                };
+                to.expect(&["SCRIPT", "LOAD"]).await;
+                assert_eq!(puts(expect_batch(&mut to).await), kept, "{again:?}");
+                to.reply(&bulk(Script::qless().sha())).await;
+                to.reply(&array(&replies)).await;
+                to
+            }
+            Again::Later => {
+                assert_eq!(puts(expect_batch(&mut server).await), kept, "{again:?}");
+                server.reply(&array(&replies)).await;
+                server
+            }
+            Again::Split => {
+                for jid in kept {
+                    expect_call(&mut server, "put", jid).await;
+                }
+                for reply in &replies {
+                    server.reply(reply).await;
+                }
+                server
+            }
+        };
+        assert_eq!(text(first.await), "a");
+        assert_eq!(text(second.await), "b");
+        for (answer, jid) in queued.into_iter().flatten().zip(kept) {
+            assert_eq!(text(answer.await), jid, "{again:?}");
+        }
+        nothing_left_in_flight(&grouper, &mut fake, &mut server).await;
+    }
+}
+
+#[tokio::test]
+async fn a_group_left_with_one_caller_goes_again_as_a_call_alone() {
+    let (grouper, mut fake) = driver(100, 1 << 20, 0);
+    let (mut server, first, second) = two_in_flight(&grouper, &mut fake, put("a"), put("b")).await;
+    let gone = start(&grouper, put("j0"));
+    let kept = start(&grouper, put("j1"));
+    server.reply(&bulk("a")).await;
+    assert_eq!(expect_batch(&mut server).await.len(), 2);
+    drop(gone);
+    server.reply(&bulk("b")).await;
+    server.reply(b"-NOSCRIPT No matching script.\r\n").await;
+    server.expect(&["SCRIPT", "LOAD"]).await;
+    expect_call(&mut server, "put", "j1").await;
+    server.reply(&bulk(Script::qless().sha())).await;
+    server.reply(&bulk("j1")).await;
+    assert_eq!(text(first.await), "a");
+    assert_eq!(text(second.await), "b");
+    assert_eq!(text(kept.await), "j1");
+    nothing_left_in_flight(&grouper, &mut fake, &mut server).await;
 }
