@@ -36,14 +36,15 @@
 //!   Sentinel, or the cluster slot of the namespace, following `ASK` for a slot that
 //!   is moving), the embedded `redis-server` supervisor, one typed function per Lua
 //!   command, and each command a type (`core::command`: its arguments, whether it
-//!   writes, its weight in a group, its subject, what it counts and how its reply
-//!   decodes), every call recorded (span, timing, job events) in one place. The
+//!   writes, its weight in a group, whether it must go alone rather than grouped,
+//!   its subject, what it counts and how its reply decodes), every call recorded (span, timing, job events) in one place. The
 //!   driver is in layers (`core::group`): a connection (`link`), the recovery rules
 //!   as plain functions from a reply to an action (`recovery`), and grouping by
 //!   weight (`grouping`), each tested alone and together against a scripted fake
 //!   Redis over an in-memory stream.
 //! * [`model`]: request and response types (serde + utoipa), and the names requests
-//!   carry (`Jid`, `QueueName`, ...), which check themselves when deserialized.
+//!   carry (`Jid`, `QueueName`, ..., and the settings' `NamespaceName` and
+//!   `TokenName`), which check themselves when deserialized.
 //! * [`leasing`]: long-poll pops (waiters woken by the script's events) and
 //!   multi-queue selection (ordered, round-robin, weighted lottery).
 //! * [`push`]: push delivery: pushed queues' jobs POSTed to their endpoints, signed
