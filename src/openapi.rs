@@ -104,7 +104,9 @@ fn push_webhook() -> utoipa::openapi::Paths {
              as `application/json`. It and the headers are described here rather than as \
              a request body and parameters: openapi-generator 7 writes code that does not \
              compile for a webhook's schemas and parameters, which would break every client \
-             generated from this document. The headers:\n\n\
+             generated from this document; `openapi/push-receiver.json`, a document of \
+             its own for the receiving side, has both, for generating a receiver. The \
+             headers:\n\n\
              * `webhook-id`: the job's jid, the same for every attempt of the job;\n\
              * `webhook-timestamp`: when the delivery was signed, in seconds since the \
              epoch;\n\
@@ -150,6 +152,139 @@ fn push_webhook() -> utoipa::openapi::Paths {
     PathsBuilder::new()
         .path("pushDelivery", PathItem::new(HttpMethod::Post, operation))
         .build()
+}
+
+/// A document of its own for the other side of push delivery: the endpoint a pushed
+/// queue's `url` names, as a server that receives one operation. The main document's
+/// `webhooks` entry cannot carry the body's schema or the headers as parameters
+/// without breaking clients generated from it (see [`push_webhook`]); this one can, so
+/// a receiver's types and server stub can be generated from it. Written to
+/// `openapi/push-receiver.json` and checked against the code by a test.
+pub fn push_receiver_document() -> serde_json::Value {
+    use serde_json::{Value, json};
+
+    let main = serde_json::to_value(document()).expect("the document serializes");
+    let schemas = &main["components"]["schemas"];
+    let mut needed = std::collections::BTreeMap::new();
+    collect_refs(
+        schemas,
+        &json!({"$ref": "#/components/schemas/Job"}),
+        &mut needed,
+    );
+
+    let header = |name: &str, description: &str, example: Value| {
+        json!({
+            "name": name,
+            "in": "header",
+            "required": true,
+            "description": description,
+            "schema": {"type": "string"},
+            "example": example,
+        })
+    };
+    let mut traceparent = header(
+        "traceparent",
+        "The W3C trace context of the delivery, in the trace of the request that put the \
+         job; sent when the job has one.",
+        json!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    );
+    traceparent["required"] = json!(false);
+    let webhook = &main["webhooks"]["pushDelivery"]["post"];
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "qlessd push receiver",
+            "version": main["info"]["version"],
+            "description": "What qlessd sends to the endpoint of a pushed queue \
+                (`PUT /v1/queues/{queue}/push` in qlessd's API) and what each answer does. \
+                The server here is yours: generate a receiver's types or a server stub from \
+                this document. Verify `webhook-signature` with the queue's secret \
+                (`whsec_...`) and any Standard Webhooks library before trusting the body. \
+                Delivery is at least once: the same job may come again (the same \
+                `webhook-id`, a higher `qlessd-attempt`), so make the work idempotent by \
+                `webhook-id`.",
+        },
+        "servers": [{
+            "url": "{endpoint}",
+            "description": "The `url` the queue is pushed to",
+            "variables": {"endpoint": {"default": "https://example.com/jobs"}},
+        }],
+        "paths": {
+            "/": {
+                "post": {
+                    "operationId": "receive_push_delivery",
+                    "summary": "A job delivered to a pushed queue's endpoint",
+                    "parameters": [
+                        header(
+                            "webhook-id",
+                            "The job's jid: the same for every attempt of the job.",
+                            json!("0c4f1d3e9f6b4a7d8e2a5b6c7d8e9f01"),
+                        ),
+                        header(
+                            "webhook-timestamp",
+                            "When the delivery was signed, in seconds since the epoch.",
+                            json!("1795760085"),
+                        ),
+                        header(
+                            "webhook-signature",
+                            "`v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<body>\">` \
+                             for each active secret (two during a rotation's grace), separated \
+                             by spaces.",
+                            json!("v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="),
+                        ),
+                        header(
+                            "qlessd-attempt",
+                            "1 for the job's first delivery, then 2, 3, ...",
+                            json!("1"),
+                        ),
+                        traceparent,
+                    ],
+                    "requestBody": {
+                        "required": true,
+                        "description": "The job, as `GET /v1/jobs/{jid}` shows it.",
+                        "content": {"application/json": {
+                            "schema": {"$ref": "#/components/schemas/Job"},
+                        }},
+                    },
+                    "responses": webhook["responses"],
+                },
+            },
+        },
+        "components": {"schemas": needed},
+    })
+}
+
+/// Adds to `found` every schema of `schemas` that `value` refers to, and those they
+/// refer to in turn.
+fn collect_refs(
+    schemas: &serde_json::Value,
+    value: &serde_json::Value,
+    found: &mut std::collections::BTreeMap<String, serde_json::Value>,
+) {
+    match value {
+        serde_json::Value::Object(fields) => {
+            if let Some(name) = fields
+                .get("$ref")
+                .and_then(|target| target.as_str())
+                .and_then(|target| target.strip_prefix("#/components/schemas/"))
+            {
+                if !found.contains_key(name) {
+                    let schema = schemas[name].clone();
+                    found.insert(name.to_owned(), schema.clone());
+                    collect_refs(schemas, &schema, found);
+                }
+            }
+            for field in fields.values() {
+                collect_refs(schemas, field, found);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                collect_refs(schemas, item, found);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Gives every operation's own error response (a problem whose description says what

@@ -188,6 +188,67 @@ async fn openapi_json_is_served_and_matches_the_committed_document() {
     );
 }
 
+#[test]
+fn the_push_receiver_document_is_the_committed_one_and_carries_the_job_and_the_headers() {
+    let document = qlessd::openapi::push_receiver_document();
+    let generated = serde_json::to_string_pretty(&document).unwrap() + "\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/push-receiver.json");
+    if std::env::var_os("QLESSD_UPDATE_OPENAPI").is_some() {
+        std::fs::write(path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "openapi/push-receiver.json is out of date: run \
+         `QLESSD_UPDATE_OPENAPI=1 cargo test openapi` and commit it"
+    );
+
+    let operation = &document["paths"]["/"]["post"];
+    assert_eq!(
+        operation["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Job"
+    );
+    let headers: Vec<(&str, bool)> = operation["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["in"], "header");
+            (
+                p["name"].as_str().unwrap(),
+                p["required"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            ("webhook-id", true),
+            ("webhook-timestamp", true),
+            ("webhook-signature", true),
+            ("qlessd-attempt", true),
+            ("traceparent", false),
+        ]
+    );
+    // The job's schema is the API's own, with everything it refers to.
+    let main = serde_json::to_value(qlessd::openapi::document()).unwrap();
+    let schemas = document["components"]["schemas"].as_object().unwrap();
+    assert_eq!(schemas["Job"], main["components"]["schemas"]["Job"]);
+    let text = generated.as_str();
+    for (at, _) in text.match_indices("\"$ref\": \"#/components/schemas/") {
+        let rest = &text[at + "\"$ref\": \"#/components/schemas/".len()..];
+        let name = &rest[..rest.find('"').unwrap()];
+        assert!(
+            schemas.contains_key(name),
+            "{name} is referred to but missing"
+        );
+    }
+    assert_eq!(
+        operation["responses"],
+        main["webhooks"]["pushDelivery"]["post"]["responses"]
+    );
+}
+
 /// Every schema reachable from `value` that is a name parameter or field.
 fn name_uses<'a>(
     value: &'a serde_json::Value,

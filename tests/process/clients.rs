@@ -44,6 +44,11 @@ fn document() -> PathBuf {
     root().join("openapi/openapi.json")
 }
 
+/// The document for the receiving side of push delivery.
+fn receiver_document() -> PathBuf {
+    root().join("openapi/push-receiver.json")
+}
+
 fn worker_dir(name: &str) -> PathBuf {
     root().join("tests/clients").join(name)
 }
@@ -75,10 +80,15 @@ fn openapi_generator_and(needs: &[(&str, &str)], test: &str) -> bool {
 
 /// openapi-generator's `generator` on its defaults, writing into `out`.
 fn openapi_generator(generator: &str, out: &Path) {
+    openapi_generator_from(&document(), generator, out);
+}
+
+/// The same, from the document at `input`.
+fn openapi_generator_from(input: &Path, generator: &str, out: &Path) {
     succeed(
         Command::new("openapi-generator-cli")
             .args(["generate", "-g", generator, "-i"])
-            .arg(document())
+            .arg(input)
             .arg("-o")
             .arg(out),
         &format!("openapi-generator {generator}"),
@@ -235,6 +245,71 @@ async fn an_openapi_generator_python_client_works_a_job_through_its_life() {
         .arg(worker_dir("python-openapi-generator").join("worker.py"))
         .env("PYTHONPATH", dir.path());
     run_worker(worker, "python-openapi-generator").await;
+}
+
+/// A receiver's types generated from `openapi/push-receiver.json` read a delivery's
+/// body: a job with the fields a pull worker's pop leaves out (throttles, a partition).
+#[tokio::test]
+async fn a_push_receivers_generated_models_read_a_delivered_job() {
+    let test = "a_push_receivers_generated_models_read_a_delivered_job";
+    if !openapi_generator_and(&[("python3", "--version")], test)
+        || !python_modules("pydantic, dateutil, urllib3, typing_extensions", test)
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    openapi_generator_from(&receiver_document(), "python", dir.path());
+
+    let qlessd = Qlessd::start().await;
+    let put = crate::support::http()
+        .post(format!("{}/v1/queues/receiver/jobs", qlessd.base))
+        .json(&serde_json::json!({
+            "klass": "Greet",
+            "data": {"name": "Ada"},
+            "tags": ["vip", "eu"],
+            "throttles": ["mail"],
+            "partition": "tenant-7",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
+    let jid = put.json::<serde_json::Value>().await.unwrap()["jid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The body qlessd delivers is the job as GET shows it.
+    let body = qlessd.get(&format!("/v1/jobs/{jid}")).await;
+
+    let mut reader = Command::new("python3")
+        .arg(worker_dir("push-receiver").join("parse.py"))
+        .env("PYTHONPATH", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    reader
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.to_string().as_bytes())
+        .unwrap();
+    let output = reader.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        stdout,
+        format!(
+            "jid {jid}\nklass Greet\nstate waiting\ndata Ada\ntags vip,eu\n\
+             throttles mail\npartition tenant-7\n"
+        )
+    );
 }
 
 #[tokio::test]
