@@ -267,12 +267,11 @@ fn collect_refs(
                 .get("$ref")
                 .and_then(|target| target.as_str())
                 .and_then(|target| target.strip_prefix("#/components/schemas/"))
+                && !found.contains_key(name)
             {
-                if !found.contains_key(name) {
-                    let schema = schemas[name].clone();
-                    found.insert(name.to_owned(), schema.clone());
-                    collect_refs(schemas, &schema, found);
-                }
+                let schema = schemas[name].clone();
+                found.insert(name.to_owned(), schema.clone());
+                collect_refs(schemas, &schema, found);
             }
             for field in fields.values() {
                 collect_refs(schemas, field, found);
