@@ -140,10 +140,19 @@ impl Monitor {
             // `+<time> [<db> <client>] "<word>" "<word>" ...`: the script's own
             // commands come from the client `lua`.
             let (client, words) = line.split_once("] ").expect("a MONITOR line");
+            // Only EVALSHA and the closing ECHO matter here; the rest are skipped
+            // before they are read (Valkey writes some words, a script's text for
+            // one, without escaping their quotes).
+            let first = words.get(..9).unwrap_or("").to_ascii_uppercase();
+            if client.ends_with(" lua")
+                || !(first == "\"EVALSHA\"" || first.starts_with("\"ECHO\""))
+            {
+                continue;
+            }
             let words = unquote(words.trim_end());
             match words[0].to_ascii_uppercase().as_str() {
                 "ECHO" if words[1] == end => return invocations,
-                "EVALSHA" if !client.ends_with(" lua") => {
+                "EVALSHA" => {
                     invocations.push(invocation(&words));
                 }
                 _ => {}
