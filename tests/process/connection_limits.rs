@@ -1,6 +1,7 @@
 //! The `qlessd` binary at the edges of its connections: long polls past
-//! `--max-long-polls`, a process out of file descriptors, and a descriptor limit below
-//! `--max-connections` (`src/connections.rs`, `src/leasing.rs`).
+//! `--max-long-polls`, a process out of file descriptors, a descriptor limit below
+//! `--max-connections`, a body that stalls and heads too large (`src/connections.rs`,
+//! `src/leasing.rs`).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -366,4 +367,63 @@ fn the_descriptor_limit_is_raised_for_max_connections_or_else_warned_about() {
         raised.log()
     );
     assert!(!raised.log().contains(warning), "{}", raised.log());
+}
+
+/// The binary answers a body that stalls with 408 at `--body-timeout`, and heads too
+/// large (one header of 100 KB, a path of 70 KB) with 431 and 414, each with a problem
+/// body, over its own sockets.
+#[test]
+fn a_stalled_body_and_oversized_heads_get_problem_answers_from_the_binary() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis, "-n 1024", &["--body-timeout", "1"]);
+
+    // Half a body, then nothing: 408 after the body timeout, not the request's.
+    let mut stream = gateway.connect();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let started = Instant::now();
+    stream
+        .write_all(
+            b"POST /v1/queues/q/jobs HTTP/1.1\r\nhost: localhost\r\n\
+              content-type: application/json\r\ncontent-length: 100\r\n\r\n{\"klass\":",
+        )
+        .unwrap();
+    let (status, body) = read_answer(&mut stream);
+    let waited = started.elapsed();
+    assert_eq!(status, 408, "{body}");
+    let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(problem["code"], "request_timeout", "{problem}");
+    assert!(waited < Duration::from_secs(20), "{waited:?}");
+    // Nothing was put.
+    let (_, jobs) = gateway.request("GET", "/v1/queues/q", "");
+    let counts: serde_json::Value = serde_json::from_str(&jobs).unwrap();
+    assert_eq!(counts["waiting"], 0, "{counts}");
+
+    let oversized = |head: String| {
+        let mut stream = gateway.connect();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        let (status, body) = read_answer(&mut stream);
+        let problem: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|err| panic!("{status}: {body:?}: {err}"));
+        (status, problem["code"].as_str().unwrap_or("").to_owned())
+    };
+    let big_header = format!(
+        "GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-big: {}\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    assert_eq!(
+        oversized(big_header),
+        (431, "request_header_fields_too_large".to_owned())
+    );
+    let long_path = format!(
+        "GET /v1/jobs/{} HTTP/1.1\r\nhost: localhost\r\n\r\n",
+        "j".repeat(70_000)
+    );
+    assert_eq!(oversized(long_path), (414, "uri_too_long".to_owned()));
+    // The server is unharmed.
+    assert_eq!(gateway.request("GET", "/healthz", "").0, 200);
 }
