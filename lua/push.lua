@@ -105,9 +105,11 @@ function push_factory(name)
 
   elseif name == 'pop' then
     -- pop(now, queue, worker, max) -> Queue.pop's flat array of the leased jobs'
-    -- fields: at most `max`, fewer when the queue's concurrency or rate has less
-    -- room. Each leased job takes a slot until push.finish or the end of its
-    -- delivery's timeout, and counts against the rate window.
+    -- fields, each job followed by the members `get` adds to it (Extra.extras, as a
+    -- JSON object's text, or false when it has none): the delivery's body is the job
+    -- as `get` shows it. At most `max` jobs, fewer when the queue's concurrency or
+    -- rate has less room. Each leased job takes a slot until push.finish or the end
+    -- of its delivery's timeout, and counts against the rate window.
     return function(now, queue, worker, max)
       local key = Qless.OWN .. 'push:' .. queue
       local f = redis.call('hmget', key, 'timeout', 'concurrency', 'rate-jobs', 'rate-seconds')
@@ -123,18 +125,24 @@ function push_factory(name)
       end
       if max < room then room = max end
       if room <= 0 then return {} end
-      local out = Qless.Queue.pop(now, worker, room, { queue }, { room }, true)
-      -- The jids of the flat array: each job is 15 fields, then three counted lists.
+      local leased = Qless.Queue.pop(now, worker, room, { queue }, { room }, true)
       local deadline = Qless.numarg(now + (tonumber(f[1]) or 0))
+      local out, m = {}, 0
+      -- Each job of the flat array is 15 fields, then three counted lists.
       local i = 1
-      while i <= #out do
-        local jid = out[i]
+      while i <= #leased do
+        local jid = leased[i]
         redis.call('zadd', flight, deadline, jid)
         if rjobs > 0 and rsec > 0 then
           redis.call('zadd', sent, Qless.NOWS, jid .. '@' .. Qless.NOWS)
         end
-        i = i + 15
-        for _ = 1, 3 do i = i + out[i] + 1 end
+        local stop = i + 15
+        for _ = 1, 3 do stop = stop + leased[stop] + 1 end
+        for k = i, stop - 1 do out[m + k - i + 1] = leased[k] end
+        m = m + stop - i + 1
+        local extra = Qless.Extra.extras(jid, false)
+        out[m] = extra ~= '' and '{' .. string.sub(extra, 2) .. '}' or false
+        i = stop
       end
       return out
     end

@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use qlessd::core::PutArgs;
 use qlessd::core::push::{Attempted, Finished, Outcome, PushConfig, PushRate, RetryDelay, Secret};
 
-use super::jobs::{assert_error, get, put, start, state, strs};
+use super::jobs::{assert_error, get, job, put, start, state, strs};
 use super::malformed::snapshot;
 
 fn config(concurrency: u32, rate: Option<PushRate>) -> PushConfig {
@@ -101,6 +102,54 @@ async fn a_rotated_out_secret_signs_beside_the_new_one_until_its_grace_ends() {
             .await
             .unwrap()
     );
+}
+
+#[tokio::test]
+async fn a_job_leased_for_delivery_reads_as_get_shows_it() {
+    let (_redis, qless) = start().await;
+    // The members `get` adds beside a job's own, each set; and a plain job beside it.
+    let full = PutArgs {
+        data: r#"{"name":"ada","n":[1,2.50]}"#.into(),
+        tags: Some(strs(&["vip"])),
+        throttles: Some(strs(&["mail"])),
+        backoff: Some(r#"{"initial":2,"factor":3}"#.into()),
+        traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+        start_by: Some(1000.5),
+        max_run: Some(600.0),
+        partition: Some("acme".into()),
+        ..job("q", "full")
+    };
+    qless.put(1.0, full).await.unwrap();
+    put(&qless, 2.0, "q", "plain").await;
+    qless
+        .push_set(3.0, "q", &config(10, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    let leased = qless.push_pop(4.0, "q", "push-1", 10).await.unwrap();
+    assert_eq!(jids(&leased), ["full", "plain"]);
+    let full = &leased[0];
+    assert_eq!(
+        (
+            full.throttles.as_deref(),
+            full.partition.as_deref(),
+            full.start_by,
+            full.max_run
+        ),
+        (
+            Some(&strs(&["mail"])[..]),
+            Some("acme"),
+            Some(1000.5),
+            Some(600.0)
+        )
+    );
+    for job in &leased {
+        assert_eq!(
+            serde_json::to_string(job).unwrap(),
+            serde_json::to_string(&get(&qless, &job.jid).await).unwrap(),
+            "{} reads the same leased for delivery and from get",
+            job.jid
+        );
+    }
 }
 
 #[tokio::test]
