@@ -41,7 +41,8 @@ function push_factory(name)
     -- seconds} or null), headers, secrets (the current one first, then the old one
     -- while its grace lasts), old_until (or null), delivered, retried, failed,
     -- in_flight}, or nil when the queue is not pushed. The secrets are for the
-    -- gateway's signatures: it never shows them.
+    -- gateway's signatures: it never shows them. A rotated-out secret whose grace is
+    -- over is deleted (every qlessd delivering the queue reads this within seconds).
     return function(now, queue)
       local key = Qless.OWN .. 'push:' .. queue
       local f = redis.call('hmget', key, 'url', 'timeout', 'concurrency', 'rate-jobs',
@@ -58,6 +59,9 @@ function push_factory(name)
       if f[8] and (tonumber(f[9]) or 0) > now then
         secrets[2] = f[8]
         old_until = Qless.num(tonumber(f[9]))
+      elseif f[8] then
+        -- Its grace is over: the old secret is gone, from Redis too.
+        redis.call('hdel', key, 'old-secret', 'old-until')
       end
       redis.call('zremrangebyscore', key .. '-flight', '-inf', Qless.NOWS)
       return '{"queue":' .. cjson.encode(queue) .. ',"url":' .. cjson.encode(f[1]) ..

@@ -76,7 +76,14 @@ async fn the_first_set_keeps_its_secret_and_a_later_one_changes_only_the_setting
 
 #[tokio::test]
 async fn a_rotated_out_secret_signs_beside_the_new_one_until_its_grace_ends() {
-    let (_redis, qless) = start().await;
+    let (redis, qless) = start().await;
+    let stored = |field: &str| -> Option<String> {
+        redis::cmd("HGET")
+            .arg("qlessd:push:q")
+            .arg(field)
+            .query(&mut super::jobs::raw(&redis))
+            .unwrap()
+    };
     qless
         .push_set(1.0, "q", &config(10, None), &secret("whsec_old"))
         .await
@@ -93,9 +100,15 @@ async fn a_rotated_out_secret_signs_beside_the_new_one_until_its_grace_ends() {
         vec![secret("whsec_new"), secret("whsec_old")]
     );
     assert_eq!(during.old_until, Some(110.0));
+    assert_eq!(stored("old-secret").as_deref(), Some("whsec_old"));
     let after = qless.push_get(110.0, "q").await.unwrap().unwrap();
     assert_eq!(after.secrets, vec![secret("whsec_new")]);
     assert_eq!(after.old_until, None);
+    assert_eq!(
+        (stored("old-secret"), stored("old-until")),
+        (None, None),
+        "once its grace is over, the old secret is gone from Redis too"
+    );
     assert!(
         !qless
             .push_rotate(10.0, "unpushed", &secret("whsec_x"), 100)
