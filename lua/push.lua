@@ -109,11 +109,12 @@ function push_factory(name)
 
   elseif name == 'pop' then
     -- pop(now, queue, worker, max) -> Queue.pop's flat array of the leased jobs'
-    -- fields, each job followed by the members `get` adds to it (Extra.extras, as a
-    -- JSON object's text, or false when it has none): the delivery's body is the job
-    -- as `get` shows it. At most `max` jobs, fewer when the queue's concurrency or
-    -- rate has less room. Each leased job takes a slot until push.finish or the end
-    -- of its delivery's timeout, and counts against the rate window.
+    -- fields, then (when any were leased) false and, per job in the same order, the
+    -- members `get` adds to it (Extra.extras, as a JSON object's text, or false when
+    -- it has none): the delivery's body is the job as `get` shows it. At most `max`
+    -- jobs, fewer when the queue's concurrency or rate has less room. Each leased job
+    -- takes a slot until push.finish or the end of its delivery's timeout, and counts
+    -- against the rate window.
     return function(now, queue, worker, max)
       local key = Qless.OWN .. 'push:' .. queue
       local f = redis.call('hmget', key, 'timeout', 'concurrency', 'rate-jobs', 'rate-seconds')
@@ -129,24 +130,26 @@ function push_factory(name)
       end
       if max < room then room = max end
       if room <= 0 then return {} end
-      local leased = Qless.Queue.pop(now, worker, room, { queue }, { room }, true)
+      local out = Qless.Queue.pop(now, worker, room, { queue }, { room }, true)
+      local n = #out
+      if n == 0 then return out end
       local deadline = Qless.numarg(now + (tonumber(f[1]) or 0))
-      local out, m = {}, 0
-      -- Each job of the flat array is 15 fields, then three counted lists.
+      -- The jids of the flat array: each job is 15 fields, then three counted lists.
+      -- (Their members are added after the array rather than after each job: no copy.)
+      local m = n + 1
+      out[m] = false
       local i = 1
-      while i <= #leased do
-        local jid = leased[i]
+      while i <= n do
+        local jid = out[i]
         redis.call('zadd', flight, deadline, jid)
         if rjobs > 0 and rsec > 0 then
           redis.call('zadd', sent, Qless.NOWS, jid .. '@' .. Qless.NOWS)
         end
-        local stop = i + 15
-        for _ = 1, 3 do stop = stop + leased[stop] + 1 end
-        for k = i, stop - 1 do out[m + k - i + 1] = leased[k] end
-        m = m + stop - i + 1
         local extra = Qless.Extra.extras(jid, false)
+        m = m + 1
         out[m] = extra ~= '' and '{' .. string.sub(extra, 2) .. '}' or false
-        i = stop
+        i = i + 15
+        for _ = 1, 3 do i = i + out[i] + 1 end
       end
       return out
     end

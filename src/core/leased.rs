@@ -11,9 +11,9 @@
 //! rules the script's JSON follows (`job_append` and `history_object` in
 //! `lua/base.lua`), so that a job reads the same whichever way it was fetched.
 //!
-//! `push.pop` follows each job with the members `get` adds to it (`Extra.extras`), as a
-//! JSON object's text or nil: a push delivery's body is the job as `GET
-//! /v1/jobs/{jid}` shows it.
+//! `push.pop` follows the jobs with a nil and then, per job in the same order, the
+//! members `get` adds to it (`Extra.extras`), as a JSON object's text or nil: a push
+//! delivery's body is the job as `GET /v1/jobs/{jid}` shows it.
 
 use redis::Value;
 use serde::Deserialize;
@@ -42,11 +42,17 @@ fn read(value: Value, with_extras: bool) -> Result<Vec<Job>, Error> {
     let mut fields = Fields(items.into_iter());
     let mut jobs = Vec::new();
     while let Some(jid) = fields.next_text()? {
-        let mut job = fields.job(jid)?;
-        if with_extras && let Some(text) = fields.next_text()? {
-            stored_json(&text, |json| Extras::deserialize(json))?.add_to(&mut job);
+        jobs.push(fields.job(jid)?);
+    }
+    if with_extras {
+        for job in &mut jobs {
+            if fields.0.as_slice().is_empty() {
+                return Err(Error::reply("a pushed job's members are missing"));
+            }
+            if let Some(text) = fields.next_text()? {
+                stored_json(&text, |json| Extras::deserialize(json))?.add_to(job);
+            }
         }
-        jobs.push(job);
     }
     Ok(jobs)
 }
@@ -470,12 +476,13 @@ mod tests {
     #[test]
     fn a_pushed_job_carries_the_members_get_adds_after_its_fields() {
         let mut items = fields(&[], &[]);
+        items.extend(fields(&[], &[]));
+        items.push(Value::Nil);
         items.push(text(
             r#"{"throttles":["t"],"batch":"b1","start_by":1700000100,"partition":"acme","progress":"{\"p\":1}"}"#,
         ));
-        items.extend(fields(&[], &[]));
         items.push(Value::Nil);
-        let jobs = pushed_jobs(Value::Array(items)).unwrap();
+        let jobs = pushed_jobs(Value::Array(items.clone())).unwrap();
         let [with, without] = jobs.as_slice() else {
             panic!("two jobs: {jobs:?}")
         };
@@ -489,7 +496,12 @@ mod tests {
             (without.batch.as_ref(), without.throttles.as_ref()),
             (None, None)
         );
-        assert!(pushed_jobs(Value::Array(vec![text("j1")])).is_err());
+        items.pop();
+        assert!(
+            pushed_jobs(Value::Array(items)).is_err(),
+            "a job without its members"
+        );
+        assert!(pushed_jobs(Value::Array(Vec::new())).unwrap().is_empty());
     }
 
     #[test]
