@@ -7,38 +7,60 @@
 -- The methods of Qless.Extra, made on first use (see base.lua).
 function extra_factory(name)
   if name == 'job_json' then
-    -- The job object of jid (as `get` gives it) plus, when the job has them, its
-    -- `progress` and `result` (JSON text, as strings like `data`), `throttles`, its
-    -- `backoff` policy, the throttle it waits on (`throttled`), its `traceparent`, and
-    -- its `batch`, `workflow` and workflow `parents`, its deadlines `start_by` and
-    -- `max_run` (deadlines.lua), its `partition` (partitions.lua); nil if no job.
+    -- The job object of jid (as `get` gives it) plus, when the job has them, the
+    -- fields `extras` adds; nil if no job. This is `GET /v1/jobs/{jid}`.
     return function(jid)
       local buf = {}
       if not Qless.job_buffer(buf, jid) then return nil end
-      local f = redis.call('hmget', Qless.P .. 'j:' .. jid, 'progress', 'result', 'throttles',
-        'backoff', 'throttled', 'traceparent', 'batch', 'workflow', 'parents', 'start_by',
-        'max_run', 'partition')
-      if f[1] or f[2] or f[3] or f[4] or f[5] or f[6] or f[7] or f[8] or f[9] or f[10] or
-          f[11] or f[12] then
+      local extra = Qless.Extra.extras(jid, true)
+      if extra ~= '' then
         -- The object ends with '}' in the buffer's last piece: insert before it.
         local last = buf[#buf]
-        local extra = ''
-        if f[1] then extra = extra .. ',"progress":' .. cjson.encode(f[1]) end
-        if f[2] then extra = extra .. ',"result":' .. cjson.encode(f[2]) end
-        if f[3] then extra = extra .. ',"throttles":' .. f[3] end
-        if f[4] and f[4] ~= '' then extra = extra .. ',"backoff":' .. f[4] end
-        if f[5] and f[5] ~= '' then extra = extra .. ',"throttled":' .. cjson.encode(f[5]) end
-        if f[6] then extra = extra .. ',"traceparent":' .. cjson.encode(f[6]) end
-        -- (batches.lua, workflow.lua: the parents object as JSON text, like data.)
-        if f[7] then extra = extra .. ',"batch":' .. cjson.encode(f[7]) end
-        if f[8] then extra = extra .. ',"workflow":' .. cjson.encode(f[8]) end
-        if f[9] then extra = extra .. ',"parents":' .. cjson.encode(f[9]) end
-        if f[10] then extra = extra .. ',"start_by":' .. Qless.jnum(f[10]) end
-        if f[11] then extra = extra .. ',"max_run":' .. Qless.jnum(f[11]) end
-        if f[12] then extra = extra .. ',"partition":' .. cjson.encode(f[12]) end
         buf[#buf] = string.sub(last, 1, -2) .. extra .. '}'
       end
       return table.concat(buf)
+    end
+
+  elseif name == 'extras' then
+    -- The members the gateway adds to jid's job object, each as `,"name":value`
+    -- ('' when it has none): its `progress` and `result` (JSON text, as strings like
+    -- `data`), `throttles`, its `backoff` policy, the throttle it waits on
+    -- (`throttled`), its `batch` and `workflow`, its deadlines `start_by` and
+    -- `max_run` (deadlines.lua), its `partition` (partitions.lua), and with `traced`
+    -- its `traceparent` and workflow `parents` too (a leased job's fields carry those
+    -- already: push.pop). One list for `get` and for push deliveries, whose body is the
+    -- job as `get` shows it.
+    return function(jid, traced)
+      -- (Each field of an HMGET costs about as much as a small Redis call: a leased
+      -- job's fields carry its traceparent and parents, which are then not read.)
+      local key = Qless.P .. 'j:' .. jid
+      local f
+      if traced then
+        f = redis.call('hmget', key, 'progress', 'result', 'throttles', 'backoff', 'throttled',
+          'batch', 'workflow', 'start_by', 'max_run', 'partition', 'traceparent', 'parents')
+      else
+        f = redis.call('hmget', key, 'progress', 'result', 'throttles', 'backoff', 'throttled',
+          'batch', 'workflow', 'start_by', 'max_run', 'partition')
+      end
+      if not (f[1] or f[2] or f[3] or f[4] or f[5] or f[6] or f[7] or f[8] or f[9] or f[10] or
+          f[11] or f[12]) then
+        return ''
+      end
+      local extra = ''
+      if f[1] then extra = extra .. ',"progress":' .. cjson.encode(f[1]) end
+      if f[2] then extra = extra .. ',"result":' .. cjson.encode(f[2]) end
+      if f[3] then extra = extra .. ',"throttles":' .. f[3] end
+      if f[4] and f[4] ~= '' then extra = extra .. ',"backoff":' .. f[4] end
+      if f[5] and f[5] ~= '' then extra = extra .. ',"throttled":' .. cjson.encode(f[5]) end
+      if f[11] then extra = extra .. ',"traceparent":' .. cjson.encode(f[11]) end
+      -- (batches.lua, workflow.lua: the parents object as JSON text, like data.)
+      if f[6] then extra = extra .. ',"batch":' .. cjson.encode(f[6]) end
+      if f[7] then extra = extra .. ',"workflow":' .. cjson.encode(f[7]) end
+      if f[12] then extra = extra .. ',"parents":' .. cjson.encode(f[12]) end
+      if f[8] then extra = extra .. ',"start_by":' .. Qless.jnum(f[8]) end
+      if f[9] then extra = extra .. ',"max_run":' .. Qless.jnum(f[9]) end
+      if f[10] then extra = extra .. ',"partition":' .. cjson.encode(f[10]) end
+      return extra
     end
 
   elseif name == 'oldest_waiting' then

@@ -41,7 +41,8 @@ function push_factory(name)
     -- seconds} or null), headers, secrets (the current one first, then the old one
     -- while its grace lasts), old_until (or null), delivered, retried, failed,
     -- in_flight}, or nil when the queue is not pushed. The secrets are for the
-    -- gateway's signatures: it never shows them.
+    -- gateway's signatures: it never shows them. A rotated-out secret whose grace is
+    -- over is deleted (every qlessd delivering the queue reads this within seconds).
     return function(now, queue)
       local key = Qless.OWN .. 'push:' .. queue
       local f = redis.call('hmget', key, 'url', 'timeout', 'concurrency', 'rate-jobs',
@@ -58,6 +59,9 @@ function push_factory(name)
       if f[8] and (tonumber(f[9]) or 0) > now then
         secrets[2] = f[8]
         old_until = Qless.num(tonumber(f[9]))
+      elseif f[8] then
+        -- Its grace is over: the old secret is gone, from Redis too.
+        redis.call('hdel', key, 'old-secret', 'old-until')
       end
       redis.call('zremrangebyscore', key .. '-flight', '-inf', Qless.NOWS)
       return '{"queue":' .. cjson.encode(queue) .. ',"url":' .. cjson.encode(f[1]) ..
@@ -105,9 +109,12 @@ function push_factory(name)
 
   elseif name == 'pop' then
     -- pop(now, queue, worker, max) -> Queue.pop's flat array of the leased jobs'
-    -- fields: at most `max`, fewer when the queue's concurrency or rate has less
-    -- room. Each leased job takes a slot until push.finish or the end of its
-    -- delivery's timeout, and counts against the rate window.
+    -- fields, then (when any were leased) false and, per job in the same order, the
+    -- members `get` adds to it (Extra.extras, as a JSON object's text, or false when
+    -- it has none): the delivery's body is the job as `get` shows it. At most `max`
+    -- jobs, fewer when the queue's concurrency or rate has less room. Each leased job
+    -- takes a slot until push.finish or the end of its delivery's timeout, and counts
+    -- against the rate window.
     return function(now, queue, worker, max)
       local key = Qless.OWN .. 'push:' .. queue
       local f = redis.call('hmget', key, 'timeout', 'concurrency', 'rate-jobs', 'rate-seconds')
@@ -124,15 +131,23 @@ function push_factory(name)
       if max < room then room = max end
       if room <= 0 then return {} end
       local out = Qless.Queue.pop(now, worker, room, { queue }, { room }, true)
-      -- The jids of the flat array: each job is 15 fields, then three counted lists.
+      local n = #out
+      if n == 0 then return out end
       local deadline = Qless.numarg(now + (tonumber(f[1]) or 0))
+      -- The jids of the flat array: each job is 15 fields, then three counted lists.
+      -- (Their members are added after the array rather than after each job: no copy.)
+      local m = n + 1
+      out[m] = false
       local i = 1
-      while i <= #out do
+      while i <= n do
         local jid = out[i]
         redis.call('zadd', flight, deadline, jid)
         if rjobs > 0 and rsec > 0 then
           redis.call('zadd', sent, Qless.NOWS, jid .. '@' .. Qless.NOWS)
         end
+        local extra = Qless.Extra.extras(jid, false)
+        m = m + 1
+        out[m] = extra ~= '' and '{' .. string.sub(extra, 2) .. '}' or false
         i = i + 15
         for _ = 1, 3 do i = i + out[i] + 1 end
       end

@@ -327,6 +327,11 @@ impl Leasing {
         self.wake_all();
     }
 
+    /// Whether shutdown began ([`Leasing::close`]): push deliveries lease nothing more.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
     /// `count` jobs became available in `queue`: each is credited to a woken request
     /// whose pop can still take it, or else wakes the oldest waiting request.
     pub fn jobs_available(&self, queue: &str, count: u64) {

@@ -10,6 +10,10 @@
 //! client, where gateways scale out; so the objects are built here, with the same
 //! rules the script's JSON follows (`job_append` and `history_object` in
 //! `lua/base.lua`), so that a job reads the same whichever way it was fetched.
+//!
+//! `push.pop` follows the jobs with a nil and then, per job in the same order, the
+//! members `get` adds to it (`Extra.extras`), as a JSON object's text or nil: a push
+//! delivery's body is the job as `GET /v1/jobs/{jid}` shows it.
 
 use redis::Value;
 use serde::Deserialize;
@@ -21,6 +25,15 @@ use crate::model::{HistoryEntry, Job, JobState};
 
 /// The jobs of a `fields` reply, in order.
 pub(super) fn jobs(value: Value) -> Result<Vec<Job>, Error> {
+    read(value, false)
+}
+
+/// The jobs of a `push.pop` reply, in order, each with the members `get` adds.
+pub(super) fn pushed_jobs(value: Value) -> Result<Vec<Job>, Error> {
+    read(value, true)
+}
+
+fn read(value: Value, with_extras: bool) -> Result<Vec<Job>, Error> {
     let items = match value {
         Value::Array(items) => items,
         Value::Nil => Vec::new(),
@@ -31,7 +44,49 @@ pub(super) fn jobs(value: Value) -> Result<Vec<Job>, Error> {
     while let Some(jid) = fields.next_text()? {
         jobs.push(fields.job(jid)?);
     }
+    if with_extras {
+        for job in &mut jobs {
+            if fields.0.as_slice().is_empty() {
+                return Err(Error::reply("a pushed job's members are missing"));
+            }
+            if let Some(text) = fields.next_text()? {
+                stored_json(&text, |json| Extras::deserialize(json))?.add_to(job);
+            }
+        }
+    }
     Ok(jobs)
+}
+
+/// The members `get` adds to a job object beside those of a leased job's fields
+/// (`Extra.extras` without `traced`), read as [`Job`] reads them from `get`'s JSON:
+/// the same types, each absent when the job has none.
+#[derive(Deserialize)]
+struct Extras {
+    progress: Option<JsonData>,
+    result: Option<JsonData>,
+    throttles: Option<Vec<String>>,
+    backoff: Option<Json>,
+    throttled: Option<String>,
+    batch: Option<String>,
+    workflow: Option<String>,
+    start_by: Option<f64>,
+    max_run: Option<f64>,
+    partition: Option<String>,
+}
+
+impl Extras {
+    fn add_to(self, job: &mut Job) {
+        job.progress = self.progress;
+        job.result = self.result;
+        job.throttles = self.throttles;
+        job.backoff = self.backoff;
+        job.throttled = self.throttled;
+        job.batch = self.batch;
+        job.workflow = self.workflow;
+        job.start_by = self.start_by;
+        job.max_run = self.max_run;
+        job.partition = self.partition;
+    }
 }
 
 /// The reply's items, read in order.
@@ -416,6 +471,37 @@ mod tests {
         assert_eq!(remaining(Some("2.7")), 2);
         assert_eq!(remaining(Some("-1")), -1);
         assert_eq!(remaining(None), 0);
+    }
+
+    #[test]
+    fn a_pushed_job_carries_the_members_get_adds_after_its_fields() {
+        let mut items = fields(&[], &[]);
+        items.extend(fields(&[], &[]));
+        items.push(Value::Nil);
+        items.push(text(
+            r#"{"throttles":["t"],"batch":"b1","start_by":1700000100,"partition":"acme","progress":"{\"p\":1}"}"#,
+        ));
+        items.push(Value::Nil);
+        let jobs = pushed_jobs(Value::Array(items.clone())).unwrap();
+        let [with, without] = jobs.as_slice() else {
+            panic!("two jobs: {jobs:?}")
+        };
+        assert_eq!(with.throttles.as_deref(), Some(&["t".to_owned()][..]));
+        assert_eq!(with.batch.as_deref(), Some("b1"));
+        assert_eq!(with.start_by, Some(1700000100.0));
+        assert_eq!(with.partition.as_deref(), Some("acme"));
+        assert_eq!(with.progress.as_ref().unwrap().get(), r#"{"p":1}"#);
+        assert_eq!((with.workflow.as_ref(), with.max_run), (None, None));
+        assert_eq!(
+            (without.batch.as_ref(), without.throttles.as_ref()),
+            (None, None)
+        );
+        items.pop();
+        assert!(
+            pushed_jobs(Value::Array(items)).is_err(),
+            "a job without its members"
+        );
+        assert!(pushed_jobs(Value::Array(Vec::new())).unwrap().is_empty());
     }
 
     #[test]

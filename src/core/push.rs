@@ -276,7 +276,7 @@ impl Command for PushPop<'_> {
     }
 
     fn decode(&self, reply: Value) -> Result<Vec<Job>, Error> {
-        leased::jobs(reply)
+        leased::pushed_jobs(reply)
     }
 
     fn weight(&self) -> usize {

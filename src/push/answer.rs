@@ -91,16 +91,18 @@ pub fn on_failure(failure: Failure, detail: &str) -> Verdict {
     }
 }
 
-/// `Retry-After` in seconds from `now`: a number of seconds, or an HTTP date (a date
-/// in the past is 0). Capped at a day; None when unreadable.
+/// `Retry-After` in seconds from `now`: a number of seconds, or an HTTP date in any
+/// of the three forms a recipient must read (RFC 9110, 5.6.7: IMF-fixdate and the
+/// obsolete RFC 850 and asctime forms; a date in the past is 0). Capped at a day;
+/// None when unreadable.
 fn retry_after_seconds(value: &str, now: SystemTime) -> Option<f64> {
     let value = value.trim();
     let seconds = if let Ok(seconds) = value.parse::<u64>() {
         seconds as f64
     } else {
-        let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-        let now = chrono::DateTime::<chrono::Utc>::from(now);
-        (at.timestamp_millis() - now.timestamp_millis()).max(0) as f64 / 1000.0
+        let at = httpdate::parse_http_date(value).ok()?;
+        at.duration_since(now)
+            .map_or(0.0, |left| left.as_secs_f64())
     };
     Some(seconds.min(MOST_RETRY_AFTER))
 }
@@ -167,6 +169,18 @@ mod tests {
                 Some("Sun, 06 Nov 1994 08:50:07 GMT"),
                 b"",
                 retry(Some(30.0), "push-http-503", "HTTP 503"),
+            ),
+            (
+                503,
+                Some("Sunday, 06-Nov-94 08:50:07 GMT"),
+                b"",
+                retry(Some(30.0), "push-http-503", "HTTP 503"),
+            ),
+            (
+                429,
+                Some("Sun Nov  6 08:50:17 1994"),
+                b"",
+                retry(Some(40.0), "push-http-429", "HTTP 429"),
             ),
             (
                 503,

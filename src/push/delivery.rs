@@ -144,6 +144,8 @@ impl Delivery {
 
     /// The POST itself, read up to `max_result` bytes of its answer and one more.
     async fn post(&self, job: &Job, attempt: u64, traceparent: Option<&str>) -> Reply {
+        // The job as `GET /v1/jobs/{jid}` shows it: `push.pop` read every member `get`
+        // gives, into the same model, written by the same serializer.
         let body = match serde_json::to_vec(job) {
             Ok(body) => body,
             Err(err) => {

@@ -126,20 +126,23 @@ impl Deliverer {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|err| format!("cannot build the push delivery client: {err}"))?;
-        Ok(Arc::new(Deliverer {
+        let deliverer = Arc::new(Deliverer {
             client,
             policy,
             permits: Arc::new(Semaphore::new(settings.push_max_in_flight as usize)),
             max_in_flight: settings.push_max_in_flight,
-            worker: format!("{WORKER_PREFIX}{gateway}"),
+            worker: worker_name(&host_name(), gateway),
             max_result: usize::try_from(settings.max_job_size).unwrap_or(usize::MAX),
             in_flight: parking_lot::Mutex::default(),
-        }))
+        });
+        // So that an operator can tell which qlessd holds a job a listing shows.
+        tracing::info!(worker = %deliverer.worker, "push deliveries lease jobs under this worker name");
+        Ok(deliverer)
     }
 
-    /// Waits up to `timeout` for the deliveries in flight to finish (shutdown: no
-    /// new ones start once `run`'s `stopping` turned true). Those still going then
-    /// are stopped and their jobs put back to be delivered again.
+    /// Waits up to `timeout` for the deliveries in flight to finish (shutdown: the
+    /// queues' loops lease nothing once it began). Those still going then are stopped
+    /// and their jobs put back to be delivered again.
     pub async fn drain(&self, clock: &Clock, timeout: Duration) {
         let everyone = self.permits.acquire_many(self.max_in_flight);
         if tokio::time::timeout(timeout, everyone).await.is_ok() {
@@ -150,35 +153,73 @@ impl Deliverer {
             if let Some(task) = delivery.task {
                 task.abort();
             }
-            let released = delivery
-                .qless
-                .push_finish(
-                    clock.now(),
-                    &delivery.queue,
-                    &jid,
-                    &self.worker,
-                    crate::core::push::Attempted {
-                        status: None,
-                        ms: 0,
-                        attempt: 0,
-                    },
-                    crate::core::push::Outcome::Retry {
-                        delay: crate::core::push::RetryDelay::Postponed(0.0),
-                        group: "push-shutdown",
-                        message: "qlessd stopped during the delivery",
-                    },
-                )
-                .await;
-            match released {
-                Ok(_) => {
-                    tracing::info!(queue = %delivery.queue, %jid, "push delivery stopped by shutdown; the job goes back to its queue")
-                }
-                Err(err) => {
-                    tracing::warn!(queue = %delivery.queue, %jid, %err, "push delivery stopped by shutdown; its lease will expire")
-                }
-            }
+            self.release(
+                &delivery.qless,
+                clock,
+                &delivery.queue,
+                &jid,
+                "qlessd stopped during the delivery",
+            )
+            .await;
         }
     }
+
+    /// Puts a job this qlessd leased back in its queue at once, using none of its
+    /// retries (shutdown stopped its delivery, or came before it started); when that
+    /// fails, its lease expires and it is delivered again all the same.
+    async fn release(&self, qless: &Qless, clock: &Clock, queue: &str, jid: &str, why: &str) {
+        let released = qless
+            .push_finish(
+                clock.now(),
+                queue,
+                jid,
+                &self.worker,
+                crate::core::push::Attempted {
+                    status: None,
+                    ms: 0,
+                    attempt: 0,
+                },
+                crate::core::push::Outcome::Retry {
+                    delay: crate::core::push::RetryDelay::Postponed(0.0),
+                    group: "push-shutdown",
+                    message: why,
+                },
+            )
+            .await;
+        match released {
+            Ok(_) => tracing::info!(%queue, %jid, "{why}; the job goes back to its queue"),
+            Err(err) => tracing::warn!(%queue, %jid, %err, "{why}; its lease will expire"),
+        }
+    }
+}
+
+/// The worker name of this qlessd's deliveries: that it is a push delivery, the host
+/// it runs on and `gateway` (its process id and start time), so that an operator
+/// can tell which process holds a job: `qlessd-push:web-3:4121-18a2…`. The host name
+/// is cut to 64 characters (Linux's longest) and its characters that a name may not
+/// hold become `-`, so that the name is always a valid worker name.
+fn worker_name(host: &str, gateway: &str) -> String {
+    let host: String = host
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_graphic() && !matches!(c, '{' | '}' | ':') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let host = if host.is_empty() { "unnamed" } else { &host };
+    format!("{WORKER_PREFIX}{host}:{gateway}")
+}
+
+/// The machine's host name (`uname`'s node name).
+fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Delivers the pushed queues of one namespace until `stopping` turns true: follows
@@ -235,9 +276,9 @@ pub async fn run(
             _ = stopping.changed() => {}
         }
     }
-    for task in loops.values() {
-        task.abort();
-    }
+    // The loops are left to end by themselves (shutdown closed `leasing`, so they
+    // lease nothing more): one stopped in the middle of a `push.pop` would leave the
+    // jobs it leased undelivered until their leases expire.
 }
 
 /// One pushed queue's deliveries started by this qlessd: how many are in flight, and
@@ -264,7 +305,7 @@ impl QueueLoop {
         // The settings, when they were read, and the generation of changes then.
         let mut settings: Option<(tokio::time::Instant, u64, Arc<PushState>)> = None;
         loop {
-            if *stopping.borrow() {
+            if *stopping.borrow() || self.leasing.is_closing() {
                 return;
             }
             let generation = self.changes.generation.load(Ordering::Acquire);
@@ -320,6 +361,10 @@ impl QueueLoop {
                         Err(_) => break,
                     }
                 }
+                // Shutdown began (maybe while waiting for a permit): lease nothing more.
+                if self.leasing.is_closing() {
+                    return Ok(Vec::new());
+                }
                 let jobs = self
                     .qless
                     .push_pop(
@@ -346,6 +391,23 @@ impl QueueLoop {
                 }
             };
             let permits = std::mem::take(&mut *held.lock());
+            if self.leasing.is_closing() {
+                // Leased as shutdown began: given back undelivered, holding their
+                // permits until then, so that the drain waits for it.
+                for job in &jobs {
+                    self.deliverer
+                        .release(
+                            &self.qless,
+                            &self.clock,
+                            &self.queue,
+                            &job.jid,
+                            "qlessd stopped before the delivery",
+                        )
+                        .await;
+                }
+                drop(permits);
+                return;
+            }
             // Settings changed here while the lease waited (a rotation, say): these
             // jobs go out with the new ones.
             let mut state = state;
@@ -405,5 +467,28 @@ impl QueueLoop {
         if let Some(entry) = deliverer.in_flight.lock().get_mut(&key) {
             entry.task = Some(task.abort_handle());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::WorkerName;
+
+    #[test]
+    fn the_worker_name_says_push_delivery_and_which_host_and_process() {
+        assert_eq!(
+            worker_name("web-3.example.com", "4121-18a2"),
+            "qlessd-push:web-3.example.com:4121-18a2"
+        );
+        let long = "h".repeat(300);
+        for host in ["", "a b{c}", long.as_str(), "hôte:1", &host_name()] {
+            let name = worker_name(host, "4121-18a2");
+            assert!(name.parse::<WorkerName>().is_ok(), "{name}");
+            assert!(name.starts_with(WORKER_PREFIX), "{name}");
+            assert_eq!(name.matches(':').count(), 2, "{name}");
+        }
+        assert_eq!(worker_name("", "1-a"), "qlessd-push:unnamed:1-a");
+        assert_eq!(worker_name("a b{c}", "1-a"), "qlessd-push:a-b-c-:1-a");
     }
 }

@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use qlessd::core::PutArgs;
 use qlessd::core::push::{Attempted, Finished, Outcome, PushConfig, PushRate, RetryDelay, Secret};
 
-use super::jobs::{assert_error, get, put, start, state, strs};
+use super::jobs::{assert_error, get, job, put, start, state, strs};
 use super::malformed::snapshot;
 
 fn config(concurrency: u32, rate: Option<PushRate>) -> PushConfig {
@@ -75,7 +76,14 @@ async fn the_first_set_keeps_its_secret_and_a_later_one_changes_only_the_setting
 
 #[tokio::test]
 async fn a_rotated_out_secret_signs_beside_the_new_one_until_its_grace_ends() {
-    let (_redis, qless) = start().await;
+    let (redis, qless) = start().await;
+    let stored = |field: &str| -> Option<String> {
+        redis::cmd("HGET")
+            .arg("qlessd:push:q")
+            .arg(field)
+            .query(&mut super::jobs::raw(&redis))
+            .unwrap()
+    };
     qless
         .push_set(1.0, "q", &config(10, None), &secret("whsec_old"))
         .await
@@ -92,15 +100,69 @@ async fn a_rotated_out_secret_signs_beside_the_new_one_until_its_grace_ends() {
         vec![secret("whsec_new"), secret("whsec_old")]
     );
     assert_eq!(during.old_until, Some(110.0));
+    assert_eq!(stored("old-secret").as_deref(), Some("whsec_old"));
     let after = qless.push_get(110.0, "q").await.unwrap().unwrap();
     assert_eq!(after.secrets, vec![secret("whsec_new")]);
     assert_eq!(after.old_until, None);
+    assert_eq!(
+        (stored("old-secret"), stored("old-until")),
+        (None, None),
+        "once its grace is over, the old secret is gone from Redis too"
+    );
     assert!(
         !qless
             .push_rotate(10.0, "unpushed", &secret("whsec_x"), 100)
             .await
             .unwrap()
     );
+}
+
+#[tokio::test]
+async fn a_job_leased_for_delivery_reads_as_get_shows_it() {
+    let (_redis, qless) = start().await;
+    // The members `get` adds beside a job's own, each set; and a plain job beside it.
+    let full = PutArgs {
+        data: r#"{"name":"ada","n":[1,2.50]}"#.into(),
+        tags: Some(strs(&["vip"])),
+        throttles: Some(strs(&["mail"])),
+        backoff: Some(r#"{"initial":2,"factor":3}"#.into()),
+        traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+        start_by: Some(1000.5),
+        max_run: Some(600.0),
+        partition: Some("acme".into()),
+        ..job("q", "full")
+    };
+    qless.put(1.0, full).await.unwrap();
+    put(&qless, 2.0, "q", "plain").await;
+    qless
+        .push_set(3.0, "q", &config(10, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    let leased = qless.push_pop(4.0, "q", "push-1", 10).await.unwrap();
+    assert_eq!(jids(&leased), ["full", "plain"]);
+    let full = &leased[0];
+    assert_eq!(
+        (
+            full.throttles.as_deref(),
+            full.partition.as_deref(),
+            full.start_by,
+            full.max_run
+        ),
+        (
+            Some(&strs(&["mail"])[..]),
+            Some("acme"),
+            Some(1000.5),
+            Some(600.0)
+        )
+    );
+    for job in &leased {
+        assert_eq!(
+            serde_json::to_string(job).unwrap(),
+            serde_json::to_string(&get(&qless, &job.jid).await).unwrap(),
+            "{} reads the same leased for delivery and from get",
+            job.jid
+        );
+    }
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 use super::binary::{BINARY, free_port, wait_for_status};
 use crate::support::redis::RedisServer;
@@ -146,6 +146,54 @@ impl Gateway {
         }
     }
 
+    /// `GET /v1/jobs/{jid}`'s body, byte for byte.
+    async fn job_text(&self, jid: &str) -> String {
+        let reply = self
+            .http
+            .get(format!("{}/v1/jobs/{jid}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), 200);
+        reply.text().await.unwrap()
+    }
+
+    /// Sends SIGTERM and returns once shutdown began: the listener is closed.
+    async fn terminate(&self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self
+            .http
+            .get(format!("{}/readyz", self.base))
+            .send()
+            .await
+            .is_ok_and(|reply| reply.status().is_success())
+        {
+            assert!(Instant::now() < deadline, "qlessd did not begin to stop");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the process to exit (within `within`) and returns its status.
+    async fn exited(&mut self, within: Duration) -> std::process::ExitStatus {
+        // (Polled rather than waited for: a receiver may answer on this test's runtime.)
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "qlessd did not stop");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -167,6 +215,8 @@ enum Behaviour {
     Slow(Duration),
     /// Never answers (until the receiver is dropped).
     Hang,
+    /// Answers 200 `{}` once the test gives the gate a permit (each takes one).
+    Held(Arc<Semaphore>),
 }
 
 /// One delivery as it arrived.
@@ -336,6 +386,10 @@ async fn receive(
             (StatusCode::OK, "{}").into_response()
         }
         Behaviour::Hang => std::future::pending().await,
+        Behaviour::Held(gate) => {
+            gate.acquire().await.unwrap().forget();
+            (StatusCode::OK, "{}").into_response()
+        }
     };
     seen.in_flight.fetch_sub(1, Ordering::AcqRel);
     answer
@@ -694,36 +748,299 @@ async fn a_qlessd_killed_mid_delivery_leaves_the_job_to_be_delivered_again() {
     assert_eq!(job["jid"], "survivor");
 }
 
+/// A job's fields as Redis holds them (read without a qlessd, which would deliver it).
+fn stored(redis: &RedisServer, jid: &str, fields: &[&str]) -> Vec<Option<String>> {
+    redis::cmd("HMGET")
+        .arg(format!("ql:j:{jid}"))
+        .arg(fields)
+        .query(&mut redis.client().get_connection().unwrap())
+        .unwrap()
+}
+
 #[tokio::test]
-async fn shutdown_lets_a_delivery_in_flight_finish() {
+async fn shutdown_lets_a_delivery_in_flight_finish_and_leases_nothing_more() {
     let redis = RedisServer::start();
     let mut gateway = Gateway::start_with(&redis, &[("QLESSD_SHUTDOWN_TIMEOUT", "20")]).await;
-    let receiver = Receiver::start(|_, _| Behaviour::Slow(Duration::from_secs(1))).await;
+    let gate = Arc::new(Semaphore::new(0));
+    let receiver = Receiver::start({
+        let gate = gate.clone();
+        move |_, _| Behaviour::Held(gate.clone())
+    })
+    .await;
+    gateway
+        .push("q", &receiver, json!({"concurrency": 1}))
+        .await;
+    gateway.put("q", "in-flight", json!({})).await;
+    receiver.wait_for(1).await;
+    gateway.put("q", "behind", json!({})).await;
+    gateway.terminate().await;
+    // The delivery ends after shutdown began: its slot frees, and "behind" could be
+    // leased, but no new delivery starts.
+    gate.add_permits(1);
+    let status = gateway.exited(Duration::from_secs(30)).await;
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        stored(&redis, "in-flight", &["state"]),
+        [Some("complete".to_owned())]
+    );
+    assert_eq!(
+        stored(&redis, "behind", &["state", "worker"]),
+        [Some("waiting".to_owned()), Some(String::new())],
+        "not leased after shutdown began"
+    );
+    assert_eq!(receiver.deliveries().len(), 1);
+}
+
+#[tokio::test]
+async fn a_delivery_outlasting_the_shutdown_timeout_is_given_back_and_delivered_again() {
+    let redis = RedisServer::start();
+    let mut one = Gateway::start_with(&redis, &[("QLESSD_SHUTDOWN_TIMEOUT", "1")]).await;
+    let receiver = Receiver::start(|_, before| match before {
+        0 => Behaviour::Hang,
+        _ => ok("{}"),
+    })
+    .await;
+    one.push("q", &receiver, json!({"concurrency": 1, "timeout": 600}))
+        .await;
+    one.put("q", "long", json!({})).await;
+    let first = receiver.wait_for(1).await.remove(0);
+    // Another qlessd is ready to deliver the job, but the one slot is taken.
+    let two = Gateway::start(&redis).await;
+    one.terminate().await;
+    let status = one.exited(Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+    // Given back at shutdown, not left to expire (the lease lasts a minute, and the
+    // delivery's slot its ten-minute timeout): delivered again at once.
+    let job = two
+        .job_until("long", "delivered again", |job| job["state"] == "complete")
+        .await;
+    let second = receiver.deliveries().remove(1);
+    assert_eq!(second.header("webhook-id"), first.header("webhook-id"));
+    assert_eq!(second.header("qlessd-attempt"), "2");
+    let worker = |delivery: &Delivery| {
+        serde_json::from_slice::<Value>(&delivery.body).unwrap()["worker"].clone()
+    };
+    assert_ne!(worker(&first), worker(&second), "{job}");
+    assert_eq!(job["remaining"], job["retries"], "shutdown used no retry");
+}
+
+#[tokio::test]
+async fn a_delivery_longer_than_its_lease_keeps_it_and_completes_once() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let (status, _) = gateway
+        .call(
+            reqwest::Method::PUT,
+            "/v1/config/heartbeat",
+            Some(json!({"value": 2})),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let gate = Arc::new(Semaphore::new(0));
+    let receiver = Receiver::start({
+        let gate = gate.clone();
+        move |_, _| Behaviour::Held(gate.clone())
+    })
+    .await;
+    gateway.push("q", &receiver, json!({"timeout": 60})).await;
+    gateway.put("q", "long", json!({})).await;
+    receiver.wait_for(1).await;
+    let leased = gateway.job("long").await;
+    let first_expiry = leased["expires"].as_f64().unwrap();
+    // Heartbeats move the expiry to their time plus 2 s: once it is 4 s past the first,
+    // two whole leases went by, and the job is still this delivery's.
+    let kept = gateway
+        .job_until("long", "heartbeaten past two leases", |job| {
+            job["expires"].as_f64().unwrap() >= first_expiry + 4.0
+        })
+        .await;
+    assert_eq!(kept["state"], "running", "{kept}");
+    assert_eq!(kept["worker"], leased["worker"], "{kept}");
+    gate.add_permits(1);
+    let job = gateway
+        .job_until("long", "completed", |job| job["state"] == "complete")
+        .await;
+    assert_eq!(receiver.deliveries().len(), 1, "delivered once");
+    let pops = job["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["what"] == "popped")
+        .count();
+    assert_eq!(pops, 1, "leased once: {job}");
+}
+
+#[tokio::test]
+async fn the_body_is_the_job_as_get_shows_it_with_its_batch_throttles_partition_and_deadlines() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let gate = Arc::new(Semaphore::new(0));
+    let receiver = Receiver::start({
+        let gate = gate.clone();
+        move |_, _| Behaviour::Held(gate.clone())
+    })
+    .await;
+    gateway.push("q", &receiver, json!({})).await;
+    let start_by = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let (status, batch) = gateway
+        .call(
+            reqwest::Method::POST,
+            "/v1/batches",
+            Some(json!({"jobs": [{
+                "queue": "q", "jid": "rich", "klass": "Greet", "data": {"name": "ada"},
+                "tags": ["vip"], "throttles": ["mail"], "backoff": {"initial": 2},
+                "start_by": start_by, "max_run": 600, "partition": "acme",
+            }]})),
+        )
+        .await;
+    assert_eq!(status, 201, "{batch}");
+    let delivery = receiver.wait_for(1).await.remove(0);
+    // Read while the delivery is in flight, the job is what the receiver got.
+    let shown = gateway.job_text("rich").await;
+    assert_eq!(String::from_utf8_lossy(&delivery.body), shown);
+    let body: Value = serde_json::from_slice(&delivery.body).unwrap();
+    assert_eq!(body["batch"], batch["bid"]);
+    assert_eq!(body["throttles"], json!(["mail"]));
+    assert_eq!(body["partition"], "acme");
+    assert_eq!(body["start_by"].as_f64(), Some(start_by as f64));
+    assert_eq!(body["max_run"].as_f64(), Some(600.0));
+    assert_eq!(body["backoff"]["initial"].as_f64(), Some(2.0));
+    gate.add_permits(1);
+    gateway
+        .job_until("rich", "completed", |job| job["state"] == "complete")
+        .await;
+}
+
+#[tokio::test]
+async fn deleting_a_push_stops_its_deliveries_and_leaves_the_jobs_to_pull_workers() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let gate = Arc::new(Semaphore::new(0));
+    let receiver = Receiver::start({
+        let gate = gate.clone();
+        move |_, _| Behaviour::Held(gate.clone())
+    })
+    .await;
     gateway.push("q", &receiver, json!({})).await;
     gateway.put("q", "in-flight", json!({})).await;
     receiver.wait_for(1).await;
-    let pid = gateway.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
+    let (status, body) = gateway
+        .call(reqwest::Method::DELETE, "/v1/queues/q/push", None)
+        .await;
+    assert_eq!(status, 204, "{body}");
+    let (status, _) = gateway
+        .call(reqwest::Method::DELETE, "/v1/queues/q/push", None)
+        .await;
+    assert_eq!(status, 404, "nothing left to delete");
+    let (status, _) = gateway
+        .call(reqwest::Method::GET, "/v1/queues/q/push", None)
+        .await;
+    assert_eq!(status, 404);
+    // The delivery in flight ends as it would have.
+    gate.add_permits(1);
+    gateway
+        .job_until("in-flight", "completed", |job| job["state"] == "complete")
+        .await;
+    // A job put now waits for a pull worker, which gets it.
+    gateway.put("q", "after", json!({})).await;
+    assert_eq!(gateway.job("after").await["state"], "waiting");
+    let (status, popped) = gateway
+        .call(
+            reqwest::Method::POST,
+            "/v1/queues/q/pop",
+            Some(json!({"worker": "puller"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{popped}");
+    assert_eq!(popped[0]["jid"], "after", "{popped}");
+    assert_eq!(popped[0]["worker"], "puller");
+    let (status, answer) = gateway
+        .call(
+            reqwest::Method::POST,
+            "/v1/jobs/after/complete",
+            Some(json!({"worker": "puller", "queue": "q"})),
+        )
+        .await;
+    assert!(status < 300, "{status} {answer}");
+    assert_eq!(
+        receiver.deliveries().len(),
+        1,
+        "nothing delivered after the DELETE"
     );
-    // (Polled rather than waited for: the receiver answers on this test's runtime.)
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = gateway.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "qlessd did not stop");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert!(status.success(), "{status}");
-    let after = Gateway::start(&redis).await;
-    let job = after.job("in-flight").await;
-    assert_eq!(job["state"], "complete", "{job}");
-    gateway.kill();
+}
+
+#[tokio::test]
+async fn an_endpoint_that_refuses_connections_is_retried_then_failed_into_push_connect() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    // A port bound but not listening: connections to it are refused, and no other
+    // process can take it meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}/hook", closed.local_addr().unwrap());
+    let (status, answer) = gateway
+        .call(
+            reqwest::Method::PUT,
+            "/v1/queues/q/push",
+            Some(json!({"url": url})),
+        )
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    gateway.put("q", "unreachable", json!({"retries": 1})).await;
+    let job = gateway
+        .job_until("unreachable", "failed", |job| job["state"] == "failed")
+        .await;
+    assert_eq!(job["failure"]["group"], "push-connect", "{job}");
+    let (_, settings) = gateway
+        .call(reqwest::Method::GET, "/v1/queues/q/push", None)
+        .await;
+    assert_eq!(
+        (
+            &settings["retried"],
+            &settings["failed"],
+            &settings["delivered"]
+        ),
+        (&json!(1), &json!(1), &json!(0)),
+        "the first try and one retry: {settings}"
+    );
+    let statuses: Vec<&Value> = settings["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|recent| &recent["status"])
+        .collect();
+    assert_eq!(statuses, [&Value::Null, &Value::Null], "no answer came");
+}
+
+#[tokio::test]
+async fn a_400_fails_the_job_at_once_into_push_http_400_with_the_start_of_the_answer() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis).await;
+    let answer = format!("name is missing; {}", "x".repeat(1000));
+    let receiver =
+        Receiver::start(move |_, _| Behaviour::Answer(400, vec![], answer.clone())).await;
+    gateway.push("q", &receiver, json!({})).await;
+    gateway.put("q", "nameless", json!({})).await;
+    let job = gateway
+        .job_until("nameless", "failed", |job| job["state"] == "failed")
+        .await;
+    assert_eq!(job["failure"]["group"], "push-http-400", "{job}");
+    let message = job["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("HTTP 400: name is missing; xxx"),
+        "{message}"
+    );
+    assert_eq!(message.len(), "HTTP 400: ".len() + 200, "only the start");
+    assert_eq!(job["remaining"], job["retries"], "no retry was used");
+    assert_eq!(receiver.deliveries().len(), 1);
+    let (_, settings) = gateway
+        .call(reqwest::Method::GET, "/v1/queues/q/push", None)
+        .await;
+    assert_eq!(settings["failed"], 1, "{settings}");
 }
 
 #[tokio::test]
