@@ -137,8 +137,14 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (first & 0xffc0) == 0xfe80
         || (first & 0xffc0) == 0xfec0
         || first == 0x2001 && ip.segments()[1] == 0x0db8
+        // Translation and tunnels, which carry an IPv4 address of any kind inside:
+        // NAT64 (64:ff9b::/96 and the local 64:ff9b:1::/48), Teredo (2001::/32) and
+        // 6to4 (2002::/16).
         || first == 0x0064 && ip.segments()[1] == 0xff9b
+        || first == 0x2001 && ip.segments()[1] == 0x0000
         || first == 0x2002
+        // The discard-only prefix (100::/64).
+        || ip.segments()[..4] == [0x0100, 0, 0, 0]
         || ip.segments()[..6] == [0; 6])
 }
 
@@ -206,6 +212,11 @@ mod tests {
             ("::ffff:127.0.0.1", false),
             ("::ffff:8.8.8.8", true),
             ("64:ff9b::a00:1", false),
+            ("64:ff9b:1::a00:1", false),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", false),
+            ("2002:c000:0204::1", false),
+            ("100::1", false),
+            ("2001:4860:4860::8888", true),
         ] {
             let ip: IpAddr = address.parse().unwrap();
             assert_eq!(is_public(ip), public, "{address}");
