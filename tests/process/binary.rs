@@ -344,3 +344,217 @@ fn healthcheck_on(listen: &str) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+#[tokio::test]
+async fn the_root_leads_to_the_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = spawn_embedded(&dir.path().join("data"), port, Stdio::null);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    let client = crate::support::http_builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let root = client.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(root.status().as_u16(), 307);
+    assert_eq!(root.headers()["location"], "/ui");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn a_full_embedded_redis_refuses_new_jobs_with_503_keeps_the_old_ones_and_lets_them_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", dir.path().join("data"))
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{port}"))
+        .env("QLESSD_REDIS_MAXMEMORY", "4mb")
+        .env_remove("QLESSD_REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    let client = crate::support::http();
+    let data = "x".repeat(200 * 1024);
+    let mut stored = Vec::new();
+    let refused = loop {
+        assert!(
+            stored.len() < 40,
+            "4 MB held {} jobs of 200 KB",
+            stored.len()
+        );
+        let reply = client
+            .post(format!("{base}/v1/queues/big/jobs"))
+            .json(&serde_json::json!({"klass": "Big", "data": {"blob": data}}))
+            .send()
+            .await
+            .unwrap();
+        match reply.status().as_u16() {
+            201 => stored.push(reply.json::<serde_json::Value>().await.unwrap()["jid"].clone()),
+            _ => break reply,
+        }
+    };
+    assert_eq!(refused.status().as_u16(), 503);
+    let problem: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(problem["code"], "out_of_memory", "{problem}");
+    assert!(!stored.is_empty(), "not one job fitted");
+    // Canceling still works while Redis is full: memory can be freed through the API.
+    let freed = stored.pop().unwrap();
+    let freed = format!("{base}/v1/jobs/{}", freed.as_str().unwrap());
+    let canceled = client.delete(&freed).send().await.unwrap();
+    assert_eq!(canceled.status().as_u16(), 204);
+    let gone = client.get(&freed).send().await.unwrap();
+    assert_eq!(gone.status().as_u16(), 404);
+    for jid in &stored {
+        let job = client
+            .get(format!("{base}/v1/jobs/{}", jid.as_str().unwrap()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(job.status().as_u16(), 200, "job {jid} lost");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// One request over a Unix socket (`Connection: close`): the status and the body.
+async fn over_unix(
+    socket: &std::path::Path,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    // A Host a reverse proxy in front of the socket would pass on: not refused.
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: queue.example.com\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+#[tokio::test]
+async fn qlessd_serves_on_a_unix_socket_replacing_a_stale_one_and_removes_it_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("qlessd.sock");
+    let listen = format!("unix:{}", socket.display());
+    // A socket file left by a server that is gone.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let mut child = spawn_embedded_on(&dir.path().join("data"), &listen, Stdio::null);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let healthcheck = || {
+        Command::new(BINARY)
+            .args(["healthcheck", "--listen", &listen, "--timeout", "2"])
+            .output()
+            .unwrap()
+    };
+    while !healthcheck().status.success() {
+        assert!(Instant::now() < deadline, "never ready on {listen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (status, body) = over_unix(
+        &socket,
+        "POST",
+        "/v1/queues/mail/jobs",
+        r#"{"klass":"Mailer","data":{"to":"a@example.com"},"jid":"u1"}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = over_unix(&socket, "GET", "/v1/jobs/u1", "").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""queue":"mail""#), "{body}");
+
+    // A second server is not let in on a socket that answers.
+    let second = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", dir.path().join("data2"))
+        .env("QLESSD_LISTEN", &listen)
+        .env_remove("QLESSD_REDIS_URL")
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("another server answers"), "{said}");
+
+    let stopped = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    assert!(child.wait().unwrap().success());
+    assert!(!socket.exists(), "the socket file outlived qlessd");
+}
+
+#[tokio::test]
+async fn a_second_qlessd_on_the_same_data_directory_refuses_to_start_and_touches_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("data");
+    let port = free_port();
+    let mut first = spawn_embedded(&dir, port, Stdio::null);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(20)).await;
+    let redis_before = redis_pid(&dir.join("redis.sock")).expect("the first one's Redis");
+
+    let second = Command::new(BINARY)
+        .env("QLESSD_DATA_DIR", &dir)
+        .env("QLESSD_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env_remove("QLESSD_REDIS_URL")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(!second.status.success(), "the second qlessd started");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&second.stdout),
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(said.contains("is in use by"), "{said}");
+    assert!(said.contains(&first.id().to_string()), "{said}");
+    // The first one's Redis was not stopped, and it still serves.
+    assert_eq!(redis_pid(&dir.join("redis.sock")), Some(redis_before));
+    wait_for_status(&format!("{base}/readyz"), 200, Duration::from_secs(5)).await;
+    let _ = first.kill();
+    let _ = first.wait();
+}
+
+#[test]
+fn help_is_short_and_by_topic_and_help_all_has_every_detail() {
+    let run = |flag: &str| {
+        let output = Command::new(BINARY).arg(flag).output().unwrap();
+        assert!(output.status.success(), "{flag}: {output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let short = run("--help");
+    for topic in [
+        "HTTP:",
+        "Redis:",
+        "Embedded Redis:",
+        "Auth:",
+        "Limits:",
+        "Telemetry:",
+    ] {
+        assert!(
+            short.lines().any(|line| line == topic),
+            "no {topic}\n{short}"
+        );
+    }
+    let long = run("--help-all");
+    assert!(long.lines().count() > short.lines().count() * 2, "{long}");
+    // The details of --listen are in the long form only.
+    assert!(
+        long.contains("unix:PATH") && !short.contains("unix:PATH"),
+        "{short}"
+    );
+}
