@@ -111,7 +111,9 @@ function push_factory(name)
     -- pop(now, queue, worker, max) -> Queue.pop's flat array of the leased jobs'
     -- fields, then (when any were leased) false and, per job in the same order, the
     -- members `get` adds to it (Extra.extras, as a JSON object's text, or false when
-    -- it has none): the delivery's body is the job as `get` shows it. At most `max`
+    -- it has none: the delivery's body is the job as `get` shows it) and which
+    -- delivery of the job this lease is (its `push-attempts`, counted here, so that
+    -- `qlessd-attempt` goes on rising however long its history grows). At most `max`
     -- jobs, fewer when the queue's concurrency or rate has less room. Each leased job
     -- takes a slot until push.finish or the end of its delivery's timeout, and counts
     -- against the rate window.
@@ -146,8 +148,9 @@ function push_factory(name)
           redis.call('zadd', sent, Qless.NOWS, jid .. '@' .. Qless.NOWS)
         end
         local extra = Qless.Extra.extras(jid, false)
-        m = m + 1
-        out[m] = extra ~= '' and '{' .. string.sub(extra, 2) .. '}' or false
+        out[m + 1] = extra ~= '' and '{' .. string.sub(extra, 2) .. '}' or false
+        out[m + 2] = redis.call('hincrby', Qless.P .. 'j:' .. jid, 'push-attempts', 1)
+        m = m + 2
         i = i + 15
         for _ = 1, 3 do i = i + out[i] + 1 end
       end
@@ -163,7 +166,9 @@ function push_factory(name)
     --   retry delay group message  -> 'retried', or 'failed' when its retries are used up
     --                                 (delay: seconds, or 'backoff' for the job's own)
     --   postpone delay group message -> 'retried' after `delay` seconds, using none of
-    --                                 its retries (a receiver's Retry-After, shutdown)
+    --                                 its retries (a receiver's Retry-After, shutdown);
+    --                                 with `attempt` 0 the job was never posted, and
+    --                                 its lease does not count as a delivery
     --   fail group message         -> 'failed'
     -- When the job can no longer be ended by this worker (canceled meanwhile, its
     -- lease expired and went to another), { 'gone', the error's text } and nothing is
@@ -189,6 +194,7 @@ function push_factory(name)
           local f = redis.call('hmget', key, 'state', 'worker')
           if f[1] == 'running' and f[2] == worker then
             redis.call('hincrby', key, 'remaining', 1)
+            if attempt == '0' then redis.call('hincrby', key, 'push-attempts', -1) end
           end
           Qless.Job.retry(now, jid, queue, worker, tonumber(a), b, c)
           return 'retried'

@@ -462,16 +462,16 @@ impl Leasing {
     /// concurrency and rate: `attempt` makes the `push.pop` call, with what the
     /// deliverer allows), waiting up to `wait` for some: the same waiters as a
     /// long-poll pop, woken by the same announcements.
-    pub async fn lease_for_push<F, Fut>(
+    pub async fn lease_for_push<T, F, Fut>(
         &self,
         queue: &str,
         max: u32,
         wait: Duration,
         attempt: F,
-    ) -> Result<Vec<Job>, Error>
+    ) -> Result<Vec<T>, Error>
     where
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<Vec<Job>, Error>>,
+        Fut: Future<Output = Result<Vec<T>, Error>>,
     {
         let queues = [queue.to_owned()];
         self.wait_for_jobs(&queues, max, wait, attempt).await
@@ -520,16 +520,16 @@ impl Leasing {
     /// the lines before each attempt, so a job announced while an attempt is in flight
     /// is never missed: the attempt is simply repeated. Past `--max-long-polls`, the
     /// attempt is made once and answered at once, whatever it found.
-    async fn wait_for_jobs<F, Fut>(
+    async fn wait_for_jobs<T, F, Fut>(
         &self,
         queues: &[String],
         count: u32,
         wait: Duration,
         attempt: F,
-    ) -> Result<Vec<Job>, Error>
+    ) -> Result<Vec<T>, Error>
     where
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<Vec<Job>, Error>>,
+        Fut: Future<Output = Result<Vec<T>, Error>>,
     {
         if wait.is_zero() {
             return attempt().await;

@@ -25,15 +25,30 @@ use crate::model::{HistoryEntry, Job, JobState};
 
 /// The jobs of a `fields` reply, in order.
 pub(super) fn jobs(value: Value) -> Result<Vec<Job>, Error> {
-    read(value, false)
+    read(value).map(|(jobs, _)| jobs)
 }
 
-/// The jobs of a `push.pop` reply, in order, each with the members `get` adds.
-pub(super) fn pushed_jobs(value: Value) -> Result<Vec<Job>, Error> {
-    read(value, true)
+/// The jobs of a `push.pop` reply, in order, each with the members `get` adds and
+/// which delivery of it its lease is.
+pub(super) fn pushed_jobs(value: Value) -> Result<Vec<(Job, u64)>, Error> {
+    let (jobs, mut fields) = read(value)?;
+    jobs.into_iter()
+        .map(|mut job| {
+            if fields.0.as_slice().len() < 2 {
+                return Err(Error::reply("a pushed job's members are missing"));
+            }
+            if let Some(text) = fields.next_text()? {
+                stored_json(&text, |json| Extras::deserialize(json))?.add_to(&mut job);
+            }
+            let attempt = u64::try_from(fields.integer()?)
+                .map_err(|_| Error::reply("a pushed job's attempt is not positive"))?;
+            Ok((job, attempt))
+        })
+        .collect()
 }
 
-fn read(value: Value, with_extras: bool) -> Result<Vec<Job>, Error> {
+/// The leased jobs of a reply, and what follows them.
+fn read(value: Value) -> Result<(Vec<Job>, Fields), Error> {
     let items = match value {
         Value::Array(items) => items,
         Value::Nil => Vec::new(),
@@ -44,17 +59,7 @@ fn read(value: Value, with_extras: bool) -> Result<Vec<Job>, Error> {
     while let Some(jid) = fields.next_text()? {
         jobs.push(fields.job(jid)?);
     }
-    if with_extras {
-        for job in &mut jobs {
-            if fields.0.as_slice().is_empty() {
-                return Err(Error::reply("a pushed job's members are missing"));
-            }
-            if let Some(text) = fields.next_text()? {
-                stored_json(&text, |json| Extras::deserialize(json))?.add_to(job);
-            }
-        }
-    }
-    Ok(jobs)
+    Ok((jobs, fields))
 }
 
 /// The members `get` adds to a job object beside those of a leased job's fields
@@ -481,10 +486,12 @@ mod tests {
         items.push(text(
             r#"{"throttles":["t"],"batch":"b1","start_by":1700000100,"partition":"acme","progress":"{\"p\":1}"}"#,
         ));
+        items.push(Value::Int(3));
         items.push(Value::Nil);
+        items.push(Value::Int(1));
         let jobs = pushed_jobs(Value::Array(items.clone())).unwrap();
-        let [with, without] = jobs.as_slice() else {
-            panic!("two jobs: {jobs:?}")
+        let [(with, 3), (without, 1)] = jobs.as_slice() else {
+            panic!("two jobs, delivered a third and a first time: {jobs:?}")
         };
         assert_eq!(with.throttles.as_deref(), Some(&["t".to_owned()][..]));
         assert_eq!(with.batch.as_deref(), Some("b1"));
@@ -495,6 +502,11 @@ mod tests {
         assert_eq!(
             (without.batch.as_ref(), without.throttles.as_ref()),
             (None, None)
+        );
+        items.pop();
+        assert!(
+            pushed_jobs(Value::Array(items.clone())).is_err(),
+            "a job without its attempt"
         );
         items.pop();
         assert!(

@@ -265,7 +265,7 @@ struct PushPop<'a> {
 }
 
 impl Command for PushPop<'_> {
-    type Output = Vec<Job>;
+    type Output = Vec<Pushed>;
 
     fn name(&self) -> &'static str {
         "push.pop"
@@ -275,8 +275,11 @@ impl Command for PushPop<'_> {
         args.push(self.queue).push(self.worker).push(self.max);
     }
 
-    fn decode(&self, reply: Value) -> Result<Vec<Job>, Error> {
-        leased::pushed_jobs(reply)
+    fn decode(&self, reply: Value) -> Result<Vec<Pushed>, Error> {
+        Ok(leased::pushed_jobs(reply)?
+            .into_iter()
+            .map(|(job, attempt)| Pushed { job, attempt })
+            .collect())
     }
 
     fn weight(&self) -> usize {
@@ -287,9 +290,19 @@ impl Command for PushPop<'_> {
         Subject::queue(self.queue)
     }
 
-    fn record(&self, recorder: &Recorder<'_>, jobs: &Vec<Job>) {
-        recorder.popped(jobs);
+    fn record(&self, recorder: &Recorder<'_>, pushed: &Vec<Pushed>) {
+        for leased in pushed {
+            recorder.popped(std::slice::from_ref(&leased.job));
+        }
     }
+}
+
+/// A job leased for push delivery, and which delivery of it this is (the script's
+/// count of its push leases, for `qlessd-attempt`).
+#[derive(Debug)]
+pub struct Pushed {
+    pub job: Job,
+    pub attempt: u64,
 }
 
 /// A delivery as it is recorded among a queue's recent ones.
@@ -440,7 +453,7 @@ impl super::Qless {
         queue: &str,
         worker: &str,
         max: u32,
-    ) -> Result<Vec<Job>, Error> {
+    ) -> Result<Vec<Pushed>, Error> {
         self.run(now, &PushPop { queue, worker, max }).await
     }
 

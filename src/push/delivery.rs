@@ -41,11 +41,11 @@ enum Reply {
 }
 
 impl Delivery {
-    /// Delivers `job` and ends it as the answer decides.
-    pub async fn deliver(self, job: Job) {
+    /// Delivers `job`, its delivery number `attempt` (`qlessd-attempt`), and ends it
+    /// as the answer decides.
+    pub async fn deliver(self, job: Job, attempt: u64) {
         let started = Instant::now();
         let _counted = InFlight::start();
-        let attempt = attempt_of(&job);
         let span =
             telemetry::delivery_span(job.traceparent.as_deref(), &self.state.queue, &job.jid);
         // With tracing on, the receiver's work is a child of this delivery's span;
@@ -284,25 +284,6 @@ fn is_tls(err: &(dyn std::error::Error + 'static)) -> bool {
         Some(inner) => is_tls(inner),
         None => false,
     }
-}
-
-/// Which delivery of the job this is: the leases of it to push deliveries that its
-/// history records, this one included. It counts on across retries, lost leases and
-/// unfails (which give the job its retries back), as `qlessd-attempt` promises.
-fn attempt_of(job: &Job) -> u64 {
-    let delivered = job
-        .history
-        .iter()
-        .filter(|entry| {
-            entry.what == "popped"
-                && entry
-                    .extra
-                    .get("worker")
-                    .and_then(serde_json::Value::as_str)
-                    .is_some_and(|worker| worker.starts_with(super::WORKER_PREFIX))
-        })
-        .count();
-    delivered.max(1) as u64
 }
 
 /// Counts a delivery in flight for as long as it lives (also when its task is

@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::core::Qless;
-use crate::core::push::PushState;
+use crate::core::push::{PushState, Pushed};
 use crate::leasing::Leasing;
 use crate::settings::Settings;
 use endpoint::{AddressPolicy, PublicResolver};
@@ -88,7 +88,17 @@ pub struct Deliverer {
 struct InFlight {
     qless: Qless,
     queue: String,
+    /// Which delivery of the job this is (`qlessd-attempt`).
+    attempt: u64,
     task: Option<tokio::task::AbortHandle>,
+}
+
+/// Whether a delivery given back at shutdown was posted: a lease that never reached
+/// the endpoint does not count as one of the job's deliveries.
+#[derive(Debug, Clone, Copy)]
+enum Posted {
+    Yes { attempt: u64 },
+    No,
 }
 
 impl Deliverer {
@@ -158,6 +168,9 @@ impl Deliverer {
                 clock,
                 &delivery.queue,
                 &jid,
+                Posted::Yes {
+                    attempt: delivery.attempt,
+                },
                 "qlessd stopped during the delivery",
             )
             .await;
@@ -167,7 +180,15 @@ impl Deliverer {
     /// Puts a job this qlessd leased back in its queue at once, using none of its
     /// retries (shutdown stopped its delivery, or came before it started); when that
     /// fails, its lease expires and it is delivered again all the same.
-    async fn release(&self, qless: &Qless, clock: &Clock, queue: &str, jid: &str, why: &str) {
+    async fn release(
+        &self,
+        qless: &Qless,
+        clock: &Clock,
+        queue: &str,
+        jid: &str,
+        posted: Posted,
+        why: &str,
+    ) {
         let released = qless
             .push_finish(
                 clock.now(),
@@ -177,7 +198,11 @@ impl Deliverer {
                 crate::core::push::Attempted {
                     status: None,
                     ms: 0,
-                    attempt: 0,
+                    // (0 tells the script that the lease was never posted.)
+                    attempt: match posted {
+                        Posted::Yes { attempt } => attempt,
+                        Posted::No => 0,
+                    },
                 },
                 crate::core::push::Outcome::Retry {
                     delay: crate::core::push::RetryDelay::Postponed(0.0),
@@ -394,13 +419,14 @@ impl QueueLoop {
             if self.leasing.is_closing() {
                 // Leased as shutdown began: given back undelivered, holding their
                 // permits until then, so that the drain waits for it.
-                for job in &jobs {
+                for leased in &jobs {
                     self.deliverer
                         .release(
                             &self.qless,
                             &self.clock,
                             &self.queue,
-                            &job.jid,
+                            &leased.job.jid,
+                            Posted::No,
                             "qlessd stopped before the delivery",
                         )
                         .await;
@@ -416,8 +442,8 @@ impl QueueLoop {
             {
                 state = Arc::new(fresh);
             }
-            for (job, permit) in jobs.into_iter().zip(permits) {
-                self.start(job, state.clone(), url.clone(), permit);
+            for (leased, permit) in jobs.into_iter().zip(permits) {
+                self.start(leased, state.clone(), url.clone(), permit);
             }
         }
     }
@@ -426,12 +452,12 @@ impl QueueLoop {
     /// leased job is always delivered or given back).
     fn start(
         &self,
-        job: crate::model::Job,
+        leased: Pushed,
         state: Arc<PushState>,
         url: reqwest::Url,
         permit: OwnedSemaphorePermit,
     ) {
-        let key = (self.qless.prefix().to_owned(), job.jid.clone());
+        let key = (self.qless.prefix().to_owned(), leased.job.jid.clone());
         self.local.in_flight.fetch_add(1, Ordering::AcqRel);
         let delivery = delivery::Delivery {
             client: self.deliverer.client.clone(),
@@ -450,6 +476,7 @@ impl QueueLoop {
             InFlight {
                 qless: self.qless.clone(),
                 queue: self.queue.clone(),
+                attempt: leased.attempt,
                 task: None,
             },
         );
@@ -457,7 +484,7 @@ impl QueueLoop {
             let deliverer = deliverer.clone();
             let key = key.clone();
             async move {
-                delivery.deliver(job).await;
+                delivery.deliver(leased.job, leased.attempt).await;
                 deliverer.in_flight.lock().remove(&key);
                 local.in_flight.fetch_sub(1, Ordering::AcqRel);
                 local.ended.notify_one();

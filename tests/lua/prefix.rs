@@ -454,7 +454,7 @@ async fn extensions(qless: &Qless) {
     };
     let done = Outcome::Complete { result: None };
     qless
-        .push_finish(308.0, "qp", &leased[0].jid, "push-1", answered, done)
+        .push_finish(308.0, "qp", &leased[0].job.jid, "push-1", answered, done)
         .await
         .unwrap();
     assert!(

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use qlessd::core::PutArgs;
-use qlessd::core::push::{Attempted, Finished, Outcome, PushConfig, PushRate, RetryDelay, Secret};
+use qlessd::core::push::{
+    Attempted, Finished, Outcome, PushConfig, PushRate, Pushed, RetryDelay, Secret,
+};
 
 use super::jobs::{assert_error, get, job, put, start, state, strs};
 use super::malformed::snapshot;
@@ -31,8 +33,8 @@ fn secret(text: &str) -> Secret {
     Secret::new(text.to_owned())
 }
 
-fn jids(jobs: &[qlessd::model::Job]) -> Vec<String> {
-    jobs.iter().map(|job| job.jid.clone()).collect()
+fn jids(leased: &[Pushed]) -> Vec<String> {
+    leased.iter().map(|leased| leased.job.jid.clone()).collect()
 }
 
 #[tokio::test]
@@ -140,7 +142,7 @@ async fn a_job_leased_for_delivery_reads_as_get_shows_it() {
         .unwrap();
     let leased = qless.push_pop(4.0, "q", "push-1", 10).await.unwrap();
     assert_eq!(jids(&leased), ["full", "plain"]);
-    let full = &leased[0];
+    let full = &leased[0].job;
     assert_eq!(
         (
             full.throttles.as_deref(),
@@ -155,7 +157,7 @@ async fn a_job_leased_for_delivery_reads_as_get_shows_it() {
             Some(600.0)
         )
     );
-    for job in &leased {
+    for job in leased.iter().map(|leased| &leased.job) {
         assert_eq!(
             serde_json::to_string(job).unwrap(),
             serde_json::to_string(&get(&qless, &job.jid).await).unwrap(),
@@ -331,6 +333,69 @@ async fn retries_count_until_they_run_out_and_fail_into_the_named_group() {
         ),
         (0, 1, 1, 0)
     );
+}
+
+/// `qlessd-attempt` is the script's count of a job's push leases: it goes on rising
+/// past what the job's capped history remembers, and a lease given back before its
+/// POST (attempt 0, as shutdown does) is not counted.
+#[tokio::test]
+async fn each_push_lease_counts_one_delivery_past_the_history_and_an_unposted_one_none() {
+    let (_redis, qless) = start().await;
+    qless.config_set(0.0, "max-job-history", "4").await.unwrap();
+    let mut job = super::jobs::job("q", "a");
+    job.retries = Some(20);
+    qless.put(0.0, job).await.unwrap();
+    qless
+        .push_set(1.0, "q", &config(5, None), &secret("whsec_s"))
+        .await
+        .unwrap();
+    let again = Outcome::Retry {
+        delay: RetryDelay::Backoff,
+        group: "push-http-500",
+        message: "HTTP 500",
+    };
+    let mut now = 2.0;
+    for delivery in 1..=8u64 {
+        let leased = qless.push_pop(now, "q", "push-1", 1).await.unwrap();
+        assert_eq!(
+            leased.iter().map(|l| l.attempt).collect::<Vec<_>>(),
+            [delivery],
+            "delivery {delivery}"
+        );
+        let answered = Attempted {
+            attempt: delivery,
+            ..ANSWERED
+        };
+        qless
+            .push_finish(now + 0.5, "q", "a", "push-1", answered, again)
+            .await
+            .unwrap();
+        now += 1.0;
+    }
+    assert!(
+        get(&qless, "a").await.history.len() <= 4,
+        "the history is capped"
+    );
+
+    // Leased, then given back unposted: the next lease is still the ninth delivery.
+    let leased = qless.push_pop(now, "q", "push-1", 1).await.unwrap();
+    assert_eq!(leased[0].attempt, 9);
+    let unposted = Attempted {
+        status: None,
+        ms: 0,
+        attempt: 0,
+    };
+    let back = Outcome::Retry {
+        delay: RetryDelay::Postponed(0.0),
+        group: "push-shutdown",
+        message: "qlessd stopped before the delivery",
+    };
+    qless
+        .push_finish(now + 0.5, "q", "a", "push-1", unposted, back)
+        .await
+        .unwrap();
+    let leased = qless.push_pop(now + 1.0, "q", "push-1", 1).await.unwrap();
+    assert_eq!(leased[0].attempt, 9);
 }
 
 #[tokio::test]
