@@ -295,6 +295,18 @@ struct Receiver {
 type Behave = Arc<dyn Fn(&str, usize) -> Behaviour + Send + Sync>;
 
 impl Receiver {
+    /// A receiver that holds every delivery until the test adds a permit to the
+    /// semaphore it returns beside it (one permit, one answer of 200).
+    async fn held() -> (Receiver, Arc<Semaphore>) {
+        let gate = Arc::new(Semaphore::new(0));
+        let receiver = Receiver::start({
+            let gate = gate.clone();
+            move |_, _| Behaviour::Held(gate.clone())
+        })
+        .await;
+        (receiver, gate)
+    }
+
     async fn start(behave: impl Fn(&str, usize) -> Behaviour + Send + Sync + 'static) -> Receiver {
         let seen = Arc::new(Seen::default());
         let behave: Behave = Arc::new(behave);
@@ -761,12 +773,7 @@ fn stored(redis: &RedisServer, jid: &str, fields: &[&str]) -> Vec<Option<String>
 async fn shutdown_lets_a_delivery_in_flight_finish_and_leases_nothing_more() {
     let redis = RedisServer::start();
     let mut gateway = Gateway::start_with(&redis, &[("QLESSD_SHUTDOWN_TIMEOUT", "20")]).await;
-    let gate = Arc::new(Semaphore::new(0));
-    let receiver = Receiver::start({
-        let gate = gate.clone();
-        move |_, _| Behaviour::Held(gate.clone())
-    })
-    .await;
+    let (receiver, gate) = Receiver::held().await;
     gateway
         .push("q", &receiver, json!({"concurrency": 1}))
         .await;
@@ -836,12 +843,7 @@ async fn a_delivery_longer_than_its_lease_keeps_it_and_completes_once() {
         )
         .await;
     assert_eq!(status, 204);
-    let gate = Arc::new(Semaphore::new(0));
-    let receiver = Receiver::start({
-        let gate = gate.clone();
-        move |_, _| Behaviour::Held(gate.clone())
-    })
-    .await;
+    let (receiver, gate) = Receiver::held().await;
     gateway.push("q", &receiver, json!({"timeout": 60})).await;
     gateway.put("q", "long", json!({})).await;
     receiver.wait_for(1).await;
@@ -874,12 +876,7 @@ async fn a_delivery_longer_than_its_lease_keeps_it_and_completes_once() {
 async fn the_body_is_the_job_as_get_shows_it_with_its_batch_throttles_partition_and_deadlines() {
     let redis = RedisServer::start();
     let gateway = Gateway::start(&redis).await;
-    let gate = Arc::new(Semaphore::new(0));
-    let receiver = Receiver::start({
-        let gate = gate.clone();
-        move |_, _| Behaviour::Held(gate.clone())
-    })
-    .await;
+    let (receiver, gate) = Receiver::held().await;
     gateway.push("q", &receiver, json!({})).await;
     let start_by = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -919,12 +916,7 @@ async fn the_body_is_the_job_as_get_shows_it_with_its_batch_throttles_partition_
 async fn deleting_a_push_stops_its_deliveries_and_leaves_the_jobs_to_pull_workers() {
     let redis = RedisServer::start();
     let gateway = Gateway::start(&redis).await;
-    let gate = Arc::new(Semaphore::new(0));
-    let receiver = Receiver::start({
-        let gate = gate.clone();
-        move |_, _| Behaviour::Held(gate.clone())
-    })
-    .await;
+    let (receiver, gate) = Receiver::held().await;
     gateway.push("q", &receiver, json!({})).await;
     gateway.put("q", "in-flight", json!({})).await;
     receiver.wait_for(1).await;
