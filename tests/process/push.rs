@@ -29,6 +29,18 @@ struct Gateway {
 }
 
 impl Gateway {
+    /// Sets the lease (the `heartbeat` option) to `seconds`.
+    async fn set_heartbeat(&self, seconds: u64) {
+        let (status, body) = self
+            .call(
+                reqwest::Method::PUT,
+                "/v1/config/heartbeat",
+                Some(json!({"value": seconds})),
+            )
+            .await;
+        assert_eq!(status, 204, "{body}");
+    }
+
     async fn start(redis: &RedisServer) -> Gateway {
         Gateway::start_with(redis, &[]).await
     }
@@ -736,14 +748,7 @@ async fn a_qlessd_killed_mid_delivery_leaves_the_job_to_be_delivered_again() {
         _ => ok("{}"),
     })
     .await;
-    let (status, _) = one
-        .call(
-            reqwest::Method::PUT,
-            "/v1/config/heartbeat",
-            Some(json!({"value": 2})),
-        )
-        .await;
-    assert_eq!(status, 204);
+    one.set_heartbeat(2).await;
     one.push("q", &receiver, json!({"timeout": 60})).await;
     one.put("q", "survivor", json!({})).await;
     let first = receiver.wait_for(1).await.remove(0);
@@ -835,14 +840,7 @@ async fn a_delivery_outlasting_the_shutdown_timeout_is_given_back_and_delivered_
 async fn a_delivery_longer_than_its_lease_keeps_it_and_completes_once() {
     let redis = RedisServer::start();
     let gateway = Gateway::start(&redis).await;
-    let (status, _) = gateway
-        .call(
-            reqwest::Method::PUT,
-            "/v1/config/heartbeat",
-            Some(json!({"value": 2})),
-        )
-        .await;
-    assert_eq!(status, 204);
+    gateway.set_heartbeat(2).await;
     let (receiver, gate) = Receiver::held().await;
     gateway.push("q", &receiver, json!({"timeout": 60})).await;
     gateway.put("q", "long", json!({})).await;
